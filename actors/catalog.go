@@ -1,0 +1,327 @@
+package actors
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// MaxShards is the most shards a stream may have.
+const MaxShards = 1024
+
+// CatalogConfig configures the catalog.
+type CatalogConfig struct {
+	// Durable is the Badger log: durable streams' batches and every stream's
+	// config live there.
+	Durable storage.Log
+	// Memory holds ephemeral streams' batches.
+	Memory storage.Log
+	// Writer is the storage writer.
+	Writer *actor.PID
+	// DefaultConfig is what an auto-created stream gets.
+	DefaultConfig wire.StreamConfig
+	// RingBatches and RingBytes bound each shard's replay ring.
+	RingBatches int
+	RingBytes   int64
+	// ShardProps, if set, wraps shard props (tests add middleware).
+	ShardProps func(*actor.Props) *actor.Props
+	// Now returns the time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Metadata keys.
+var (
+	metaStreamPrefix = []byte("stream/")
+	metaNextID       = []byte("catalog/next_id")
+)
+
+// storedStream is a stream's persisted config.
+type storedStream struct {
+	ID      uint64 `json:"id"`
+	Tenant  string `json:"tenant"`
+	NS      string `json:"namespace"`
+	Stream  string `json:"stream"`
+	Shards  uint32 `json:"shards"`
+	Durable bool   `json:"durable"`
+	Created int64  `json:"created_unix_nano"`
+}
+
+// catalog owns the streams: their configs (persisted through the storage
+// writer) and their shard actors, which are its children. It never blocks:
+// config writes are requests to the storage writer it awaits with
+// ReenterAfter, and lookups of a stream being created wait in creating.
+type catalog struct {
+	cfg CatalogConfig
+	// streams by name key.
+	streams map[string]*StreamHandle
+	// creating holds the requests waiting for a stream being created.
+	creating map[string]*creation
+	// nextID is the next stream id to assign.
+	nextID uint64
+	// stopping is set once the catalog is stopping: shards are not respawned.
+	stopping bool
+}
+
+type creation struct {
+	handle  *StreamHandle
+	waiters []*actor.PID
+}
+
+// NewCatalogProps returns the props of the catalog. Its children (shards)
+// restart on failure, at most 10 times in 10 seconds.
+func NewCatalogProps(cfg CatalogConfig) *actor.Props {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &catalog{cfg: cfg} },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, func(reason any) actor.Directive {
+			return actor.RestartDirective
+		})))
+}
+
+// Receive dispatches.
+func (c *catalog) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		c.onStarted(ctx)
+	case *LookupStreamRequest:
+		c.onLookup(ctx, m)
+	case *CreateStreamRequest:
+		c.onCreate(ctx, ctx.Sender(), m.Name, m.Config, true)
+	case *ListStreamsRequest:
+		c.onList(ctx, m)
+	case *AllShardsRequest:
+		var all []*actor.PID
+		for _, h := range c.streams {
+			all = append(all, h.Shards...)
+		}
+		ctx.Respond(&AllShardsResponse{Shards: all})
+	case *actor.Terminated:
+		c.onTerminated(ctx, m)
+	case *actor.Stopping:
+		c.stopping = true
+	case *actor.Stopped, *actor.Restarting:
+	default:
+		ctx.Logger().Warn("catalog: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
+	}
+}
+
+func nameKey(n wire.StreamName) string { return n.String() }
+
+// onStarted loads the persisted streams and spawns their shards. This one
+// read at start is the only storage access the catalog makes itself.
+func (c *catalog) onStarted(ctx actor.Context) {
+	c.streams = map[string]*StreamHandle{}
+	c.creating = map[string]*creation{}
+	c.nextID = 1
+	if v, err := c.cfg.Durable.GetMeta(metaNextID); err == nil && len(v) == 8 {
+		c.nextID = binary.BigEndian.Uint64(v)
+	}
+	err := c.cfg.Durable.ScanMeta(metaStreamPrefix, func(_, value []byte) error {
+		var st storedStream
+		if err := json.Unmarshal(value, &st); err != nil {
+			return fmt.Errorf("catalog: bad stream record: %w", err)
+		}
+		h := c.newHandle(st)
+		c.spawnShards(ctx, h)
+		c.streams[nameKey(h.Name)] = h
+		c.nextID = max(c.nextID, st.ID+1)
+		return nil
+	})
+	if err != nil {
+		panic(err) // the node supervisor restarts the catalog
+	}
+	ctx.Logger().Info("catalog loaded", slog.Int("streams", len(c.streams)))
+}
+
+func (c *catalog) newHandle(st storedStream) *StreamHandle {
+	h := &StreamHandle{
+		ID:              st.ID,
+		Name:            wire.StreamName{Tenant: st.Tenant, Namespace: st.NS, Stream: st.Stream},
+		Config:          wire.StreamConfig{Shards: st.Shards, Durable: st.Durable},
+		CreatedUnixNano: st.Created,
+		Log:             c.cfg.Memory,
+	}
+	if st.Durable {
+		h.Log = c.cfg.Durable
+	}
+	return h
+}
+
+func shardName(id uint64, i uint32) string { return fmt.Sprintf("s%d-%d", id, i) }
+
+func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
+	p := NewShardProps(ShardConfig{
+		Key:         h.ShardKey(i),
+		Stream:      h.Name,
+		Durable:     h.Config.Durable,
+		Log:         h.Log,
+		Writer:      c.cfg.Writer,
+		RingBatches: c.cfg.RingBatches,
+		RingBytes:   c.cfg.RingBytes,
+		Now:         c.cfg.Now,
+	})
+	if c.cfg.ShardProps != nil {
+		p = c.cfg.ShardProps(p)
+	}
+	return p
+}
+
+func (c *catalog) spawnShards(ctx actor.Context, h *StreamHandle) {
+	h.Shards = make([]*actor.PID, h.Config.Shards)
+	for i := range h.Shards {
+		pid, err := ctx.SpawnNamed(c.shardProps(h, uint32(i)), shardName(h.ID, uint32(i)))
+		if err != nil {
+			panic(fmt.Errorf("catalog: spawn shard %s/%d: %w", h.Name, i, err))
+		}
+		h.Shards[i] = pid
+	}
+}
+
+// onTerminated respawns a shard that stopped after exhausting its restarts,
+// under the same name, so the PIDs handed out stay valid.
+func (c *catalog) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	if c.stopping {
+		return
+	}
+	for _, h := range c.streams {
+		for i, pid := range h.Shards {
+			if pid.Id == m.Who.Id {
+				ctx.Logger().Error("catalog: shard stopped; starting it again",
+					slog.String("stream", h.Name.String()), slog.Int("shard", i))
+				if _, err := ctx.SpawnNamed(c.shardProps(h, uint32(i)), shardName(h.ID, uint32(i))); err != nil {
+					ctx.Logger().Error("catalog: respawn failed", slog.Any("error", err))
+				}
+				return
+			}
+		}
+	}
+}
+
+func (c *catalog) onLookup(ctx actor.Context, m *LookupStreamRequest) {
+	if err := m.Name.Validate(); err != nil {
+		ctx.Respond(&LookupStreamResponse{Err: err.(*wire.Error)})
+		return
+	}
+	if h, ok := c.streams[nameKey(m.Name)]; ok {
+		ctx.Respond(&LookupStreamResponse{Stream: h})
+		return
+	}
+	if !m.AutoCreate {
+		if cr, ok := c.creating[nameKey(m.Name)]; ok && ctx.Sender() != nil {
+			cr.waiters = append(cr.waiters, ctx.Sender())
+			return
+		}
+		ctx.Respond(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist", m.Name)})
+		return
+	}
+	c.onCreate(ctx, ctx.Sender(), m.Name, c.cfg.DefaultConfig, false)
+}
+
+func validateConfig(cfg wire.StreamConfig) *wire.Error {
+	if cfg.Shards < 1 || cfg.Shards > MaxShards {
+		return wire.Errorf(wire.CodeInvalidConfig, "shards must be between 1 and %d, got %d", MaxShards, cfg.Shards)
+	}
+	return nil
+}
+
+// onCreate creates a stream, or answers the existing one. strict refuses an
+// existing stream whose config differs.
+func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamName, cfg wire.StreamConfig, strict bool) {
+	reply := func(r *LookupStreamResponse) {
+		if from != nil {
+			ctx.Send(from, r)
+		}
+	}
+	if err := name.Validate(); err != nil {
+		reply(&LookupStreamResponse{Err: err.(*wire.Error)})
+		return
+	}
+	if err := validateConfig(cfg); err != nil {
+		reply(&LookupStreamResponse{Err: err})
+		return
+	}
+	key := nameKey(name)
+	if h, ok := c.streams[key]; ok {
+		if strict && h.Config != cfg {
+			reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamExists,
+				"stream %s exists with %d shards, durable=%t", name, h.Config.Shards, h.Config.Durable)})
+			return
+		}
+		reply(&LookupStreamResponse{Stream: h})
+		return
+	}
+	if cr, ok := c.creating[key]; ok {
+		if from != nil {
+			cr.waiters = append(cr.waiters, from)
+		}
+		return
+	}
+	st := storedStream{ID: c.nextID, Tenant: name.Tenant, NS: name.Namespace, Stream: name.Stream,
+		Shards: cfg.Shards, Durable: cfg.Durable, Created: c.cfg.Now().UnixNano()}
+	c.nextID++
+	cr := &creation{handle: c.newHandle(st)}
+	if from != nil {
+		cr.waiters = append(cr.waiters, from)
+	}
+	c.creating[key] = cr
+
+	value, _ := json.Marshal(st)
+	next := binary.BigEndian.AppendUint64(nil, c.nextID)
+	req := &MetaWriteRequest{Puts: []storage.MetaPut{
+		{Key: append(append([]byte(nil), metaStreamPrefix...), key...), Value: value},
+		{Key: metaNextID, Value: next},
+	}}
+	f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		if err == nil {
+			if r, ok := res.(*MetaWriteResponse); ok {
+				err = r.Err
+			} else {
+				err = fmt.Errorf("unexpected response %T", res)
+			}
+		}
+		c.onPersisted(ctx, &streamPersisted{key: key, err: err})
+	})
+}
+
+func (c *catalog) onPersisted(ctx actor.Context, m *streamPersisted) {
+	cr, ok := c.creating[m.key]
+	if !ok {
+		return
+	}
+	delete(c.creating, m.key)
+	var resp *LookupStreamResponse
+	if m.err != nil {
+		ctx.Logger().Error("catalog: cannot persist stream", slog.String("stream", m.key), slog.Any("error", m.err))
+		resp = &LookupStreamResponse{Err: storageError(m.err)}
+	} else {
+		c.spawnShards(ctx, cr.handle)
+		c.streams[m.key] = cr.handle
+		ctx.Logger().Info("stream created", slog.String("stream", m.key),
+			slog.Uint64("shards", uint64(cr.handle.Config.Shards)), slog.Bool("durable", cr.handle.Config.Durable))
+		resp = &LookupStreamResponse{Stream: cr.handle}
+	}
+	for _, w := range cr.waiters {
+		ctx.Send(w, resp)
+	}
+}
+
+func (c *catalog) onList(ctx actor.Context, m *ListStreamsRequest) {
+	var out []*StreamHandle
+	for _, h := range c.streams {
+		if h.Name.Tenant == m.Tenant && (m.Namespace == "" || h.Name.Namespace == m.Namespace) {
+			out = append(out, h)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return nameKey(out[i].Name) < nameKey(out[j].Name) })
+	ctx.Respond(&ListStreamsResponse{Streams: out})
+}

@@ -1,0 +1,80 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// StreamHandle is what the catalog hands out for a stream: its identity,
+// config, log and shard actors. It is immutable and shared.
+type StreamHandle struct {
+	// ID is the stream's numeric id in storage.
+	ID uint64
+	// Name is the stream's name.
+	Name wire.StreamName
+	// Config is the stream's config.
+	Config wire.StreamConfig
+	// CreatedUnixNano is when the stream was created.
+	CreatedUnixNano int64
+	// Log is where the stream's batches are stored (Badger or memory).
+	Log storage.Log
+	// Shards are the shard actors, by index. A PID stays valid across a
+	// shard's restart.
+	Shards []*actor.PID
+}
+
+// ShardKey returns the storage key of shard i.
+func (h *StreamHandle) ShardKey(i uint32) storage.ShardKey {
+	return storage.ShardKey{Stream: h.ID, Shard: i}
+}
+
+// LookupStreamRequest asks the catalog for a stream. With AutoCreate a
+// missing stream is created with the node's defaults. Answered with
+// LookupStreamResponse.
+type LookupStreamRequest struct {
+	Name       wire.StreamName
+	AutoCreate bool
+}
+
+// LookupStreamResponse answers LookupStreamRequest and CreateStreamRequest.
+type LookupStreamResponse struct {
+	Stream *StreamHandle
+	Err    *wire.Error
+}
+
+// CreateStreamRequest asks the catalog to create a stream; creating one that
+// exists with the same config answers the existing stream. Answered with
+// LookupStreamResponse.
+type CreateStreamRequest struct {
+	Name   wire.StreamName
+	Config wire.StreamConfig
+}
+
+// ListStreamsRequest asks for the streams of a tenant (and namespace, if not
+// empty). Answered with ListStreamsResponse, sorted by name.
+type ListStreamsRequest struct {
+	Tenant    string
+	Namespace string
+}
+
+// ListStreamsResponse answers ListStreamsRequest.
+type ListStreamsResponse struct {
+	Streams []*StreamHandle
+}
+
+// streamPersisted is the outcome of writing a new stream's config.
+type streamPersisted struct {
+	key string
+	err error
+}
+
+// AllShardsRequest asks the catalog for every shard actor of every stream.
+// Answered with AllShardsResponse.
+type AllShardsRequest struct{}
+
+// AllShardsResponse answers AllShardsRequest.
+type AllShardsResponse struct {
+	Shards []*actor.PID
+}

@@ -1,0 +1,523 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// ConnectionConfig configures a connection actor.
+type ConnectionConfig struct {
+	// Catalog finds streams.
+	Catalog *actor.PID
+	// NodeID goes into Welcome.
+	NodeID string
+	// AutoCreate creates a missing stream on its first publish.
+	AutoCreate bool
+	// MaxFrameBytes bounds a frame body the node accepts.
+	MaxFrameBytes uint32
+	// PublishWindow bounds unanswered acked publishes per publish stream.
+	PublishWindow int
+	// QueueCapacity is a subscription's default capacity in batches;
+	// QueueCapacityMax clamps what a subscriber asks for.
+	QueueCapacity, QueueCapacityMax int
+	// QueueMaxBytes bounds a subscription's records bytes in flight (0: none).
+	QueueMaxBytes int64
+	// HandshakeTimeout bounds the wait for the control stream and Hello.
+	HandshakeTimeout time.Duration
+	// RequestTimeout bounds the node's internal requests (default 10 s).
+	RequestTimeout time.Duration
+	// SubscriptionProps, if set, wraps subscription props (tests add
+	// middleware).
+	SubscriptionProps func(*actor.Props) *actor.Props
+}
+
+// connection serves one QUIC connection. Its goroutines own the receive
+// sides (the control stream, each publish stream) and turn frames into
+// messages; its children own the send sides: a writer lane per stream it
+// answers on, and a subscription per Subscribe. A child that fails is
+// stopped, closing only its own stream; a malformed frame closes the
+// connection with the frame's error code.
+type connection struct {
+	cfg  ConnectionConfig
+	conn *quic.Conn
+	// ctx is cancelled when the actor stops; goroutines select on it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg tracks the goroutines the connection owns.
+	wg *sync.WaitGroup
+	// draining is read by the goroutines.
+	draining *atomic.Bool
+	// control is the control stream's lane once the handshake is done.
+	control *actor.PID
+	// laneStreams maps a publish lane to its stream's cancel func.
+	laneStreams map[string]context.CancelFunc
+	logger      *slog.Logger
+	// closing is set once the connection is going away.
+	closing bool
+}
+
+// NewConnectionProps returns the props of a connection actor for conn. A
+// failing child (subscription or lane) is stopped, never restarted: its
+// stream is gone with it.
+func NewConnectionProps(conn *quic.Conn, cfg ConnectionConfig) *actor.Props {
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &connection{cfg: cfg, conn: conn, wg: &sync.WaitGroup{}, draining: &atomic.Bool{},
+			laneStreams: map[string]context.CancelFunc{}}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
+		return actor.StopDirective
+	})))
+}
+
+// Receive dispatches.
+func (c *connection) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		c.onStarted(ctx)
+	case *openLane:
+		c.onOpenLane(ctx, m)
+	case *openSubscription:
+		c.onOpenSubscription(ctx, m)
+	case *Drain:
+		c.onDrain(ctx)
+	case *LanesRequest:
+		lanes := make([]*actor.PID, 0, len(c.laneStreams)+1)
+		if c.control != nil {
+			lanes = append(lanes, c.control)
+		}
+		for _, pid := range ctx.Children() {
+			if _, ok := c.laneStreams[pid.Id]; ok {
+				lanes = append(lanes, pid)
+			}
+		}
+		ctx.Respond(&LanesResponse{Lanes: lanes})
+	case *connectionDone:
+		c.closing = true
+		ctx.Stop(ctx.Self())
+	case *actor.Terminated:
+		c.onChildTerminated(ctx, m)
+	case *actor.Stopping:
+		c.closing = true
+		c.cancel()
+		if c.draining.Load() {
+			_ = c.conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeShuttingDown), "node shutting down")
+		} else {
+			_ = c.conn.CloseWithError(0, "connection closed")
+		}
+	case *actor.Stopped:
+		c.wg.Wait()
+	case *actor.Restarting:
+	default:
+		c.log(ctx).Warn("connection: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
+	}
+}
+
+func (c *connection) log(ctx actor.Context) *slog.Logger {
+	if c.logger == nil {
+		c.logger = ctx.Logger().With(slog.String("remote", c.conn.RemoteAddr().String()))
+	}
+	return c.logger
+}
+
+func (c *connection) onStarted(ctx actor.Context) {
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	c.log(ctx) // fix the logger before goroutines start
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		err := c.serve(root, self)
+		root.Send(self, &connectionDone{err: err})
+	}()
+}
+
+func (c *connection) onOpenLane(ctx actor.Context, m *openLane) {
+	if c.closing {
+		close(m.reply)
+		return
+	}
+	pid := ctx.Spawn(NewLaneProps(LaneConfig{W: m.stream, Window: m.window}))
+	if m.cancel != nil {
+		c.laneStreams[pid.Id] = m.cancel
+	} else {
+		c.control = pid
+	}
+	m.reply <- pid
+}
+
+func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) {
+	if c.closing {
+		m.stream.CancelRead(quic.StreamErrorCode(wire.CodeShuttingDown))
+		m.stream.CancelWrite(quic.StreamErrorCode(wire.CodeShuttingDown))
+		return
+	}
+	capacity := int(m.req.QueueCapacity)
+	if capacity == 0 {
+		capacity = c.cfg.QueueCapacity
+	}
+	capacity = min(max(capacity, 1), c.cfg.QueueCapacityMax)
+	props := NewSubscriptionProps(SubscriptionConfig{
+		Catalog:  c.cfg.Catalog,
+		Request:  m.req,
+		ReqID:    m.reqID,
+		Stream:   quicSubStream{m.stream},
+		Capacity: capacity,
+		MaxBytes: c.cfg.QueueMaxBytes,
+	})
+	if c.cfg.SubscriptionProps != nil {
+		props = c.cfg.SubscriptionProps(props)
+	}
+	ctx.Spawn(props)
+}
+
+func (c *connection) onDrain(ctx actor.Context) {
+	if c.draining.Swap(true) {
+		return
+	}
+	if c.control != nil {
+		ctx.Send(c.control, &WriteFrame{Frame: wire.AppendGoAway(nil, "node shutting down")})
+	}
+}
+
+func (c *connection) onChildTerminated(ctx actor.Context, m *actor.Terminated) {
+	if cancel, ok := c.laneStreams[m.Who.Id]; ok {
+		delete(c.laneStreams, m.Who.Id)
+		cancel()
+		return
+	}
+	if c.control != nil && m.Who.Id == c.control.Id && !c.closing {
+		// Without its control lane the connection cannot answer: close it.
+		c.closing = true
+		_ = c.conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeInternal), "control stream writer failed")
+	}
+}
+
+// quicSubStream adapts a QUIC stream to SubscriberStream.
+type quicSubStream struct{ *quic.Stream }
+
+func (s quicSubStream) Abort(code wire.Code) {
+	s.CancelRead(quic.StreamErrorCode(code))
+	s.CancelWrite(quic.StreamErrorCode(code))
+}
+
+func (s quicSubStream) StopReading(code wire.Code) { s.CancelRead(quic.StreamErrorCode(code)) }
+
+// closeWith closes the connection with a protocol error: its code becomes
+// the QUIC application error code, so the client learns what was wrong.
+func (c *connection) closeWith(err error) error {
+	var werr *wire.Error
+	if !errors.As(err, &werr) {
+		werr = &wire.Error{Code: wire.CodeMalformedFrame, Message: err.Error()}
+	}
+	_ = c.conn.CloseWithError(quic.ApplicationErrorCode(werr.Code), werr.Message)
+	return werr
+}
+
+// serve runs the handshake and the control stream, and accepts the other
+// streams. It returns when the connection ends.
+func (c *connection) serve(root *actor.RootContext, self *actor.PID) error {
+	hctx, cancel := context.WithTimeout(c.ctx, c.cfg.HandshakeTimeout)
+	control, err := c.conn.AcceptStream(hctx)
+	cancel()
+	if err != nil {
+		_ = c.conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeProtocolViolation), "no control stream")
+		return err
+	}
+	_ = control.SetReadDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
+	f, err := wire.ReadFrame(control, c.cfg.MaxFrameBytes)
+	if err != nil {
+		return c.closeWith(err)
+	}
+	if f.Header.Type != wire.TypeHello {
+		return c.closeWith(wire.Errorf(wire.CodeProtocolViolation, "first frame must be hello, got %s", f.Header.Type))
+	}
+	hello, err := wire.DecodeHello(f.Body)
+	if err != nil {
+		return c.closeWith(err)
+	}
+	_ = control.SetReadDeadline(time.Time{})
+	lane := c.openLane(root, self, control, nil, nil)
+	if lane == nil {
+		return c.ctx.Err()
+	}
+	if hello.Version != wire.Version {
+		root.Send(lane, &CloseLane{ReqID: f.Header.RequestID, Err: &wire.Error{Code: wire.CodeUnsupportedVersion,
+			Message: fmt.Sprintf("node speaks version %d", wire.Version), Detail: uint64(wire.Version)}})
+		return nil
+	}
+	root.Send(lane, &WriteFrame{Frame: wire.AppendWelcome(nil, f.Header.RequestID, wire.Welcome{
+		Version: wire.Version, Features: wire.Features & hello.Features, MaxFrameBytes: c.cfg.MaxFrameBytes,
+		PublishWindow: uint32(c.cfg.PublishWindow), NodeID: c.cfg.NodeID})})
+
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.acceptStreams(root, self)
+	}()
+	return c.controlLoop(root, lane, control)
+}
+
+// openLane asks the actor for a lane on stream and waits for it.
+func (c *connection) openLane(root *actor.RootContext, self *actor.PID, s *quic.Stream, window chan struct{}, cancel context.CancelFunc) *actor.PID {
+	reply := make(chan *actor.PID, 1)
+	root.Send(self, &openLane{stream: s, window: window, cancel: cancel, reply: reply})
+	select {
+	case pid, ok := <-reply:
+		if !ok {
+			return nil
+		}
+		return pid
+	case <-c.ctx.Done():
+		return nil
+	}
+}
+
+func (c *connection) controlLoop(root *actor.RootContext, lane *actor.PID, control *quic.Stream) error {
+	for {
+		f, err := wire.ReadFrame(control, c.cfg.MaxFrameBytes)
+		if err != nil {
+			if errors.Is(err, io.EOF) || c.ctx.Err() != nil {
+				return err
+			}
+			var werr *wire.Error
+			if errors.As(err, &werr) {
+				return c.closeWith(err)
+			}
+			return err
+		}
+		resp, err := c.controlRequest(root, f)
+		if err != nil {
+			return c.closeWith(err)
+		}
+		root.Send(lane, &WriteFrame{Frame: resp})
+	}
+}
+
+// controlRequest answers one control frame. A frame that cannot be decoded
+// returns an error (closing the connection); a request the node refuses is
+// answered with an Error frame.
+func (c *connection) controlRequest(root *actor.RootContext, f wire.Frame) ([]byte, error) {
+	id := f.Header.RequestID
+	switch f.Header.Type {
+	case wire.TypeCreateStream:
+		req, err := wire.DecodeCreateStream(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		if c.draining.Load() {
+			return wire.AppendError(nil, id, wire.Errorf(wire.CodeShuttingDown, "node is draining")), nil
+		}
+		h, werr := c.lookup(root, &CreateStreamRequest{Name: req.Name, Config: req.Config})
+		if werr != nil {
+			return wire.AppendError(nil, id, werr), nil
+		}
+		return wire.AppendStreamInfo(nil, id, c.info(root, h)), nil
+	case wire.TypeDescribeStream:
+		name, err := wire.DecodeDescribeStream(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		h, werr := c.lookup(root, &LookupStreamRequest{Name: name})
+		if werr != nil {
+			return wire.AppendError(nil, id, werr), nil
+		}
+		return wire.AppendStreamInfo(nil, id, c.info(root, h)), nil
+	case wire.TypeListStreams:
+		req, err := wire.DecodeListStreams(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		res, err := root.RequestFuture(c.cfg.Catalog, &ListStreamsRequest{Tenant: req.Tenant, Namespace: req.Namespace}, c.cfg.RequestTimeout).Result()
+		if err != nil {
+			return wire.AppendError(nil, id, wire.Errorf(wire.CodeInternal, "catalog: %v", err)), nil
+		}
+		list, _ := res.(*ListStreamsResponse)
+		var infos []wire.StreamInfo
+		if list != nil {
+			for _, h := range list.Streams {
+				infos = append(infos, c.info(root, h))
+			}
+		}
+		return wire.AppendStreamList(nil, id, infos), nil
+	default:
+		return nil, wire.Errorf(wire.CodeProtocolViolation, "%s frame on the control stream", f.Header.Type)
+	}
+}
+
+// lookup asks the catalog and waits (from a goroutine, never an actor).
+func (c *connection) lookup(root *actor.RootContext, req any) (*StreamHandle, *wire.Error) {
+	res, err := root.RequestFuture(c.cfg.Catalog, req, c.cfg.RequestTimeout).Result()
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInternal, "catalog: %v", err)
+	}
+	r, ok := res.(*LookupStreamResponse)
+	if !ok {
+		return nil, wire.Errorf(wire.CodeInternal, "catalog answered %T", res)
+	}
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return r.Stream, nil
+}
+
+// info describes a stream with each shard's committed tail.
+func (c *connection) info(root *actor.RootContext, h *StreamHandle) wire.StreamInfo {
+	info := wire.StreamInfo{Name: h.Name, Config: h.Config, CreatedUnixNano: h.CreatedUnixNano, Tails: make([]uint64, len(h.Shards))}
+	futures := make([]*actor.Future, len(h.Shards))
+	for i, pid := range h.Shards {
+		futures[i] = root.RequestFuture(pid, &ShardInfoRequest{}, c.cfg.RequestTimeout)
+	}
+	for i, f := range futures {
+		if res, err := f.Result(); err == nil {
+			if r, ok := res.(*ShardInfoResponse); ok {
+				info.Tails[i] = r.Tail
+			}
+		}
+	}
+	return info
+}
+
+func (c *connection) acceptStreams(root *actor.RootContext, self *actor.PID) {
+	for {
+		s, err := c.conn.AcceptStream(c.ctx)
+		if err != nil {
+			return
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			if err := c.serveStream(root, self, s); err != nil {
+				_ = c.closeWith(err)
+			}
+		}()
+	}
+}
+
+// serveStream reads a data stream's first frame: a Publish makes it a
+// publish stream, a Subscribe a subscription stream.
+func (c *connection) serveStream(root *actor.RootContext, self *actor.PID, s *quic.Stream) error {
+	f, err := wire.ReadFrame(s, c.cfg.MaxFrameBytes)
+	if err != nil {
+		var werr *wire.Error
+		if errors.As(err, &werr) {
+			return err
+		}
+		s.CancelWrite(0)
+		return nil // the stream ended before a whole frame: nothing to answer
+	}
+	switch f.Header.Type {
+	case wire.TypeSubscribe:
+		req, err := wire.DecodeSubscribe(f.Body)
+		if err != nil {
+			return err
+		}
+		if c.draining.Load() {
+			_, _ = s.Write(wire.AppendError(nil, f.Header.RequestID, wire.Errorf(wire.CodeShuttingDown, "node is draining")))
+			_ = s.Close()
+			s.CancelRead(quic.StreamErrorCode(wire.CodeShuttingDown))
+			return nil
+		}
+		root.Send(self, &openSubscription{stream: s, reqID: f.Header.RequestID, req: req})
+		return nil
+	case wire.TypePublish:
+		return c.publishLoop(root, self, s, f)
+	default:
+		return wire.Errorf(wire.CodeProtocolViolation, "a stream cannot start with a %s frame", f.Header.Type)
+	}
+}
+
+// publishLoop serves one publish stream: each Publish is validated, routed
+// to its shard and answered by the stream's lane. Acked publishes hold a
+// window slot until answered, so at most PublishWindow wait per stream.
+func (c *connection) publishLoop(root *actor.RootContext, self *actor.PID, s *quic.Stream, first wire.Frame) error {
+	sctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	window := make(chan struct{}, c.cfg.PublishWindow)
+	lane := c.openLane(root, self, s, window, cancel)
+	if lane == nil {
+		return nil
+	}
+	defer root.Poison(lane)
+	streams := map[wire.StreamName]*StreamHandle{}
+	f := first
+	for {
+		if f.Header.Type != wire.TypePublish {
+			return wire.Errorf(wire.CodeProtocolViolation, "%s frame on a publish stream", f.Header.Type)
+		}
+		p, err := wire.DecodePublish(f.Body)
+		var werr *wire.Error
+		if err != nil && (!errors.As(err, &werr) || werr.Code == wire.CodeMalformedFrame) {
+			return err
+		}
+		if p.Ack != wire.AckNone || werr != nil {
+			select {
+			case window <- struct{}{}:
+			case <-sctx.Done():
+				return nil
+			}
+		}
+		if werr == nil {
+			werr = c.routePublish(root, lane, streams, f.Header.RequestID, p)
+		}
+		if werr != nil {
+			if werr.Code == wire.CodeMalformedFrame {
+				return werr
+			}
+			ack := p.Ack
+			if ack == wire.AckNone && err != nil {
+				ack = wire.AckPerBatch // the slot taken above is freed with the answer
+			}
+			root.Send(lane, &PublishRejected{ReqID: f.Header.RequestID, Ack: ack, Err: werr})
+		}
+		f, err = wire.ReadFrame(s, c.cfg.MaxFrameBytes)
+		if err != nil {
+			if errors.As(err, &werr) {
+				return err
+			}
+			return nil // the client closed the stream or the connection ended
+		}
+	}
+}
+
+// routePublish validates one publish and sends it to its shard.
+func (c *connection) routePublish(root *actor.RootContext, lane *actor.PID, streams map[wire.StreamName]*StreamHandle, reqID uint64, p wire.Publish) *wire.Error {
+	if c.draining.Load() {
+		return wire.Errorf(wire.CodeShuttingDown, "node is draining")
+	}
+	if err := p.Name.Validate(); err != nil {
+		return err.(*wire.Error)
+	}
+	if _, err := wire.ValidateRecords(p.Records, p.Count); err != nil {
+		var werr *wire.Error
+		errors.As(err, &werr)
+		return werr
+	}
+	h, ok := streams[p.Name]
+	if !ok {
+		var werr *wire.Error
+		h, werr = c.lookup(root, &LookupStreamRequest{Name: p.Name, AutoCreate: c.cfg.AutoCreate})
+		if werr != nil {
+			return werr
+		}
+		if len(streams) > 1024 {
+			clear(streams)
+		}
+		streams[p.Name] = h
+	}
+	shard := ShardForKey(p.Key, uint32(len(h.Shards)))
+	root.Send(h.Shards[shard], &PublishRequest{ReqID: reqID, Ack: p.Ack, Count: p.Count, Records: p.Records, ReplyTo: lane})
+	return nil
+}

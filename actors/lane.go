@@ -1,0 +1,199 @@
+package actors
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// LaneConfig configures a writer lane.
+type LaneConfig struct {
+	// W is the QUIC stream's send side. The lane is its only writer.
+	W io.WriteCloser
+	// Window, if set, is the publish window of a publish stream: the lane
+	// frees one slot for every acked publish it answers.
+	Window chan struct{}
+	// MaxEvents and MaxBytes bound one EventBatch frame (defaults 64 and
+	// 64 KiB); a single section larger than MaxBytes goes alone.
+	MaxEvents int
+	MaxBytes  int
+	// BufferSize is the bufio size (default 64 KiB).
+	BufferSize int
+}
+
+// lane owns the send side of one QUIC stream. It is one of the two actor
+// kinds allowed to block in Receive (on the stream write); what it is sent is
+// bounded upstream (credit for sections, the publish window for acks).
+// Writes go through a buffer that is flushed when the lane's mailbox has
+// been drained: a flushLane marker queued behind the messages that arrived.
+type lane struct {
+	cfg LaneConfig
+	w   *bufio.Writer
+	// secs are sections gathered for the next EventBatch frames.
+	secs []*wire.Section
+	// secBytes sums secs' records bytes.
+	secBytes int64
+	// flushQueued is true while a flushLane marker is in the mailbox.
+	flushQueued bool
+	// dead is set after a write failed or the lane was closed.
+	dead bool
+	// scratch is reused to encode small frames.
+	scratch []byte
+}
+
+// NewLaneProps returns the props of a writer lane.
+func NewLaneProps(cfg LaneConfig) *actor.Props {
+	if cfg.MaxEvents <= 0 {
+		cfg.MaxEvents = 64
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 64 << 10
+	}
+	if cfg.BufferSize <= 0 {
+		cfg.BufferSize = 64 << 10
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &lane{cfg: cfg} })
+}
+
+// Receive dispatches.
+func (l *lane) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		l.w = bufio.NewWriterSize(l.cfg.W, l.cfg.BufferSize)
+	case *WriteFrame:
+		l.onFrame(ctx, m.Frame)
+	case *PublishAcked:
+		l.scratch = wire.AppendPublishAck(l.scratch[:0], m.ReqID, wire.PublishAck{Shard: m.Shard, Offset: m.Offset, Count: m.Count})
+		l.onFrame(ctx, l.scratch)
+		l.release()
+	case *PublishRejected:
+		l.scratch = wire.AppendError(l.scratch[:0], m.ReqID, m.Err)
+		l.onFrame(ctx, l.scratch)
+		if m.Ack != wire.AckNone {
+			l.release()
+		}
+	case *WriteSections:
+		l.onSections(ctx, m)
+	case *flushLane:
+		l.flushQueued = false
+		l.flush(ctx)
+	case *CloseLane:
+		l.onClose(ctx, m)
+	case *LaneSyncRequest:
+		l.flush(ctx)
+		ctx.Respond(&LaneSyncResponse{})
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	default:
+		ctx.Logger().Warn("lane: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
+	}
+}
+
+// release frees one publish window slot.
+func (l *lane) release() {
+	if l.cfg.Window == nil {
+		return
+	}
+	select {
+	case <-l.cfg.Window:
+	default:
+	}
+}
+
+func (l *lane) scheduleFlush(ctx actor.Context) {
+	if !l.flushQueued {
+		l.flushQueued = true
+		ctx.Send(ctx.Self(), &flushLane{})
+	}
+}
+
+func (l *lane) onFrame(ctx actor.Context, frame []byte) {
+	if l.dead {
+		return
+	}
+	// Sections gathered before this frame go first, to keep the order.
+	l.writeSections(ctx)
+	if _, err := l.w.Write(frame); err != nil {
+		l.fail(ctx, err)
+		return
+	}
+	l.scheduleFlush(ctx)
+}
+
+func (l *lane) onSections(ctx actor.Context, m *WriteSections) {
+	if l.dead {
+		return
+	}
+	for _, s := range m.Sections {
+		l.secs = append(l.secs, s)
+		l.secBytes += int64(len(s.Records))
+	}
+	l.scheduleFlush(ctx)
+}
+
+// writeSections writes the gathered sections as EventBatch frames of at most
+// MaxEvents sections and about MaxBytes each, then reports them written.
+func (l *lane) writeSections(ctx actor.Context) {
+	if len(l.secs) == 0 || l.dead {
+		return
+	}
+	entries, bytes := len(l.secs), l.secBytes
+	for start := 0; start < len(l.secs); {
+		end, size := start, 0
+		for end < len(l.secs) && end-start < l.cfg.MaxEvents && (end == start || size+l.secs[end].Size() <= l.cfg.MaxBytes) {
+			size += l.secs[end].Size()
+			end++
+		}
+		if err := wire.WriteEventBatch(l.w, 0, l.secs[start:end]); err != nil {
+			l.fail(ctx, err)
+			return
+		}
+		start = end
+	}
+	clear(l.secs)
+	l.secs = l.secs[:0]
+	l.secBytes = 0
+	if err := l.w.Flush(); err != nil {
+		l.fail(ctx, err)
+		return
+	}
+	ctx.Send(ctx.Parent(), &SectionsWritten{Entries: entries, Bytes: bytes})
+}
+
+func (l *lane) flush(ctx actor.Context) {
+	if l.dead {
+		return
+	}
+	l.writeSections(ctx)
+	if l.dead {
+		return
+	}
+	if err := l.w.Flush(); err != nil {
+		l.fail(ctx, err)
+	}
+}
+
+func (l *lane) onClose(ctx actor.Context, m *CloseLane) {
+	if l.dead {
+		return
+	}
+	l.flush(ctx)
+	if m.Err != nil && !l.dead {
+		l.scratch = wire.AppendError(l.scratch[:0], m.ReqID, m.Err)
+		if _, err := l.w.Write(l.scratch); err == nil {
+			_ = l.w.Flush()
+		}
+	}
+	l.dead = true
+	_ = l.cfg.W.Close()
+}
+
+func (l *lane) fail(ctx actor.Context, err error) {
+	l.dead = true
+	l.secs = nil
+	ctx.Send(ctx.Parent(), &LaneFailed{Err: err})
+}

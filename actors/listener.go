@@ -1,0 +1,50 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// listener is the parent of every connection actor. A connection that fails
+// is stopped (closing its QUIC connection); the others never notice.
+type listener struct {
+	cfg      ConnectionConfig
+	draining bool
+}
+
+// NewListenerProps returns the props of the listener actor; cfg is handed to
+// every connection it spawns.
+func NewListenerProps(cfg ConnectionConfig) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &listener{cfg: cfg} },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(reason any) actor.Directive {
+			return actor.StopDirective
+		})))
+}
+
+// Receive dispatches.
+func (l *listener) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *ConnectionAccepted:
+		if l.draining {
+			_ = m.Conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeShuttingDown), "node shutting down")
+			return
+		}
+		ctx.Spawn(NewConnectionProps(m.Conn, l.cfg))
+	case *Drain:
+		l.draining = true
+		for _, c := range ctx.Children() {
+			ctx.Send(c, m)
+		}
+	case *ConnectionsRequest:
+		ctx.Respond(&ConnectionsResponse{Connections: ctx.Children()})
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
+	default:
+		ctx.Logger().Warn("listener: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
+	}
+}

@@ -1,0 +1,105 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// PublishRequest carries one publish to the shard that owns its offsets. The
+// records block has been validated by the connection. The shard answers
+// ReplyTo (a writer lane) with PublishAcked or PublishRejected; with AckNone
+// it answers only a rejection.
+type PublishRequest struct {
+	ReqID   uint64
+	Ack     wire.AckMode
+	Count   uint32
+	Records []byte
+	ReplyTo *actor.PID
+}
+
+// PublishAcked tells a lane that a publish was written at
+// [Offset, Offset+Count) on Shard (durably, on a durable stream).
+type PublishAcked struct {
+	ReqID  uint64
+	Shard  uint32
+	Offset uint64
+	Count  uint32
+}
+
+// PublishRejected tells a lane that a publish failed.
+type PublishRejected struct {
+	ReqID uint64
+	Ack   wire.AckMode
+	Err   *wire.Error
+}
+
+// SubscribeShardRequest registers the sending subscription with the shard.
+// Capacity and MaxBytes are its credit window. Answered with
+// SubscribeShardResponse, after which the shard pushes SectionsPushed
+// within the window, or ReadHistory.
+type SubscribeShardRequest struct {
+	Start    wire.StartKind
+	Offset   uint64
+	Capacity int
+	MaxBytes int64
+}
+
+// SubscribeShardResponse answers SubscribeShardRequest.
+type SubscribeShardResponse struct {
+	// Next is the first offset the subscription will receive.
+	Next uint64
+	// Tail is the shard's committed tail at registration.
+	Tail uint64
+	Err  *wire.Error
+}
+
+// SectionsPushed delivers committed batches to a subscription, within its
+// credit.
+type SectionsPushed struct {
+	Sections []*wire.Section
+}
+
+// ReadHistory tells a subscription that the records it needs next (from
+// From) are no longer in the shard's ring: it reads them from storage itself
+// and comes back with ResumeLive. Until then the shard pushes nothing to it
+// and ignores its credit: the subscription's own account of what it has in
+// flight is the truth, and ResumeLive hands it back.
+type ReadHistory struct {
+	From uint64
+	// Tail is the shard's committed tail when it sent this.
+	Tail uint64
+}
+
+// ResumeLive tells the shard that the subscription has read history up to
+// Next, with InEntries batches and InBytes records bytes still in flight to
+// its client. With Skip, records below the ring that storage no longer holds
+// are skipped (the subscriber sees the offset gap) instead of being asked for
+// again.
+type ResumeLive struct {
+	Next      uint64
+	InEntries int
+	InBytes   int64
+	Skip      bool
+}
+
+// CreditReturned returns credit to the shard: batches the subscription has
+// written to its client.
+type CreditReturned struct {
+	Entries int
+	Bytes   int64
+}
+
+// ShardRestarted tells the subscriptions of a shard that failed and is
+// restarting that it forgot them: they subscribe again from where they are.
+type ShardRestarted struct{}
+
+// ShardInfoRequest asks a shard for its committed tail. Answered with
+// ShardInfoResponse.
+type ShardInfoRequest struct{}
+
+// ShardInfoResponse answers ShardInfoRequest.
+type ShardInfoResponse struct {
+	Shard uint32
+	Tail  uint64
+}

@@ -1,0 +1,191 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/storage"
+)
+
+// ErrStorageFailed wraps the error of the commit that broke the log; every
+// append after it fails with it.
+var ErrStorageFailed = errors.New("storage writer: log failed")
+
+// StorageWriterConfig configures the storage writer.
+type StorageWriterConfig struct {
+	// Log is the durable log; the writer is its only committer.
+	Log storage.Log
+	// MaxGroupBatches bounds the batches in one commit (default 1024).
+	MaxGroupBatches int
+	// MaxGroupBytes bounds the record bytes in one commit (default 32 MiB).
+	MaxGroupBytes int
+	// OnFailure is called once, from the writer, when a commit fails.
+	OnFailure func(error)
+	// Observe, if set, is called after every commit with its size and time.
+	Observe func(batches int, bytes int, d time.Duration)
+}
+
+// storageWriter group-commits durable appends: every AppendRequest that
+// queued up while the previous commit was syncing goes into the next commit,
+// which is one write and one sync. It needs no timer: a lone batch is
+// committed as soon as the writer sees it, and under load the groups grow by
+// themselves. It is one of the two actor kinds allowed to block in Receive
+// (the sync); shards feed it without waiting and hold their own bounds.
+type storageWriter struct {
+	cfg StorageWriterConfig
+	// pending are the appends and meta writes of the next commit, in arrival order.
+	pending []pendingWrite
+	// pendingBatches and pendingBytes size the next commit.
+	pendingBatches, pendingBytes int
+	// markerQueued is true while a commitNow is in the mailbox.
+	markerQueued bool
+	// failed is the sticky error after a failed commit.
+	failed error
+}
+
+// pendingWrite is one queued request: an append from a shard, a meta write
+// or a tail request waiting for the appends ahead of it.
+type pendingWrite struct {
+	from   *actor.PID
+	append *AppendRequest
+	meta   *MetaWriteRequest
+	tail   *TailRequest
+}
+
+// NewStorageWriterProps returns the props of a storage writer.
+func NewStorageWriterProps(cfg StorageWriterConfig) *actor.Props {
+	if cfg.MaxGroupBatches <= 0 {
+		cfg.MaxGroupBatches = 1024
+	}
+	if cfg.MaxGroupBytes <= 0 {
+		cfg.MaxGroupBytes = 32 << 20
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &storageWriter{cfg: cfg} })
+}
+
+// Receive dispatches.
+func (w *storageWriter) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *AppendRequest:
+		w.enqueue(ctx, pendingWrite{from: ctx.Sender(), append: m})
+	case *MetaWriteRequest:
+		w.enqueue(ctx, pendingWrite{from: ctx.Sender(), meta: m})
+	case *TailRequest:
+		w.enqueue(ctx, pendingWrite{from: ctx.Sender(), tail: m})
+	case *commitNow:
+		w.markerQueued = false
+		w.commit(ctx)
+	case *actor.Started, *actor.Stopping, *actor.Restarting:
+	case *actor.Stopped:
+		// Anything still pending is committed before the writer goes: the node
+		// stops the writer last, after the shards.
+		w.commit(ctx)
+	default:
+		ctx.Logger().Warn("storage writer: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
+	}
+}
+
+func (w *storageWriter) enqueue(ctx actor.Context, p pendingWrite) {
+	w.pending = append(w.pending, p)
+	if p.append != nil {
+		w.pendingBatches++
+		w.pendingBytes += len(p.append.Batch.Records)
+	}
+	if w.pendingBatches >= w.cfg.MaxGroupBatches || w.pendingBytes >= w.cfg.MaxGroupBytes {
+		w.commit(ctx)
+		return
+	}
+	if !w.markerQueued {
+		w.markerQueued = true
+		ctx.Send(ctx.Self(), &commitNow{})
+	}
+}
+
+// commit writes everything pending in one commit and answers every requester.
+func (w *storageWriter) commit(ctx actor.Context) {
+	if len(w.pending) == 0 {
+		return
+	}
+	group := w.pending
+	w.pending = nil
+	nBatches, nBytes := w.pendingBatches, w.pendingBytes
+	w.pendingBatches, w.pendingBytes = 0, 0
+
+	var appends []storage.Append
+	var metas []storage.MetaPut
+	for _, p := range group {
+		switch {
+		case p.append != nil:
+			appends = append(appends, storage.Append{Shard: p.append.Shard, Batch: p.append.Batch})
+		case p.meta != nil:
+			metas = append(metas, p.meta.Puts...)
+		}
+	}
+	err := w.failed
+	if err == nil && (len(appends) > 0 || len(metas) > 0) {
+		start := time.Now()
+		if cerr := w.cfg.Log.Commit(appends, metas); cerr != nil {
+			err = fmt.Errorf("%w: %w", ErrStorageFailed, cerr)
+			w.failed = err
+			ctx.Logger().Error("storage writer: commit failed; refusing further writes", slog.Any("error", cerr),
+				slog.Int("batches", nBatches))
+			if w.cfg.OnFailure != nil {
+				w.cfg.OnFailure(err)
+			}
+		} else if w.cfg.Observe != nil {
+			w.cfg.Observe(nBatches, nBytes, time.Since(start))
+		}
+	}
+	w.answer(ctx, group, err)
+}
+
+// answer replies to every request of a committed (or failed) group: one
+// AppendsCommitted/AppendFailed per shard, in order, then meta and tail
+// answers.
+func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err error) {
+	type shardAnswer struct {
+		to          *actor.PID
+		from, until uint64
+	}
+	var order []storage.ShardKey
+	answers := map[storage.ShardKey]*shardAnswer{}
+	for _, p := range group {
+		if p.append == nil {
+			continue
+		}
+		a, ok := answers[p.append.Shard]
+		if !ok {
+			a = &shardAnswer{to: p.from, from: p.append.Batch.Base}
+			answers[p.append.Shard] = a
+			order = append(order, p.append.Shard)
+		}
+		a.until = p.append.Batch.End()
+	}
+	for _, k := range order {
+		a := answers[k]
+		if a.to == nil {
+			continue
+		}
+		if err != nil {
+			ctx.Send(a.to, &AppendFailed{Shard: k, From: a.from, Err: err})
+		} else {
+			ctx.Send(a.to, &AppendsCommitted{Shard: k, Through: a.until})
+		}
+	}
+	for _, p := range group {
+		switch {
+		case p.meta != nil && p.from != nil:
+			ctx.Send(p.from, &MetaWriteResponse{Err: err})
+		case p.tail != nil && p.from != nil:
+			resp := &TailResponse{Err: w.failed}
+			if resp.Err == nil {
+				resp.Tail, resp.Err = w.cfg.Log.Tail(p.tail.Shard)
+			}
+			ctx.Send(p.from, resp)
+		}
+	}
+}

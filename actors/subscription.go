@@ -1,0 +1,305 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// SubscriberStream is what a subscription needs of its QUIC stream: the
+// client's side to notice it leaving, the send side for its lane, and a way
+// to abort both.
+type SubscriberStream interface {
+	io.Reader
+	io.WriteCloser
+	// Abort resets both directions with code (the client sees a stream
+	// error carrying it).
+	Abort(code wire.Code)
+	// StopReading cancels the receive side, unblocking a pending Read.
+	StopReading(code wire.Code)
+}
+
+// SubscriptionConfig configures a subscription actor.
+type SubscriptionConfig struct {
+	// Catalog finds the stream.
+	Catalog *actor.PID
+	// Request is the client's Subscribe frame, ReqID its request id.
+	Request wire.Subscribe
+	ReqID   uint64
+	// Stream is the subscription's QUIC stream; the subscription owns it.
+	Stream SubscriberStream
+	// Capacity is the granted queue capacity in batches; MaxBytes the
+	// records-bytes bound (0: none).
+	Capacity int
+	MaxBytes int64
+	// Lane configures the subscription's writer lane (its W is Stream).
+	Lane LaneConfig
+	// ReadMaxBytes bounds one storage read (default 4 MiB).
+	ReadMaxBytes int
+}
+
+// subscription pushes one shard's records to one client. It registers with
+// the shard and returns credit as its lane writes; when it falls behind the
+// shard's ring it reads history from storage for itself, at the pace its
+// credit allows, then resumes live delivery with no gap and no duplicate.
+// It never blocks: storage reads run in a goroutine it owns.
+type subscription struct {
+	cfg   SubscriptionConfig
+	lane  *actor.PID
+	shard *actor.PID
+	log   storage.Log
+	key   storage.ShardKey
+	// next is the next offset to send.
+	next uint64
+	// subscribed is true once the Subscribed frame was sent.
+	subscribed bool
+	// reading is true between ReadHistory and ResumeLive; readBusy while a
+	// storage read runs; readTail is the tail the shard reported.
+	reading, readBusy bool
+	readTail          uint64
+	// inEntries and inBytes are batches handed to the lane and not yet
+	// written.
+	inEntries int
+	inBytes   int64
+	// closed is set once the subscription ended itself.
+	closed bool
+	// wg tracks the goroutines the subscription owns.
+	wg     *sync.WaitGroup
+	logger *slog.Logger
+}
+
+// NewSubscriptionProps returns the props of a subscription actor.
+func NewSubscriptionProps(cfg SubscriptionConfig) *actor.Props {
+	if cfg.ReadMaxBytes <= 0 {
+		cfg.ReadMaxBytes = 4 << 20
+	}
+	// A failing lane is stopped, not restarted: its stream state is lost, and
+	// its Terminated ends the subscription.
+	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg, wg: &sync.WaitGroup{}} },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
+			return actor.StopDirective
+		})))
+}
+
+// Receive dispatches.
+func (s *subscription) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.onStarted(ctx)
+	case *LookupStreamResponse:
+		s.onLookup(ctx, m)
+	case *SubscribeShardResponse:
+		s.onSubscribed(ctx, m)
+	case *SectionsPushed:
+		s.onPushed(ctx, m)
+	case *SectionsWritten:
+		s.onWritten(ctx, m)
+	case *ReadHistory:
+		s.reading, s.readTail = true, m.Tail
+		s.next = max(s.next, m.From)
+		s.readMore(ctx)
+	case *historyRead:
+		s.onHistory(ctx, m)
+	case *ShardRestarted:
+		// The new shard instance forgot us: register again from where we are.
+		ctx.Request(s.shard, &SubscribeShardRequest{Start: wire.StartOffset, Offset: s.next,
+			Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes})
+	case *LaneFailed:
+		s.end(ctx, nil)
+	case *subscriberLeft:
+		s.end(ctx, nil)
+	case *actor.Terminated:
+		switch {
+		case s.lane != nil && m.Who.Id == s.lane.Id:
+			// The lane finished closing the stream (or died): we are done.
+			ctx.Stop(ctx.Self())
+		case s.shard != nil && m.Who.Id == s.shard.Id:
+			s.end(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the shard stopped"))
+		}
+	case *actor.Stopping:
+		if !s.closed {
+			// Stopped from outside (a failure or the connection closing): the
+			// client learns through a stream reset.
+			s.cfg.Stream.Abort(wire.CodeSubscriptionAborted)
+		} else {
+			s.cfg.Stream.StopReading(0)
+		}
+	case *actor.Stopped:
+		s.wg.Wait()
+	case *actor.Restarting:
+	default:
+		s.log_(ctx).Warn("subscription: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
+	}
+}
+
+func (s *subscription) log_(ctx actor.Context) *slog.Logger {
+	if s.logger == nil {
+		s.logger = ctx.Logger().With(slog.String("stream", s.cfg.Request.Name.String()),
+			slog.Uint64("shard", uint64(s.cfg.Request.Shard)))
+	}
+	return s.logger
+}
+
+func (s *subscription) onStarted(ctx actor.Context) {
+	laneCfg := s.cfg.Lane
+	laneCfg.W = s.cfg.Stream
+	lane, err := ctx.SpawnNamed(NewLaneProps(laneCfg), "lane")
+	if err != nil {
+		panic(fmt.Errorf("subscription: spawn lane: %w", err))
+	}
+	s.lane = lane
+	// The client sends nothing after Subscribe: any read result ends the
+	// subscription (EOF is the client unsubscribing).
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var b [1]byte
+		_, err := s.cfg.Stream.Read(b[:])
+		root.Send(self, &subscriberLeft{err: err})
+	}()
+	ctx.Request(s.cfg.Catalog, &LookupStreamRequest{Name: s.cfg.Request.Name})
+}
+
+func (s *subscription) onLookup(ctx actor.Context, m *LookupStreamResponse) {
+	if m.Err != nil {
+		s.end(ctx, m.Err)
+		return
+	}
+	h := m.Stream
+	if s.cfg.Request.Shard >= uint32(len(h.Shards)) {
+		s.end(ctx, wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards)))
+		return
+	}
+	s.shard = h.Shards[s.cfg.Request.Shard]
+	s.log = h.Log
+	s.key = h.ShardKey(s.cfg.Request.Shard)
+	ctx.Watch(s.shard)
+	ctx.Request(s.shard, &SubscribeShardRequest{Start: s.cfg.Request.Start, Offset: s.cfg.Request.Offset,
+		Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes})
+}
+
+func (s *subscription) onSubscribed(ctx actor.Context, m *SubscribeShardResponse) {
+	if m.Err != nil {
+		s.end(ctx, m.Err)
+		return
+	}
+	if s.subscribed {
+		// Registered again after a shard restart: hand back our account.
+		s.reading = false
+		ctx.Send(s.shard, &ResumeLive{Next: s.next, InEntries: s.inEntries, InBytes: s.inBytes})
+		return
+	}
+	s.subscribed = true
+	s.next = m.Next
+	ctx.Send(s.lane, &WriteFrame{Frame: wire.AppendSubscribed(nil, s.cfg.ReqID, wire.Subscribed{
+		Shard: s.cfg.Request.Shard, Offset: m.Next, Tail: m.Tail, QueueCapacity: uint32(s.cfg.Capacity)})})
+}
+
+func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
+	s.send(ctx, m.Sections)
+}
+
+func (s *subscription) send(ctx actor.Context, secs []*wire.Section) {
+	if len(secs) == 0 || s.closed {
+		return
+	}
+	for _, sec := range secs {
+		s.inEntries++
+		s.inBytes += int64(len(sec.Records))
+	}
+	s.next = max(s.next, secs[len(secs)-1].End())
+	ctx.Send(s.lane, &WriteSections{Sections: secs})
+}
+
+func (s *subscription) onWritten(ctx actor.Context, m *SectionsWritten) {
+	s.inEntries = max(0, s.inEntries-m.Entries)
+	s.inBytes = max(0, s.inBytes-m.Bytes)
+	if s.reading {
+		s.readMore(ctx)
+		return
+	}
+	ctx.Send(s.shard, &CreditReturned{Entries: m.Entries, Bytes: m.Bytes})
+}
+
+// readMore starts a storage read for as many batches as the credit window
+// has room for. Nothing is read while the window is full: a slow reader slows
+// its replay, it never loses part of it.
+func (s *subscription) readMore(ctx actor.Context) {
+	if !s.reading || s.readBusy || s.closed {
+		return
+	}
+	room := s.cfg.Capacity - s.inEntries
+	if room <= 0 {
+		return
+	}
+	maxBytes := s.cfg.ReadMaxBytes
+	if s.cfg.MaxBytes > 0 {
+		maxBytes = int(min(int64(maxBytes), max(s.cfg.MaxBytes-s.inBytes, 1)))
+	}
+	s.readBusy = true
+	log, key, from := s.log, s.key, s.next
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		batches, err := log.Read(key, from, room, maxBytes)
+		root.Send(self, &historyRead{batches: batches, err: err})
+	}()
+}
+
+func (s *subscription) onHistory(ctx actor.Context, m *historyRead) {
+	s.readBusy = false
+	if s.closed {
+		return
+	}
+	if m.err != nil {
+		s.log_(ctx).Error("subscription: history read failed", slog.Uint64("from", s.next), slog.Any("error", m.err))
+		code := wire.CodeInternal
+		if errors.Is(m.err, storage.ErrCorrupt) {
+			code = wire.CodeStorageFailure
+		}
+		s.end(ctx, wire.Errorf(code, "reading history from offset %d failed", s.next))
+		return
+	}
+	secs := make([]*wire.Section, 0, len(m.batches))
+	for _, b := range m.batches {
+		if b.End() <= s.next {
+			continue
+		}
+		secs = append(secs, wire.NewSection(s.key.Shard, b.Base, b.Timestamp, b.Count, b.Records))
+	}
+	s.send(ctx, secs)
+	// Let the shard decide: it pushes from its ring if it holds s.next, or
+	// sends ReadHistory again. When storage had nothing for a position below
+	// the tail, those records are gone (an ephemeral shard's memory cap):
+	// skip them.
+	skip := len(secs) == 0 && s.next < s.readTail
+	s.reading = false
+	ctx.Send(s.shard, &ResumeLive{Next: s.next, InEntries: s.inEntries, InBytes: s.inBytes, Skip: skip})
+}
+
+// end finishes the subscription: an Error frame if err is set, then the
+// stream is closed and the actor stops.
+func (s *subscription) end(ctx actor.Context, err *wire.Error) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.lane == nil {
+		ctx.Stop(ctx.Self())
+		return
+	}
+	// The lane writes the error and closes the stream, then stops; its
+	// Terminated stops us.
+	ctx.Send(s.lane, &CloseLane{ReqID: s.cfg.ReqID, Err: err})
+	ctx.Poison(s.lane)
+}

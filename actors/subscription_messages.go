@@ -1,0 +1,16 @@
+package actors
+
+import "github.com/heraldmq/herald/storage"
+
+// historyRead is the result of a subscription's storage read, sent by the
+// read goroutine to its subscription.
+type historyRead struct {
+	batches []storage.Batch
+	err     error
+}
+
+// subscriberLeft tells a subscription that its client closed or reset the
+// stream (or sent something after Subscribe).
+type subscriberLeft struct {
+	err error
+}

@@ -1,0 +1,171 @@
+package wire
+
+import (
+	"encoding/binary"
+	"io"
+)
+
+// Version is the protocol version this package speaks.
+const Version uint16 = 1
+
+// ALPN is the TLS application protocol negotiated on every Herald QUIC
+// connection.
+const ALPN = "herald/1"
+
+// HeaderSize is the size of a frame header.
+const HeaderSize = 16
+
+// DefaultMaxFrameBytes is the default bound on a frame body (16 MiB). A peer
+// announces its own bound in Hello/Welcome; a frame over it is refused with
+// CodeFrameTooLarge before its body is read.
+const DefaultMaxFrameBytes = 16 << 20
+
+// Type is a frame type.
+type Type uint8
+
+// Frame types. docs/protocol.md gives each body's layout.
+const (
+	TypeHello          Type = 0x01 // client → node, first frame on the control stream
+	TypeWelcome        Type = 0x02 // node → client, answer to Hello
+	TypeError          Type = 0x03 // either way: a typed error for a request (or the connection)
+	TypeGoAway         Type = 0x04 // node → client: draining, stop sending new requests
+	TypeCreateStream   Type = 0x10 // client → node: create a stream
+	TypeDescribeStream Type = 0x11 // client → node: describe one stream
+	TypeListStreams    Type = 0x12 // client → node: list streams
+	TypeStreamInfo     Type = 0x13 // node → client: one stream's config and shard tails
+	TypeStreamList     Type = 0x14 // node → client: a list of StreamInfo
+	TypePublish        Type = 0x20 // client → node: a batch of records for one stream
+	TypePublishAck     Type = 0x21 // node → client: the offsets a publish was written at
+	TypeSubscribe      Type = 0x30 // client → node: first frame of a subscription stream
+	TypeSubscribed     Type = 0x31 // node → client: the subscription is live from an offset
+	TypeEventBatch     Type = 0x32 // node → client: delivered records
+)
+
+// String returns the frame type's name.
+func (t Type) String() string {
+	switch t {
+	case TypeHello:
+		return "hello"
+	case TypeWelcome:
+		return "welcome"
+	case TypeError:
+		return "error"
+	case TypeGoAway:
+		return "goaway"
+	case TypeCreateStream:
+		return "create_stream"
+	case TypeDescribeStream:
+		return "describe_stream"
+	case TypeListStreams:
+		return "list_streams"
+	case TypeStreamInfo:
+		return "stream_info"
+	case TypeStreamList:
+		return "stream_list"
+	case TypePublish:
+		return "publish"
+	case TypePublishAck:
+		return "publish_ack"
+	case TypeSubscribe:
+		return "subscribe"
+	case TypeSubscribed:
+		return "subscribed"
+	case TypeEventBatch:
+		return "event_batch"
+	default:
+		return "unknown"
+	}
+}
+
+func (t Type) known() bool { return t.String() != "unknown" }
+
+// Header is a decoded frame header.
+type Header struct {
+	// Length is the body length in bytes.
+	Length uint32
+	// Type is the frame type.
+	Type Type
+	// Flags are type-specific; undefined bits must be zero.
+	Flags uint8
+	// RequestID pairs a response with its request; 0 for unsolicited frames.
+	RequestID uint64
+}
+
+// AppendHeader appends an encoded header to dst.
+func AppendHeader(dst []byte, h Header) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, h.Length)
+	dst = append(dst, byte(h.Type), h.Flags, 0, 0)
+	return binary.BigEndian.AppendUint64(dst, h.RequestID)
+}
+
+// DecodeHeader decodes a header from the first HeaderSize bytes of b. It
+// checks the reserved bytes, the type and the length bound.
+func DecodeHeader(b []byte, maxBody uint32) (Header, error) {
+	if len(b) < HeaderSize {
+		return Header{}, malformed("short header: %d bytes", len(b))
+	}
+	h := Header{
+		Length:    binary.BigEndian.Uint32(b[0:4]),
+		Type:      Type(b[4]),
+		Flags:     b[5],
+		RequestID: binary.BigEndian.Uint64(b[8:16]),
+	}
+	if b[6] != 0 || b[7] != 0 {
+		return h, malformed("reserved header bytes are not zero")
+	}
+	if !h.Type.known() {
+		return h, Errorf(CodeUnknownFrameType, "frame type 0x%02x", uint8(h.Type))
+	}
+	if h.Length > maxBody {
+		return h, &Error{Code: CodeFrameTooLarge, Message: "frame body exceeds the maximum", Detail: uint64(maxBody)}
+	}
+	return h, nil
+}
+
+// Frame is a header and its body.
+type Frame struct {
+	Header Header
+	// Body is owned by the frame; ReadFrame allocates it fresh.
+	Body []byte
+}
+
+// ReadFrame reads one frame from r, refusing bodies over maxBody before
+// reading them. io.EOF is returned only at a clean frame boundary; a frame cut
+// short returns io.ErrUnexpectedEOF.
+func ReadFrame(r io.Reader, maxBody uint32) (Frame, error) {
+	var hb [HeaderSize]byte
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
+		return Frame{}, err
+	}
+	h, err := DecodeHeader(hb[:], maxBody)
+	if err != nil {
+		return Frame{Header: h}, err
+	}
+	body := make([]byte, h.Length)
+	if _, err := io.ReadFull(r, body); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return Frame{Header: h}, err
+	}
+	return Frame{Header: h, Body: body}, nil
+}
+
+// AppendFrame appends a whole frame with the given type, flags, request id
+// and body to dst.
+func AppendFrame(dst []byte, t Type, flags uint8, reqID uint64, body []byte) []byte {
+	dst = AppendHeader(dst, Header{Length: uint32(len(body)), Type: t, Flags: flags, RequestID: reqID})
+	return append(dst, body...)
+}
+
+// frameStart appends a header with a zero length and returns where the body
+// starts; frameEnd patches the length in. This builds a frame in one buffer.
+func frameStart(dst []byte, t Type, flags uint8, reqID uint64) ([]byte, int) {
+	dst = AppendHeader(dst, Header{Type: t, Flags: flags, RequestID: reqID})
+	return dst, len(dst)
+}
+
+func frameEnd(dst []byte, bodyStart int) []byte {
+	binary.BigEndian.PutUint32(dst[bodyStart-HeaderSize:], uint32(len(dst)-bodyStart))
+	return dst
+}

@@ -1,0 +1,499 @@
+package wire
+
+import (
+	"encoding/binary"
+	"strings"
+)
+
+// Feature bits announced in Hello and Welcome; a feature is used only when
+// both sides announce it.
+const (
+	// FeaturePublishPipeline: acked publishes may be pipelined up to the
+	// node's publish window per stream.
+	FeaturePublishPipeline uint64 = 1 << 0
+	// FeatureEventBatch: delivery uses binary EventBatch frames.
+	FeatureEventBatch uint64 = 1 << 1
+	// FeatureSubscribeQueue: a subscriber may ask for its own queue capacity.
+	FeatureSubscribeQueue uint64 = 1 << 2
+)
+
+// Features is every feature this package's version implements.
+const Features = FeaturePublishPipeline | FeatureEventBatch | FeatureSubscribeQueue
+
+// StreamName names a stream: tenant, namespace and stream. Each part is 1–64
+// bytes of [A-Za-z0-9._-].
+type StreamName struct {
+	Tenant, Namespace, Stream string
+}
+
+// String returns "tenant/namespace/stream".
+func (n StreamName) String() string { return n.Tenant + "/" + n.Namespace + "/" + n.Stream }
+
+// MaxNamePart is the longest tenant, namespace or stream name.
+const MaxNamePart = 64
+
+// Validate returns a CodeInvalidStreamName error if a part is empty, too long
+// or holds a byte outside [A-Za-z0-9._-].
+func (n StreamName) Validate() error {
+	for _, p := range [...]struct{ what, v string }{{"tenant", n.Tenant}, {"namespace", n.Namespace}, {"stream", n.Stream}} {
+		if p.v == "" || len(p.v) > MaxNamePart {
+			return Errorf(CodeInvalidStreamName, "%s name must be 1-%d bytes, got %d", p.what, MaxNamePart, len(p.v))
+		}
+		for i := 0; i < len(p.v); i++ {
+			c := p.v[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+				return Errorf(CodeInvalidStreamName, "%s name %q has a character outside [A-Za-z0-9._-]", p.what, p.v)
+			}
+		}
+	}
+	return nil
+}
+
+// ParseStreamName parses "stream", "namespace/stream" or
+// "tenant/namespace/stream"; missing parts are "default".
+func ParseStreamName(s string) (StreamName, error) {
+	parts := strings.Split(s, "/")
+	n := StreamName{Tenant: "default", Namespace: "default"}
+	switch len(parts) {
+	case 1:
+		n.Stream = parts[0]
+	case 2:
+		n.Namespace, n.Stream = parts[0], parts[1]
+	case 3:
+		n.Tenant, n.Namespace, n.Stream = parts[0], parts[1], parts[2]
+	default:
+		return n, Errorf(CodeInvalidStreamName, "%q: want tenant/namespace/stream", s)
+	}
+	return n, n.Validate()
+}
+
+func appendName(dst []byte, n StreamName) []byte {
+	for _, p := range [...]string{n.Tenant, n.Namespace, n.Stream} {
+		dst = append(dst, byte(len(p)))
+		dst = append(dst, p...)
+	}
+	return dst
+}
+
+func (d *decoder) name() StreamName {
+	var parts [3]string
+	for i := range parts {
+		n := d.u8("stream name length")
+		parts[i] = string(d.take(int(n), "stream name"))
+	}
+	return StreamName{Tenant: parts[0], Namespace: parts[1], Stream: parts[2]}
+}
+
+// Hello is the client's first frame on the control stream.
+type Hello struct {
+	Version  uint16
+	Features uint64
+	// MaxFrameBytes is the largest frame body the client accepts.
+	MaxFrameBytes uint32
+	// Token authenticates the client (empty in dev mode).
+	Token string
+	// ClientName is free text for logs.
+	ClientName string
+}
+
+// AppendHello appends a Hello frame.
+func AppendHello(dst []byte, reqID uint64, h Hello) []byte {
+	dst, s := frameStart(dst, TypeHello, 0, reqID)
+	dst = binary.BigEndian.AppendUint16(dst, h.Version)
+	dst = binary.BigEndian.AppendUint64(dst, h.Features)
+	dst = binary.BigEndian.AppendUint32(dst, h.MaxFrameBytes)
+	dst = appendStr16(dst, h.Token)
+	dst = appendStr16(dst, h.ClientName)
+	return frameEnd(dst, s)
+}
+
+// DecodeHello decodes a Hello body.
+func DecodeHello(body []byte) (Hello, error) {
+	d := decoder{b: body}
+	h := Hello{Version: d.u16("version"), Features: d.u64("features"), MaxFrameBytes: d.u32("max frame"),
+		Token: d.str16("token"), ClientName: d.str16("client name")}
+	return h, d.end("hello")
+}
+
+// Welcome is the node's answer to Hello.
+type Welcome struct {
+	Version  uint16
+	Features uint64
+	// MaxFrameBytes is the largest frame body the node accepts.
+	MaxFrameBytes uint32
+	// PublishWindow is how many acked publishes may be unanswered per stream.
+	PublishWindow uint32
+	// NodeID identifies the node for logs.
+	NodeID string
+}
+
+// AppendWelcome appends a Welcome frame.
+func AppendWelcome(dst []byte, reqID uint64, w Welcome) []byte {
+	dst, s := frameStart(dst, TypeWelcome, 0, reqID)
+	dst = binary.BigEndian.AppendUint16(dst, w.Version)
+	dst = binary.BigEndian.AppendUint64(dst, w.Features)
+	dst = binary.BigEndian.AppendUint32(dst, w.MaxFrameBytes)
+	dst = binary.BigEndian.AppendUint32(dst, w.PublishWindow)
+	dst = appendStr16(dst, w.NodeID)
+	return frameEnd(dst, s)
+}
+
+// DecodeWelcome decodes a Welcome body.
+func DecodeWelcome(body []byte) (Welcome, error) {
+	d := decoder{b: body}
+	w := Welcome{Version: d.u16("version"), Features: d.u64("features"), MaxFrameBytes: d.u32("max frame"),
+		PublishWindow: d.u32("publish window"), NodeID: d.str16("node id")}
+	return w, d.end("welcome")
+}
+
+// AppendError appends an Error frame answering request reqID (0: about the
+// connection or stream as a whole).
+func AppendError(dst []byte, reqID uint64, e *Error) []byte {
+	dst, s := frameStart(dst, TypeError, 0, reqID)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(e.Code))
+	dst = binary.BigEndian.AppendUint64(dst, e.Detail)
+	msg := e.Message
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	dst = appendStr16(dst, msg)
+	return frameEnd(dst, s)
+}
+
+// DecodeError decodes an Error body into an *Error.
+func DecodeError(body []byte) (*Error, error) {
+	d := decoder{b: body}
+	e := &Error{Code: Code(d.u16("code")), Detail: d.u64("detail"), Message: d.str16("message")}
+	if err := d.end("error"); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// AppendGoAway appends a GoAway frame: the node is draining.
+func AppendGoAway(dst []byte, reason string) []byte {
+	dst, s := frameStart(dst, TypeGoAway, 0, 0)
+	dst = appendStr16(dst, reason)
+	return frameEnd(dst, s)
+}
+
+// DecodeGoAway decodes a GoAway body and returns its reason.
+func DecodeGoAway(body []byte) (string, error) {
+	d := decoder{b: body}
+	r := d.str16("reason")
+	return r, d.end("goaway")
+}
+
+// StreamConfig is a stream's configuration as it travels on the wire.
+type StreamConfig struct {
+	// Shards is the number of shards, at least 1.
+	Shards uint32
+	// Durable streams are written to disk and survive restarts.
+	Durable bool
+}
+
+const configFlagDurable = 1 << 0
+
+func appendConfig(dst []byte, c StreamConfig) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, c.Shards)
+	var f uint8
+	if c.Durable {
+		f |= configFlagDurable
+	}
+	return append(dst, f)
+}
+
+func (d *decoder) config() StreamConfig {
+	c := StreamConfig{Shards: d.u32("shards")}
+	f := d.u8("config flags")
+	if f&^configFlagDurable != 0 {
+		d.fail("unknown stream config flags 0x%02x", f)
+	}
+	c.Durable = f&configFlagDurable != 0
+	return c
+}
+
+// CreateStream asks the node to create a stream. Creating a stream that exists
+// with the same config succeeds (and answers its StreamInfo); with another
+// config it fails with CodeStreamExists.
+type CreateStream struct {
+	Name   StreamName
+	Config StreamConfig
+}
+
+// AppendCreateStream appends a CreateStream frame.
+func AppendCreateStream(dst []byte, reqID uint64, c CreateStream) []byte {
+	dst, s := frameStart(dst, TypeCreateStream, 0, reqID)
+	dst = appendName(dst, c.Name)
+	dst = appendConfig(dst, c.Config)
+	return frameEnd(dst, s)
+}
+
+// DecodeCreateStream decodes a CreateStream body.
+func DecodeCreateStream(body []byte) (CreateStream, error) {
+	d := decoder{b: body}
+	c := CreateStream{Name: d.name(), Config: d.config()}
+	return c, d.end("create_stream")
+}
+
+// AppendDescribeStream appends a DescribeStream frame.
+func AppendDescribeStream(dst []byte, reqID uint64, name StreamName) []byte {
+	dst, s := frameStart(dst, TypeDescribeStream, 0, reqID)
+	dst = appendName(dst, name)
+	return frameEnd(dst, s)
+}
+
+// DecodeDescribeStream decodes a DescribeStream body.
+func DecodeDescribeStream(body []byte) (StreamName, error) {
+	d := decoder{b: body}
+	n := d.name()
+	return n, d.end("describe_stream")
+}
+
+// ListStreams asks for the streams of a tenant, optionally one namespace.
+type ListStreams struct {
+	Tenant    string
+	Namespace string // empty: every namespace
+}
+
+// AppendListStreams appends a ListStreams frame.
+func AppendListStreams(dst []byte, reqID uint64, l ListStreams) []byte {
+	dst, s := frameStart(dst, TypeListStreams, 0, reqID)
+	dst = appendStr16(dst, l.Tenant)
+	dst = appendStr16(dst, l.Namespace)
+	return frameEnd(dst, s)
+}
+
+// DecodeListStreams decodes a ListStreams body.
+func DecodeListStreams(body []byte) (ListStreams, error) {
+	d := decoder{b: body}
+	l := ListStreams{Tenant: d.str16("tenant"), Namespace: d.str16("namespace")}
+	return l, d.end("list_streams")
+}
+
+// StreamInfo describes a stream: its name, config and the tail of each shard.
+type StreamInfo struct {
+	Name   StreamName
+	Config StreamConfig
+	// CreatedUnixNano is when the stream was created.
+	CreatedUnixNano int64
+	// Tails holds each shard's next offset, len == Config.Shards.
+	Tails []uint64
+}
+
+func appendInfo(dst []byte, i StreamInfo) []byte {
+	dst = appendName(dst, i.Name)
+	dst = appendConfig(dst, i.Config)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(i.CreatedUnixNano))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(i.Tails)))
+	for _, t := range i.Tails {
+		dst = binary.BigEndian.AppendUint64(dst, t)
+	}
+	return dst
+}
+
+// maxShards bounds a decoded shard count.
+const maxShards = 1 << 16
+
+func (d *decoder) info() StreamInfo {
+	i := StreamInfo{Name: d.name(), Config: d.config(), CreatedUnixNano: int64(d.u64("created"))}
+	n := d.u32("tail count")
+	if d.err == nil && (n > maxShards || int(n)*8 > len(d.b)-d.off) {
+		d.fail("tail count %d too large", n)
+		return i
+	}
+	i.Tails = make([]uint64, n)
+	for k := range i.Tails {
+		i.Tails[k] = d.u64("tail")
+	}
+	return i
+}
+
+// AppendStreamInfo appends a StreamInfo frame.
+func AppendStreamInfo(dst []byte, reqID uint64, i StreamInfo) []byte {
+	dst, s := frameStart(dst, TypeStreamInfo, 0, reqID)
+	dst = appendInfo(dst, i)
+	return frameEnd(dst, s)
+}
+
+// DecodeStreamInfo decodes a StreamInfo body.
+func DecodeStreamInfo(body []byte) (StreamInfo, error) {
+	d := decoder{b: body}
+	i := d.info()
+	return i, d.end("stream_info")
+}
+
+// AppendStreamList appends a StreamList frame.
+func AppendStreamList(dst []byte, reqID uint64, list []StreamInfo) []byte {
+	dst, s := frameStart(dst, TypeStreamList, 0, reqID)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(list)))
+	for _, i := range list {
+		dst = appendInfo(dst, i)
+	}
+	return frameEnd(dst, s)
+}
+
+// DecodeStreamList decodes a StreamList body.
+func DecodeStreamList(body []byte) ([]StreamInfo, error) {
+	d := decoder{b: body}
+	n := d.u32("stream count")
+	// Each entry is at least 3+5+8+4 bytes.
+	if d.err == nil && int64(n)*20 > int64(len(body)) {
+		return nil, malformed("stream count %d too large for the frame", n)
+	}
+	out := make([]StreamInfo, 0, n)
+	for k := uint32(0); k < n && d.err == nil; k++ {
+		out = append(out, d.info())
+	}
+	return out, d.end("stream_list")
+}
+
+// AckMode says whether and how the node answers a publish.
+type AckMode uint8
+
+// Ack modes.
+const (
+	// AckNone: no answer; errors still come back as Error frames.
+	AckNone AckMode = 0
+	// AckPerMessage: the client sends each record as its own publish and
+	// every one is answered.
+	AckPerMessage AckMode = 1
+	// AckPerBatch: one PublishAck answers the whole batch once it is durable.
+	AckPerBatch AckMode = 2
+)
+
+// Publish carries a batch of records for one stream. Key routes the batch to
+// a shard (empty: shard 0). Records is the encoded records block
+// (AppendRecords): it is stored and delivered exactly as sent.
+type Publish struct {
+	Name    StreamName
+	Ack     AckMode
+	Key     []byte
+	Count   uint32
+	Records []byte
+}
+
+// AppendPublish appends a Publish frame. recordsBlock must hold count
+// records encoded with AppendRecords.
+func AppendPublish(dst []byte, reqID uint64, p Publish) []byte {
+	dst, s := frameStart(dst, TypePublish, 0, reqID)
+	dst = appendName(dst, p.Name)
+	dst = append(dst, byte(p.Ack))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(p.Key)))
+	dst = append(dst, p.Key...)
+	dst = binary.BigEndian.AppendUint32(dst, p.Count)
+	dst = append(dst, p.Records...)
+	return frameEnd(dst, s)
+}
+
+// DecodePublish decodes a Publish body. Records shares body's memory. It does
+// not validate the records block (ValidateRecords does).
+func DecodePublish(body []byte) (Publish, error) {
+	d := decoder{b: body}
+	p := Publish{Name: d.name(), Ack: AckMode(d.u8("ack mode"))}
+	kl := d.u16("key length")
+	p.Key = d.take(int(kl), "key")
+	p.Count = d.u32("count")
+	p.Records = d.rest()
+	if d.err == nil && p.Ack > AckPerBatch {
+		return p, Errorf(CodeInvalidRequest, "unknown ack mode %d", p.Ack)
+	}
+	return p, d.end("publish")
+}
+
+// PublishAck answers an acked publish: the batch was written at
+// [Offset, Offset+Count) on Shard, durably on a durable stream.
+type PublishAck struct {
+	Shard  uint32
+	Offset uint64
+	Count  uint32
+}
+
+// AppendPublishAck appends a PublishAck frame.
+func AppendPublishAck(dst []byte, reqID uint64, a PublishAck) []byte {
+	dst, s := frameStart(dst, TypePublishAck, 0, reqID)
+	dst = binary.BigEndian.AppendUint32(dst, a.Shard)
+	dst = binary.BigEndian.AppendUint64(dst, a.Offset)
+	dst = binary.BigEndian.AppendUint32(dst, a.Count)
+	return frameEnd(dst, s)
+}
+
+// DecodePublishAck decodes a PublishAck body.
+func DecodePublishAck(body []byte) (PublishAck, error) {
+	d := decoder{b: body}
+	a := PublishAck{Shard: d.u32("shard"), Offset: d.u64("offset"), Count: d.u32("count")}
+	return a, d.end("publish_ack")
+}
+
+// StartKind says where a subscription starts.
+type StartKind uint8
+
+// Start kinds.
+const (
+	// StartEarliest: from the first retained record.
+	StartEarliest StartKind = 0
+	// StartLatest: from the shard's tail: only records published from now on.
+	StartLatest StartKind = 1
+	// StartOffset: from an explicit offset (at most the tail).
+	StartOffset StartKind = 2
+)
+
+// Subscribe is the first frame on a subscription stream.
+type Subscribe struct {
+	Name  StreamName
+	Shard uint32
+	Start StartKind
+	// Offset is used with StartOffset.
+	Offset uint64
+	// QueueCapacity asks for a queue of this many batches; 0 takes the
+	// stream's default. The node clamps it and answers with the grant.
+	QueueCapacity uint32
+}
+
+// AppendSubscribe appends a Subscribe frame.
+func AppendSubscribe(dst []byte, reqID uint64, s Subscribe) []byte {
+	dst, st := frameStart(dst, TypeSubscribe, 0, reqID)
+	dst = appendName(dst, s.Name)
+	dst = binary.BigEndian.AppendUint32(dst, s.Shard)
+	dst = append(dst, byte(s.Start))
+	dst = binary.BigEndian.AppendUint64(dst, s.Offset)
+	dst = binary.BigEndian.AppendUint32(dst, s.QueueCapacity)
+	return frameEnd(dst, st)
+}
+
+// DecodeSubscribe decodes a Subscribe body.
+func DecodeSubscribe(body []byte) (Subscribe, error) {
+	d := decoder{b: body}
+	s := Subscribe{Name: d.name(), Shard: d.u32("shard"), Start: StartKind(d.u8("start")),
+		Offset: d.u64("offset"), QueueCapacity: d.u32("queue capacity")}
+	if d.err == nil && s.Start > StartOffset {
+		return s, Errorf(CodeInvalidRequest, "unknown start kind %d", s.Start)
+	}
+	return s, d.end("subscribe")
+}
+
+// Subscribed answers Subscribe: delivery starts at Offset; Tail is the
+// shard's tail when the subscription was registered.
+type Subscribed struct {
+	Shard         uint32
+	Offset        uint64
+	Tail          uint64
+	QueueCapacity uint32
+}
+
+// AppendSubscribed appends a Subscribed frame.
+func AppendSubscribed(dst []byte, reqID uint64, s Subscribed) []byte {
+	dst, st := frameStart(dst, TypeSubscribed, 0, reqID)
+	dst = binary.BigEndian.AppendUint32(dst, s.Shard)
+	dst = binary.BigEndian.AppendUint64(dst, s.Offset)
+	dst = binary.BigEndian.AppendUint64(dst, s.Tail)
+	dst = binary.BigEndian.AppendUint32(dst, s.QueueCapacity)
+	return frameEnd(dst, st)
+}
+
+// DecodeSubscribed decodes a Subscribed body.
+func DecodeSubscribed(body []byte) (Subscribed, error) {
+	d := decoder{b: body}
+	s := Subscribed{Shard: d.u32("shard"), Offset: d.u64("offset"), Tail: d.u64("tail"), QueueCapacity: d.u32("queue capacity")}
+	return s, d.end("subscribed")
+}

@@ -1,0 +1,713 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+)
+
+// BadgerOptions configures a BadgerLog. Start from DefaultBadgerOptions: a
+// zero numeric field takes the DefaultBadgerOptions value, but a zero
+// SyncWrites means no sync.
+type BadgerOptions struct {
+	// Dir is the directory of the database (keys and value log); required.
+	Dir string
+	// MemTableSize is the size of one memtable in bytes. A transaction may
+	// hold at most 15% of it (Badger's limit), so it also bounds how much one
+	// Commit writes atomically.
+	MemTableSize int64
+	// NumMemtables is how many memtables may be in memory (one mutable, the
+	// rest waiting to be flushed).
+	NumMemtables int
+	// BlockCacheSize is the size of the block cache in bytes.
+	BlockCacheSize int64
+	// IndexCacheSize bounds the memory of table indexes and bloom filters in
+	// bytes.
+	IndexCacheSize int64
+	// ValueLogFileSize is the size of one value log file in bytes; a single
+	// value may not be larger.
+	ValueLogFileSize int64
+	// ValueThreshold is the value size in bytes from which values are kept in
+	// the value log rather than in the LSM tree. The default (1024) sends
+	// batch envelopes to the value log, which makes synced commits of many
+	// batches much faster (LIBRARIES.md §5).
+	ValueThreshold int64
+	// NumCompactors is the number of compaction goroutines.
+	NumCompactors int
+	// NumLevelZeroTables is the number of level-0 tables that triggers a
+	// compaction.
+	NumLevelZeroTables int
+	// NumLevelZeroTablesStall is the number of level-0 tables at which writes
+	// stall until compaction catches up.
+	NumLevelZeroTablesStall int
+	// BaseTableSize is the size of a table in the first level in bytes.
+	BaseTableSize int64
+	// SyncWrites makes every Commit sync before it returns. Without it a
+	// commit is durable only after Sync.
+	SyncWrites bool
+	// ValueLogGCInterval is how often value-log garbage collection runs in
+	// the background; 0 means every 5 minutes and a negative value disables
+	// it.
+	ValueLogGCInterval time.Duration
+	// Logger receives Badger's warnings and errors (its info and debug
+	// messages are dropped) and the log's own warnings, such as a truncated
+	// tail. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Defaults of DefaultBadgerOptions: Badger's own defaults (64 MiB memtables,
+// a 256 MiB block cache, 1 GiB value log files) are too large for a small
+// machine (LIBRARIES.md §3).
+const (
+	defaultMemTableSize            = 16 << 20
+	defaultNumMemtables            = 2
+	defaultBlockCacheSize          = 16 << 20
+	defaultIndexCacheSize          = 16 << 20
+	defaultValueLogFileSize        = 64 << 20
+	defaultValueThreshold          = 1024
+	defaultNumCompactors           = 2
+	defaultNumLevelZeroTables      = 2
+	defaultNumLevelZeroTablesStall = 8
+	defaultBaseTableSize           = 4 << 20
+	defaultValueLogGCInterval      = 5 * time.Minute
+	// valueLogGCDiscardRatio is the fraction of a value log file that must be
+	// garbage for GC to rewrite it.
+	valueLogGCDiscardRatio = 0.5
+)
+
+// DefaultBadgerOptions returns options for a database in dir sized for a small
+// machine (a few hundred MB of memory at most), with synced writes, batch
+// values in the value log and no logger.
+func DefaultBadgerOptions(dir string) BadgerOptions {
+	return BadgerOptions{
+		Dir:                     dir,
+		MemTableSize:            defaultMemTableSize,
+		NumMemtables:            defaultNumMemtables,
+		BlockCacheSize:          defaultBlockCacheSize,
+		IndexCacheSize:          defaultIndexCacheSize,
+		ValueLogFileSize:        defaultValueLogFileSize,
+		ValueThreshold:          defaultValueThreshold,
+		NumCompactors:           defaultNumCompactors,
+		NumLevelZeroTables:      defaultNumLevelZeroTables,
+		NumLevelZeroTablesStall: defaultNumLevelZeroTablesStall,
+		BaseTableSize:           defaultBaseTableSize,
+		SyncWrites:              true,
+		ValueLogGCInterval:      defaultValueLogGCInterval,
+	}
+}
+
+// withDefaults returns o with every zero numeric field set to its default.
+func (o BadgerOptions) withDefaults() BadgerOptions {
+	d := DefaultBadgerOptions(o.Dir)
+	setDefault(&o.MemTableSize, d.MemTableSize)
+	setDefault(&o.NumMemtables, d.NumMemtables)
+	setDefault(&o.BlockCacheSize, d.BlockCacheSize)
+	setDefault(&o.IndexCacheSize, d.IndexCacheSize)
+	setDefault(&o.ValueLogFileSize, d.ValueLogFileSize)
+	setDefault(&o.ValueThreshold, d.ValueThreshold)
+	setDefault(&o.NumCompactors, d.NumCompactors)
+	setDefault(&o.NumLevelZeroTables, d.NumLevelZeroTables)
+	setDefault(&o.NumLevelZeroTablesStall, d.NumLevelZeroTablesStall)
+	setDefault(&o.BaseTableSize, d.BaseTableSize)
+	setDefault(&o.ValueLogGCInterval, d.ValueLogGCInterval)
+	return o
+}
+
+// setDefault sets *p to d when *p is zero.
+func setDefault[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
+		*p = d
+	}
+}
+
+// badgerOptions translates o (already defaulted) into Badger's options.
+// Conflict detection is off (one writer, no read-modify-write transactions)
+// and tables are not compressed (values, the bulk, live in the value log).
+func (o BadgerOptions) badgerOptions() badger.Options {
+	bo := badger.DefaultOptions(o.Dir).
+		WithMemTableSize(o.MemTableSize).
+		WithNumMemtables(o.NumMemtables).
+		WithBlockCacheSize(o.BlockCacheSize).
+		WithIndexCacheSize(o.IndexCacheSize).
+		WithValueLogFileSize(o.ValueLogFileSize).
+		WithValueThreshold(o.ValueThreshold).
+		WithNumCompactors(o.NumCompactors).
+		WithNumLevelZeroTables(o.NumLevelZeroTables).
+		WithNumLevelZeroTablesStall(o.NumLevelZeroTablesStall).
+		WithBaseTableSize(o.BaseTableSize).
+		WithSyncWrites(o.SyncWrites).
+		WithDetectConflicts(false).
+		WithCompression(options.None).
+		WithLogger(nil)
+	if o.Logger != nil {
+		bo = bo.WithLogger(badgerLogger{o.Logger})
+	}
+	return bo
+}
+
+// badgerLogger routes Badger's warnings and errors to a slog.Logger and drops
+// its info and debug messages.
+type badgerLogger struct {
+	// l receives the messages.
+	l *slog.Logger
+}
+
+// Errorf implements badger.Logger.
+func (b badgerLogger) Errorf(format string, args ...any) {
+	b.l.Error(strings.TrimSpace(fmt.Sprintf(format, args...)), "component", "badger")
+}
+
+// Warningf implements badger.Logger.
+func (b badgerLogger) Warningf(format string, args ...any) {
+	b.l.Warn(strings.TrimSpace(fmt.Sprintf(format, args...)), "component", "badger")
+}
+
+// Infof implements badger.Logger; info messages are dropped.
+func (badgerLogger) Infof(string, ...any) {}
+
+// Debugf implements badger.Logger; debug messages are dropped.
+func (badgerLogger) Debugf(string, ...any) {}
+
+// BadgerLog is the durable Log, stored in a Badger database: a batch per key
+// (see the package documentation) and metadata under its own prefix.
+//
+// Commit writes everything it is given in one Badger transaction, synced once
+// when SyncWrites is set. If that is more than one transaction may hold
+// (badger.ErrTxnTooBig: about 15% of MemTableSize, or as many entries), it is
+// split into several transactions committed in order, appends first then
+// metadata puts, each in the order given: atomicity is then per transaction,
+// and a failure part way leaves the earlier transactions written.
+//
+// Recovery: a torn or corrupt batch at the end of a shard's log (for example
+// the last write before a crash) is truncated by Tail, which deletes it with
+// a synced write, logs a warning and reports the tail after the previous
+// intact batch; such a batch is never served. A corrupt batch in the middle
+// of a log is left in place and makes Read return ErrCorrupt when it reaches
+// it.
+//
+// A background goroutine owned by the log runs value-log garbage collection;
+// Close stops it and waits for it.
+type BadgerLog struct {
+	// db is the database; safe for concurrent use, closed by Close.
+	db *badger.DB
+	// logger receives the log's warnings; never nil.
+	logger *slog.Logger
+	// syncWrites is BadgerOptions.SyncWrites: when false, writes that must be
+	// durable at once (tail truncation) are followed by db.Sync.
+	syncWrites bool
+	// stop is closed by Close to stop the GC goroutine.
+	stop chan struct{}
+	// gcDone is waited for by Close: the GC goroutine has returned.
+	gcDone sync.WaitGroup
+
+	// mu guards closed. Every method holds it shared while it uses db; Close
+	// takes it exclusively, so that db is closed only once no call uses it.
+	mu struct {
+		sync.RWMutex
+		// closed is set by Close.
+		closed bool
+	}
+}
+
+// Compile-time check that BadgerLog implements Log.
+var _ Log = (*BadgerLog)(nil)
+
+// OpenBadger opens (or creates) the database in opts.Dir and starts its
+// value-log GC goroutine. The caller must Close the log.
+func OpenBadger(opts BadgerOptions) (*BadgerLog, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("storage: BadgerOptions.Dir is empty")
+	}
+	opts = opts.withDefaults()
+	db, err := badger.Open(opts.badgerOptions())
+	if err != nil {
+		return nil, fmt.Errorf("storage: open badger in %s: %w", opts.Dir, err)
+	}
+	l := &BadgerLog{
+		db:         db,
+		logger:     opts.Logger,
+		syncWrites: opts.SyncWrites,
+		stop:       make(chan struct{}),
+	}
+	if l.logger == nil {
+		l.logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ValueLogGCInterval > 0 {
+		l.gcDone.Add(1)
+		go l.runValueLogGC(opts.ValueLogGCInterval)
+	}
+	return l, nil
+}
+
+// runValueLogGC collects value-log garbage every interval until stop is
+// closed.
+func (l *BadgerLog) runValueLogGC(interval time.Duration) {
+	defer l.gcDone.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		for {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			err := l.db.RunValueLogGC(valueLogGCDiscardRatio)
+			if err == nil {
+				continue // a file was rewritten: try the next one
+			}
+			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+				l.logger.Warn("storage: value log GC failed", "err", err)
+			}
+			break
+		}
+	}
+}
+
+// acquire takes mu shared for one call, or returns ErrClosed. The caller must
+// call l.mu.RUnlock when acquire succeeded.
+func (l *BadgerLog) acquire() error {
+	l.mu.RLock()
+	if l.mu.closed {
+		l.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// validateAppends returns ErrInvalidBatch (wrapped) for the first batch with
+// no records.
+func validateAppends(appends []Append) error {
+	for _, a := range appends {
+		if a.Batch.Count == 0 || len(a.Batch.Records) == 0 {
+			return fmt.Errorf("%w: stream %d shard %d base %d: %d records in %d bytes",
+				ErrInvalidBatch, a.Shard.Stream, a.Shard.Shard, a.Batch.Base, a.Batch.Count, len(a.Batch.Records))
+		}
+	}
+	return nil
+}
+
+// Commit writes appends then metas in one synced transaction, or in several
+// in order when they do not fit in one (see BadgerLog). It refuses a batch
+// with a zero Count or no Records bytes with ErrInvalidBatch before writing
+// anything. Commit does not retain appends, metas or their slices after it
+// returns.
+func (l *BadgerLog) Commit(appends []Append, metas []MetaPut) error {
+	if err := validateAppends(appends); err != nil {
+		return err
+	}
+	if err := l.acquire(); err != nil {
+		return err
+	}
+	defer l.mu.RUnlock()
+	if len(appends) == 0 && len(metas) == 0 {
+		return nil
+	}
+	w := newSplitWriter(l.db)
+	defer w.discard()
+	for _, a := range appends {
+		// Fresh key and value per entry: Badger keeps them until the commit.
+		e := badger.NewEntry(batchKey(a.Shard, a.Batch.Base), encodeEnvelope(a.Batch))
+		if err := w.set(e); err != nil {
+			return fmt.Errorf("storage: commit stream %d shard %d base %d: %w",
+				a.Shard.Stream, a.Shard.Shard, a.Batch.Base, err)
+		}
+	}
+	for _, m := range metas {
+		var err error
+		if m.Value == nil {
+			err = w.delete(metaKey(m.Key))
+		} else {
+			err = w.set(badger.NewEntry(metaKey(m.Key), m.Value))
+		}
+		if err != nil {
+			return fmt.Errorf("storage: commit meta %q: %w", m.Key, err)
+		}
+	}
+	if err := w.commit(); err != nil {
+		return fmt.Errorf("storage: commit: %w", err)
+	}
+	return nil
+}
+
+// splitWriter writes entries in as few transactions as Badger allows:
+// when a transaction is full (badger.ErrTxnTooBig) it commits it and starts
+// the next one.
+type splitWriter struct {
+	// db is the database written to.
+	db *badger.DB
+	// txn is the open transaction.
+	txn *badger.Txn
+	// n is the number of writes in txn.
+	n int
+}
+
+// newSplitWriter opens the first transaction.
+func newSplitWriter(db *badger.DB) *splitWriter {
+	return &splitWriter{db: db, txn: db.NewTransaction(true)}
+}
+
+// set writes e.
+func (w *splitWriter) set(e *badger.Entry) error {
+	return w.do(func(txn *badger.Txn) error { return txn.SetEntry(e) })
+}
+
+// delete deletes key.
+func (w *splitWriter) delete(key []byte) error {
+	return w.do(func(txn *badger.Txn) error { return txn.Delete(key) })
+}
+
+// do applies op to the open transaction, or, when the transaction is full,
+// commits it and applies op to a new one.
+func (w *splitWriter) do(op func(*badger.Txn) error) error {
+	err := op(w.txn)
+	if errors.Is(err, badger.ErrTxnTooBig) && w.n > 0 {
+		if err := w.commit(); err != nil {
+			return err
+		}
+		w.txn = w.db.NewTransaction(true)
+		err = op(w.txn)
+	}
+	if err != nil {
+		return err
+	}
+	w.n++
+	return nil
+}
+
+// commit commits the open transaction (syncing it when the database syncs
+// writes). The writer must not be used afterwards except by discard or, in
+// do, after a new transaction replaces it.
+func (w *splitWriter) commit() error {
+	w.n = 0
+	return w.txn.Commit()
+}
+
+// discard discards the open transaction; a no-op after commit.
+func (w *splitWriter) discard() { w.txn.Discard() }
+
+// Tail returns the End of the shard's last intact batch, or 0 when the shard
+// is empty. Corrupt batches at the end of the log are deleted (synced) and a
+// warning is logged: see BadgerLog.
+func (l *BadgerLog) Tail(shard ShardKey) (uint64, error) {
+	if err := l.acquire(); err != nil {
+		return 0, err
+	}
+	defer l.mu.RUnlock()
+	var (
+		tail uint64
+		torn [][]byte // keys of corrupt batches at the end, newest first
+		errs []error  // why each was corrupt
+	)
+	prefix := shardPrefix(shard)
+	err := l.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.Prefix = prefix
+		o.Reverse = true
+		o.PrefetchValues = false
+		it := txn.NewIterator(o)
+		defer it.Close()
+		for it.Seek(batchKey(shard, ^uint64(0))); it.ValidForPrefix(prefix); it.Next() {
+			item := it.Item()
+			b, err := readBatch(item)
+			if errors.Is(err, ErrCorrupt) {
+				torn = append(torn, item.KeyCopy(nil))
+				errs = append(errs, err)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			tail = b.End()
+			return nil
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("storage: tail of stream %d shard %d: %w", shard.Stream, shard.Shard, err)
+	}
+	if len(torn) > 0 {
+		if err := l.truncate(shard, torn, errs); err != nil {
+			return 0, err
+		}
+	}
+	return tail, nil
+}
+
+// truncate deletes the corrupt batches at the end of a shard's log, durably,
+// and logs a warning for each.
+func (l *BadgerLog) truncate(shard ShardKey, keys [][]byte, causes []error) error {
+	w := newSplitWriter(l.db)
+	defer w.discard()
+	for _, k := range keys {
+		if err := w.delete(k); err != nil {
+			return fmt.Errorf("storage: truncate stream %d shard %d: %w", shard.Stream, shard.Shard, err)
+		}
+	}
+	err := w.commit()
+	if err == nil && !l.syncWrites {
+		err = l.db.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("storage: truncate stream %d shard %d: %w", shard.Stream, shard.Shard, err)
+	}
+	for i, k := range keys {
+		base, _ := batchKeyBase(k)
+		l.logger.Warn("storage: truncated corrupt batch at the tail of a shard log",
+			"stream", shard.Stream, "shard", shard.Shard, "base", base, "err", causes[i])
+	}
+	return nil
+}
+
+// readBatch decodes the batch stored in item into a fresh buffer.
+func readBatch(item *badger.Item) (Batch, error) {
+	base, err := batchKeyBase(item.Key())
+	if err != nil {
+		return Batch{}, err
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return Batch{}, err
+	}
+	return decodeEnvelope(base, v)
+}
+
+// First returns the base of the shard's first stored batch, or 0 (the tail
+// of an empty shard) when it has none. It does not read the batch.
+func (l *BadgerLog) First(shard ShardKey) (uint64, error) {
+	if err := l.acquire(); err != nil {
+		return 0, err
+	}
+	defer l.mu.RUnlock()
+	var first uint64
+	prefix := shardPrefix(shard)
+	err := l.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.Prefix = prefix
+		o.PrefetchValues = false
+		it := txn.NewIterator(o)
+		defer it.Close()
+		it.Seek(prefix)
+		if !it.ValidForPrefix(prefix) {
+			return nil
+		}
+		var err error
+		first, err = batchKeyBase(it.Item().Key())
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("storage: first of stream %d shard %d: %w", shard.Stream, shard.Shard, err)
+	}
+	return first, nil
+}
+
+// maxReadPrefetch bounds how many values Read fetches ahead.
+const maxReadPrefetch = 16
+
+// Read implements Log.Read. A maxBatches or maxBytes of 0 or less means no
+// such limit. The returned batches and their Records are freshly allocated
+// and owned by the caller. A corrupt batch returns an error wrapping
+// ErrCorrupt (no batches are returned with it).
+func (l *BadgerLog) Read(shard ShardKey, from uint64, maxBatches int, maxBytes int) ([]Batch, error) {
+	if err := l.acquire(); err != nil {
+		return nil, err
+	}
+	defer l.mu.RUnlock()
+	var out []Batch
+	prefix := shardPrefix(shard)
+	err := l.db.View(func(txn *badger.Txn) error {
+		// The batch holding from is the last one whose base is <= from.
+		start := prefix
+		o := badger.DefaultIteratorOptions
+		o.Prefix = prefix
+		o.Reverse = true
+		o.PrefetchValues = false
+		rit := txn.NewIterator(o)
+		rit.Seek(batchKey(shard, from))
+		if rit.ValidForPrefix(prefix) {
+			start = rit.Item().KeyCopy(nil)
+		}
+		rit.Close()
+
+		o = badger.DefaultIteratorOptions
+		o.Prefix = prefix
+		o.PrefetchSize = maxReadPrefetch
+		if maxBatches > 0 && maxBatches < o.PrefetchSize {
+			o.PrefetchSize = maxBatches
+		}
+		it := txn.NewIterator(o)
+		defer it.Close()
+		size := 0
+		for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
+			if maxBytes > 0 && size >= maxBytes {
+				return nil // no batch fits: do not read the next one
+			}
+			b, err := readBatch(it.Item())
+			if err != nil {
+				return err
+			}
+			if b.End() <= from {
+				continue // the batch before from, when from is past it
+			}
+			if len(out) > 0 && maxBytes > 0 && size+len(b.Records) > maxBytes {
+				return nil
+			}
+			out = append(out, b)
+			size += len(b.Records)
+			if maxBatches > 0 && len(out) >= maxBatches {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: read stream %d shard %d from %d: %w", shard.Stream, shard.Shard, from, err)
+	}
+	return out, nil
+}
+
+// GetMeta implements Log.GetMeta.
+func (l *BadgerLog) GetMeta(key []byte) ([]byte, error) {
+	if err := l.acquire(); err != nil {
+		return nil, err
+	}
+	defer l.mu.RUnlock()
+	var v []byte
+	err := l.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(metaKey(key))
+		if err != nil {
+			return err
+		}
+		v, err = item.ValueCopy(nil)
+		return err
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("storage: meta %q: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: meta %q: %w", key, err)
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	return v, nil
+}
+
+// ScanMeta implements Log.ScanMeta. fn runs inside a read transaction while
+// the log is in use: it must not call the log (a concurrent Close would
+// deadlock). An error fn returns stops the scan and is returned unchanged.
+func (l *BadgerLog) ScanMeta(prefix []byte, fn func(key, value []byte) error) error {
+	if err := l.acquire(); err != nil {
+		return err
+	}
+	defer l.mu.RUnlock()
+	p := metaKey(prefix)
+	var fnErr error
+	err := l.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.Prefix = p
+		it := txn.NewIterator(o)
+		defer it.Close()
+		for it.Seek(p); it.ValidForPrefix(p); it.Next() {
+			item := it.Item()
+			k := item.Key()[1:]
+			if err := item.Value(func(v []byte) error {
+				fnErr = fn(k, v)
+				return fnErr
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return fmt.Errorf("storage: scan meta %q: %w", prefix, err)
+	}
+	return nil
+}
+
+// DropShard deletes every batch of the shard, in as many transactions as
+// needed (not atomically: a crash part way leaves a suffix of the log, which
+// a second DropShard removes). It does not use badger's DropPrefix, which
+// blocks all writes while it runs and would fail a concurrent Commit with
+// badger.ErrBlockedWrites.
+func (l *BadgerLog) DropShard(shard ShardKey) error {
+	if err := l.acquire(); err != nil {
+		return err
+	}
+	defer l.mu.RUnlock()
+	var keys [][]byte
+	prefix := shardPrefix(shard)
+	err := l.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.Prefix = prefix
+		o.PrefetchValues = false
+		it := txn.NewIterator(o)
+		defer it.Close()
+		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err == nil && len(keys) > 0 {
+		w := newSplitWriter(l.db)
+		defer w.discard()
+		for _, k := range keys {
+			if err = w.delete(k); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = w.commit()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("storage: drop stream %d shard %d: %w", shard.Stream, shard.Shard, err)
+	}
+	return nil
+}
+
+// Sync implements Log.Sync.
+func (l *BadgerLog) Sync() error {
+	if err := l.acquire(); err != nil {
+		return err
+	}
+	defer l.mu.RUnlock()
+	if err := l.db.Sync(); err != nil {
+		return fmt.Errorf("storage: sync: %w", err)
+	}
+	return nil
+}
+
+// Close waits for calls in progress, stops the GC goroutine and closes the
+// database. It is idempotent: later calls return nil.
+func (l *BadgerLog) Close() error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	l.gcDone.Wait()
+	if err := l.db.Close(); err != nil {
+		return fmt.Errorf("storage: close badger: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,248 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// MemoryOptions configures a MemoryLog.
+type MemoryOptions struct {
+	// MaxShardBytes caps the Records bytes kept per shard: once a commit
+	// takes a shard past it, its oldest batches are evicted, whole, until it
+	// fits again, but the newest batch is always kept. 0 means no cap.
+	MaxShardBytes int64
+}
+
+// MemoryLog is a Log kept in memory, for ephemeral streams and tests. Nothing
+// survives Close; Sync is a no-op.
+//
+// Commit stores the Records slices it is given without copying them (the
+// caller must not modify them afterwards, as Batch says), and Read returns
+// copies of the Batch structs that share those slices: callers of Read must
+// not modify the Records they get. Metadata keys and values are copied in
+// and out.
+type MemoryLog struct {
+	// maxShardBytes is MemoryOptions.MaxShardBytes; immutable.
+	maxShardBytes int64
+
+	// mu guards the state below. No method calls out (fn of ScanMeta runs
+	// after mu is released), so there is no lock order to respect.
+	mu struct {
+		sync.Mutex
+		// closed is set by Close.
+		closed bool
+		// shards holds each shard's batches; an empty shard has no entry.
+		shards map[ShardKey]*memShard
+		// meta holds the metadata, keyed by string(key).
+		meta map[string][]byte
+	}
+}
+
+// memShard is one shard's log in a MemoryLog, guarded by MemoryLog.mu.
+type memShard struct {
+	// batches are in offset order; never empty.
+	batches []Batch
+	// bytes is the sum of len(Records) over batches.
+	bytes int64
+}
+
+// Compile-time check that MemoryLog implements Log.
+var _ Log = (*MemoryLog)(nil)
+
+// NewMemoryLog returns an empty MemoryLog.
+func NewMemoryLog(opts MemoryOptions) *MemoryLog {
+	l := &MemoryLog{maxShardBytes: opts.MaxShardBytes}
+	l.mu.shards = make(map[ShardKey]*memShard)
+	l.mu.meta = make(map[string][]byte)
+	return l
+}
+
+// Commit implements Log.Commit: it applies everything at once, or nothing
+// when a batch has a zero Count or no Records bytes (ErrInvalidBatch).
+func (l *MemoryLog) Commit(appends []Append, metas []MetaPut) error {
+	if err := validateAppends(appends); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return ErrClosed
+	}
+	for _, a := range appends {
+		s := l.mu.shards[a.Shard]
+		if s == nil {
+			s = &memShard{}
+			l.mu.shards[a.Shard] = s
+		}
+		s.batches = append(s.batches, a.Batch)
+		s.bytes += int64(len(a.Batch.Records))
+		l.evictLocked(s)
+	}
+	for _, m := range metas {
+		if m.Value == nil {
+			delete(l.mu.meta, string(m.Key))
+			continue
+		}
+		l.mu.meta[string(m.Key)] = bytes.Clone(m.Value)
+	}
+	return nil
+}
+
+// evictLocked drops s's oldest batches while s is over the byte cap, keeping
+// at least the newest one.
+func (l *MemoryLog) evictLocked(s *memShard) {
+	if l.maxShardBytes <= 0 {
+		return
+	}
+	n := 0
+	for s.bytes > l.maxShardBytes && n < len(s.batches)-1 {
+		s.bytes -= int64(len(s.batches[n].Records))
+		s.batches[n] = Batch{} // release the records
+		n++
+	}
+	s.batches = s.batches[n:]
+}
+
+// Tail implements Log.Tail.
+func (l *MemoryLog) Tail(shard ShardKey) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return 0, ErrClosed
+	}
+	s := l.mu.shards[shard]
+	if s == nil {
+		return 0, nil
+	}
+	return s.batches[len(s.batches)-1].End(), nil
+}
+
+// First implements Log.First: the base of the oldest batch not evicted, or
+// 0 for an empty shard.
+func (l *MemoryLog) First(shard ShardKey) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return 0, ErrClosed
+	}
+	s := l.mu.shards[shard]
+	if s == nil {
+		return 0, nil
+	}
+	return s.batches[0].Base, nil
+}
+
+// Read implements Log.Read. A maxBatches or maxBytes of 0 or less means no
+// such limit. The Records of the returned batches are shared with the log:
+// see MemoryLog.
+func (l *MemoryLog) Read(shard ShardKey, from uint64, maxBatches int, maxBytes int) ([]Batch, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return nil, ErrClosed
+	}
+	s := l.mu.shards[shard]
+	if s == nil {
+		return nil, nil
+	}
+	// The first batch that ends after from holds it, or follows it.
+	i := sort.Search(len(s.batches), func(i int) bool { return s.batches[i].End() > from })
+	var out []Batch
+	size := 0
+	for ; i < len(s.batches); i++ {
+		b := s.batches[i]
+		if len(out) > 0 && maxBytes > 0 && size+len(b.Records) > maxBytes {
+			break
+		}
+		out = append(out, b)
+		size += len(b.Records)
+		if maxBatches > 0 && len(out) >= maxBatches {
+			break
+		}
+	}
+	return out, nil
+}
+
+// GetMeta implements Log.GetMeta.
+func (l *MemoryLog) GetMeta(key []byte) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return nil, ErrClosed
+	}
+	v, ok := l.mu.meta[string(key)]
+	if !ok {
+		return nil, fmt.Errorf("storage: meta %q: %w", key, ErrNotFound)
+	}
+	return bytes.Clone(v), nil
+}
+
+// ScanMeta implements Log.ScanMeta. It snapshots the matching entries, then
+// calls fn without holding any lock (fn may call the log); an error fn
+// returns is returned unchanged.
+func (l *MemoryLog) ScanMeta(prefix []byte, fn func(key, value []byte) error) error {
+	// entry is one metadata entry to hand to fn.
+	type entry struct {
+		// key is a copy of the entry's key.
+		key []byte
+		// value is the stored value (not modified in place by the log).
+		value []byte
+	}
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	var entries []entry
+	for k, v := range l.mu.meta {
+		if strings.HasPrefix(k, string(prefix)) {
+			entries = append(entries, entry{[]byte(k), v})
+		}
+	}
+	l.mu.Unlock()
+	slices.SortFunc(entries, func(a, b entry) int { return bytes.Compare(a.key, b.key) })
+	for _, e := range entries {
+		// Values are never modified in place (Commit replaces them), but fn
+		// could modify its argument: hand it a copy.
+		if err := fn(e.key, bytes.Clone(e.value)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DropShard implements Log.DropShard.
+func (l *MemoryLog) DropShard(shard ShardKey) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return ErrClosed
+	}
+	delete(l.mu.shards, shard)
+	return nil
+}
+
+// Sync implements Log.Sync; there is nothing to flush.
+func (l *MemoryLog) Sync() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close implements Log.Close and releases everything stored. It is
+// idempotent.
+func (l *MemoryLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.closed = true
+	l.mu.shards = nil
+	l.mu.meta = nil
+	return nil
+}

@@ -1,0 +1,162 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestBadgerMatchesMemory runs the same random operations against a
+// BadgerLog and an unbounded MemoryLog (the model) and checks that every
+// answer is the same, reopening the Badger log now and then.
+func TestBadgerMatchesMemory(t *testing.T) {
+	const ops = 1500
+	rng := rand.New(rand.NewPCG(1, 2))
+	dir := t.TempDir()
+	bl := openTestBadger(t, dir)
+	ml := NewMemoryLog(MemoryOptions{})
+	defer ml.Close()
+
+	shards := []ShardKey{{Stream: 1, Shard: 0}, {Stream: 1, Shard: 1}, {Stream: 2, Shard: 0}, {Stream: 1<<63 + 5, Shard: 1<<32 - 1}}
+	tails := map[ShardKey]uint64{}
+	metaKeys := []string{"a", "a/1", "a/2", "b", "b/x", ""}
+	randShard := func() ShardKey { return shards[rng.IntN(len(shards))] }
+	var commits, refused, reads, batchesRead, reopens int // to check the test is not vacuous
+
+	// check compares one answer of both logs.
+	check := func(i int, what string, mv, bv any, merr, berr error) {
+		t.Helper()
+		if (merr == nil) != (berr == nil) || (merr != nil && !sameSentinel(merr, berr)) {
+			t.Fatalf("op %d %s: memory err %v, badger err %v", i, what, merr, berr)
+		}
+		if fmt.Sprint(mv) != fmt.Sprint(bv) {
+			t.Fatalf("op %d %s: memory %v, badger %v", i, what, mv, bv)
+		}
+	}
+
+	for i := range ops {
+		switch p := rng.IntN(100); {
+		case p < 40: // commit
+			var appends []Append
+			next := maps.Clone(tails)
+			for range rng.IntN(5) {
+				s := randShard()
+				count := uint32(1 + rng.IntN(8))
+				if rng.IntN(50) == 0 {
+					count = 0 // invalid: the whole commit is refused
+				}
+				b := Batch{Base: next[s], Count: count, Timestamp: rng.Int64(), Records: randBytes(rng, 1+rng.IntN(3000))}
+				appends = append(appends, Append{Shard: s, Batch: b})
+				next[s] = b.End()
+			}
+			var metas []MetaPut
+			for range rng.IntN(3) {
+				m := MetaPut{Key: []byte(metaKeys[rng.IntN(len(metaKeys))])}
+				if rng.IntN(3) > 0 {
+					m.Value = randBytes(rng, rng.IntN(1500))
+				}
+				metas = append(metas, m)
+			}
+			merr := ml.Commit(appends, metas)
+			berr := bl.Commit(appends, metas)
+			check(i, "Commit", nil, nil, merr, berr)
+			if merr == nil {
+				tails = next
+				commits++
+			} else {
+				refused++
+			}
+		case p < 70: // read
+			s := randShard()
+			from := uint64(rng.IntN(int(tails[s]) + 10))
+			maxBatches, maxBytes := rng.IntN(6), rng.IntN(8000)
+			mb, merr := ml.Read(s, from, maxBatches, maxBytes)
+			bb, berr := bl.Read(s, from, maxBatches, maxBytes)
+			check(i, fmt.Sprintf("Read(%v, %d, %d, %d)", s, from, maxBatches, maxBytes), "", sameBatches(bb, mb), merr, berr)
+			reads++
+			batchesRead += len(mb)
+		case p < 80: // tail and first
+			s := randShard()
+			mt, merr := ml.Tail(s)
+			bt, berr := bl.Tail(s)
+			check(i, "Tail", mt, bt, merr, berr)
+			if mt != tails[s] {
+				t.Fatalf("op %d: model tail %d, want %d", i, mt, tails[s])
+			}
+			mf, merr := ml.First(s)
+			bf, berr := bl.First(s)
+			check(i, "First", mf, bf, merr, berr)
+		case p < 88: // metadata
+			k := []byte(metaKeys[rng.IntN(len(metaKeys))])
+			mv, merr := ml.GetMeta(k)
+			bv, berr := bl.GetMeta(k)
+			check(i, fmt.Sprintf("GetMeta(%q)", k), mv, bv, merr, berr)
+			ms, merr := scanAll(ml, k)
+			bs, berr := scanAll(bl, k)
+			check(i, fmt.Sprintf("ScanMeta(%q)", k), ms, bs, merr, berr)
+		case p < 92: // drop a shard
+			s := randShard()
+			check(i, "DropShard", nil, nil, ml.DropShard(s), bl.DropShard(s))
+			tails[s] = 0
+		case p < 94: // reopen the Badger log
+			if err := bl.Close(); err != nil {
+				t.Fatalf("op %d: Close: %v", i, err)
+			}
+			bl = openTestBadger(t, dir)
+			reopens++
+		default: // sync
+			check(i, "Sync", nil, nil, ml.Sync(), bl.Sync())
+		}
+	}
+
+	// Finally, everything matches.
+	for _, s := range shards {
+		mb, merr := ml.Read(s, 0, 0, 0)
+		bb, berr := bl.Read(s, 0, 0, 0)
+		check(ops, fmt.Sprintf("final Read(%v)", s), "", sameBatches(bb, mb), merr, berr)
+	}
+	ms, merr := scanAll(ml, nil)
+	bs, berr := scanAll(bl, nil)
+	check(ops, "final ScanMeta", ms, bs, merr, berr)
+	t.Logf("%d commits, %d refused, %d reads returning %d batches, %d reopens", commits, refused, reads, batchesRead, reopens)
+	if commits < ops/4 || refused == 0 || batchesRead < reads || reopens == 0 {
+		t.Fatal("the random operations did not cover enough ground")
+	}
+}
+
+// sameSentinel reports whether a and b wrap the same storage sentinel.
+func sameSentinel(a, b error) bool {
+	for _, s := range []error{ErrNotFound, ErrCorrupt, ErrInvalidBatch, ErrClosed} {
+		if errors.Is(a, s) != errors.Is(b, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// scanAll returns "key=value" for every metadata entry under prefix.
+func scanAll(l Log, prefix []byte) ([]string, error) {
+	var out []string
+	var last []byte
+	err := l.ScanMeta(prefix, func(k, v []byte) error {
+		if len(out) > 0 && bytes.Compare(last, k) >= 0 {
+			return fmt.Errorf("ScanMeta: key %q after %q", k, last)
+		}
+		last = bytes.Clone(k)
+		out = append(out, fmt.Sprintf("%q=%x", k, v))
+		return nil
+	})
+	return out, err
+}
+
+// randBytes returns n random bytes.
+func randBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}

@@ -1,0 +1,177 @@
+package supervisors
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is a node's configuration. Every field has a yaml key; the same key
+// upper-cased with a HERALD_ prefix is its environment variable (nested keys
+// join with '_': badger.mem_table_size is HERALD_BADGER_MEM_TABLE_SIZE).
+// docs/configuration.md lists every key with its default.
+type Config struct {
+	// DataDir holds the Badger database, the generated certificates and the
+	// node id.
+	DataDir string `yaml:"data_dir"`
+	// Listen is the QUIC listen address.
+	Listen string `yaml:"listen"`
+	// HTTP is the HTTP listen address for /healthz, /readyz (and /metrics).
+	HTTP string `yaml:"http"`
+	// TLSCert and TLSKey are PEM files for the QUIC listener. When both are
+	// empty the node generates a self-signed CA and server certificate into
+	// DataDir/tls (ca.pem, server.pem, server-key.pem) and reuses them.
+	TLSCert string `yaml:"tls_cert"`
+	// TLSKey is the private key for TLSCert.
+	TLSKey string `yaml:"tls_key"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `yaml:"log_level"`
+	// LogFormat is text or json.
+	LogFormat string `yaml:"log_format"`
+	// AutoCreateStreams creates a stream (one shard, durable) on its first
+	// publish. On by default for development; turn it off in production.
+	AutoCreateStreams bool `yaml:"auto_create_streams"`
+	// MaxFrameBytes bounds one frame body, in bytes.
+	MaxFrameBytes uint32 `yaml:"max_frame_bytes"`
+	// PublishWindow is how many acked publishes may be unanswered per
+	// publish stream on a connection.
+	PublishWindow int `yaml:"publish_window"`
+	// SubscriberQueueCapacity is a subscription's queue bound in batches when
+	// the subscriber asks for none.
+	SubscriberQueueCapacity int `yaml:"subscriber_queue_capacity"`
+	// SubscriberQueueCapacityMax clamps what a subscriber may ask for.
+	SubscriberQueueCapacityMax int `yaml:"subscriber_queue_capacity_max"`
+	// SubscriberQueueMaxBytes bounds a subscription's queued payload bytes;
+	// 0 means no byte bound. A batch larger than the bound still enters an
+	// empty queue.
+	SubscriberQueueMaxBytes int64 `yaml:"subscriber_queue_max_bytes"`
+	// ReplayRingBatches is how many recent committed batches a shard keeps in
+	// memory so subscribers that fall a little behind catch up without
+	// reading storage.
+	ReplayRingBatches int `yaml:"replay_ring_batches"`
+	// ReplayRingMaxBytes bounds a shard's replay ring by payload bytes.
+	ReplayRingMaxBytes int64 `yaml:"replay_ring_max_bytes"`
+	// EphemeralShardMaxBytes bounds what an ephemeral shard keeps in memory;
+	// the oldest batches go first.
+	EphemeralShardMaxBytes int64 `yaml:"ephemeral_shard_max_bytes"`
+	// HandshakeTimeout bounds the QUIC handshake and the Hello exchange.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// IdleTimeout closes a QUIC connection that has been silent this long
+	// (clients send keep-alives).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ShutdownTimeout bounds the drain on SIGINT/SIGTERM.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Badger sizes the storage engine.
+	Badger BadgerConfig `yaml:"badger"`
+}
+
+// BadgerConfig sizes Badger. The defaults suit a small machine (2 cores, a
+// few hundred MB for the node); raise them on bigger ones.
+type BadgerConfig struct {
+	// MemTableSize is the size of one memtable in bytes.
+	MemTableSize int64 `yaml:"mem_table_size"`
+	// NumMemtables is how many memtables may be held in memory.
+	NumMemtables int `yaml:"num_memtables"`
+	// BlockCacheSize is the block cache in bytes.
+	BlockCacheSize int64 `yaml:"block_cache_size"`
+	// IndexCacheSize bounds table index memory in bytes.
+	IndexCacheSize int64 `yaml:"index_cache_size"`
+	// ValueLogFileSize is the size of one value-log file in bytes.
+	ValueLogFileSize int64 `yaml:"value_log_file_size"`
+	// ValueThreshold: values at least this big go to the value log.
+	ValueThreshold int64 `yaml:"value_threshold"`
+	// NumCompactors is the number of compaction goroutines.
+	NumCompactors int `yaml:"num_compactors"`
+}
+
+// DefaultConfig returns the embedded defaults: data in ./data, QUIC on
+// 127.0.0.1:7400, HTTP on 127.0.0.1:7401.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:                    "./data",
+		Listen:                     "127.0.0.1:7400",
+		HTTP:                       "127.0.0.1:7401",
+		LogLevel:                   "info",
+		LogFormat:                  "text",
+		AutoCreateStreams:          true,
+		MaxFrameBytes:              16 << 20,
+		PublishWindow:              256,
+		SubscriberQueueCapacity:    512,
+		SubscriberQueueCapacityMax: 4096,
+		SubscriberQueueMaxBytes:    128 << 20,
+		ReplayRingBatches:          1024,
+		ReplayRingMaxBytes:         64 << 20,
+		EphemeralShardMaxBytes:     64 << 20,
+		HandshakeTimeout:           5 * time.Second,
+		IdleTimeout:                30 * time.Second,
+		ShutdownTimeout:            10 * time.Second,
+		Badger: BadgerConfig{
+			MemTableSize:     16 << 20,
+			NumMemtables:     2,
+			BlockCacheSize:   16 << 20,
+			IndexCacheSize:   16 << 20,
+			ValueLogFileSize: 64 << 20,
+			ValueThreshold:   1024,
+			NumCompactors:    2,
+		},
+	}
+}
+
+// Validate reports every invalid value at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "must be set")
+	}
+	if c.Listen == "" {
+		bad("listen", "must be set")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		bad("tls_cert", "tls_cert and tls_key must be given together")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level", "%q is not debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		bad("log_format", "%q is not text or json", c.LogFormat)
+	}
+	if c.MaxFrameBytes < 64<<10 || c.MaxFrameBytes > 1<<30 {
+		bad("max_frame_bytes", "%d is outside [65536, 1073741824]", c.MaxFrameBytes)
+	}
+	if c.PublishWindow < 1 || c.PublishWindow > 1<<16 {
+		bad("publish_window", "%d is outside [1, 65536]", c.PublishWindow)
+	}
+	if c.SubscriberQueueCapacityMax < 1 {
+		bad("subscriber_queue_capacity_max", "must be at least 1")
+	}
+	if c.SubscriberQueueCapacity < 1 || c.SubscriberQueueCapacity > c.SubscriberQueueCapacityMax {
+		bad("subscriber_queue_capacity", "%d is outside [1, subscriber_queue_capacity_max]", c.SubscriberQueueCapacity)
+	}
+	if c.SubscriberQueueMaxBytes < 0 {
+		bad("subscriber_queue_max_bytes", "must not be negative")
+	}
+	if c.ReplayRingBatches < 0 || c.ReplayRingMaxBytes < 0 {
+		bad("replay_ring_batches", "replay ring bounds must not be negative")
+	}
+	if c.EphemeralShardMaxBytes < 0 {
+		bad("ephemeral_shard_max_bytes", "must not be negative")
+	}
+	for key, d := range map[string]time.Duration{"handshake_timeout": c.HandshakeTimeout, "idle_timeout": c.IdleTimeout, "shutdown_timeout": c.ShutdownTimeout} {
+		if d <= 0 {
+			bad(key, "must be positive")
+		}
+	}
+	b := c.Badger
+	if b.MemTableSize < 1<<20 || b.NumMemtables < 1 || b.BlockCacheSize < 0 || b.IndexCacheSize < 0 ||
+		b.ValueLogFileSize < 1<<20 || b.ValueThreshold < 1 || b.NumCompactors < 2 {
+		bad("badger", "mem_table_size and value_log_file_size need at least 1 MiB, num_memtables and value_threshold at least 1, num_compactors at least 2, caches not negative")
+	}
+	return errors.Join(errs...)
+}

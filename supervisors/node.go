@@ -1,0 +1,442 @@
+package supervisors
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/actors"
+	"github.com/heraldmq/herald/net/transport"
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// Options are a node's settings that do not come from configuration.
+type Options struct {
+	// Logger receives the node's logs; nil builds one from the config's
+	// log_level and log_format on stderr.
+	Logger *slog.Logger
+	// SubscriptionProps and ShardProps, if set, wrap the props of every
+	// subscription or shard actor (tests inject failures with middleware).
+	SubscriptionProps func(*actor.Props) *actor.Props
+	ShardProps        func(*actor.Props) *actor.Props
+}
+
+// Node is a running Herald broker: storage, the actor tree, the QUIC
+// listener and the HTTP listener. Start it with Start and stop it with
+// Shutdown; a Node is not reusable.
+type Node struct {
+	cfg    Config
+	logger *slog.Logger
+	nodeID string
+
+	durable *storage.BadgerLog
+	memory  *storage.MemoryLog
+
+	sys      *actor.ActorSystem
+	root     *actor.PID
+	children nodeChildren
+
+	udp       net.PacketConn
+	transport *quic.Transport
+	quicLn    *quic.Listener
+	httpLn    net.Listener
+	httpSrv   *http.Server
+	caFile    string
+
+	// ready is true while the node accepts work.
+	ready atomic.Bool
+	// stopping is set when Shutdown begins.
+	stopping atomic.Bool
+	// storageErr holds the error that broke storage, if any.
+	storageErr atomic.Pointer[error]
+	// wg tracks the accept loop and the HTTP server.
+	wg       sync.WaitGroup
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// Start opens storage, builds the actor tree and starts listening. On error
+// everything started so far is closed.
+func Start(cfg Config, opts Options) (n *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n = &Node{cfg: cfg, logger: opts.Logger}
+	if n.logger == nil {
+		n.logger = NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	}
+	defer func() {
+		if err != nil {
+			n.stopping.Store(true)
+			n.closeResources()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	if n.nodeID, err = loadNodeID(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	tlsConf, err := n.serverTLS()
+	if err != nil {
+		return nil, err
+	}
+
+	bo := storage.DefaultBadgerOptions(filepath.Join(cfg.DataDir, "badger"))
+	bo.MemTableSize = cfg.Badger.MemTableSize
+	bo.NumMemtables = cfg.Badger.NumMemtables
+	bo.BlockCacheSize = cfg.Badger.BlockCacheSize
+	bo.IndexCacheSize = cfg.Badger.IndexCacheSize
+	bo.ValueLogFileSize = cfg.Badger.ValueLogFileSize
+	bo.ValueThreshold = cfg.Badger.ValueThreshold
+	bo.NumCompactors = cfg.Badger.NumCompactors
+	bo.Logger = n.logger.With(slog.String("component", "badger"))
+	openStart := time.Now()
+	if n.durable, err = storage.OpenBadger(bo); err != nil {
+		return nil, fmt.Errorf("node: open storage: %w", err)
+	}
+	n.memory = storage.NewMemoryLog(storage.MemoryOptions{MaxShardBytes: cfg.EphemeralShardMaxBytes})
+
+	actorLogger := n.logger.With(slog.String("component", "actor"))
+	n.sys = actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }),
+		actor.WithDeadLetterThrottleCount(3),
+		actor.WithDeadLetterThrottleInterval(time.Second),
+		actor.WithDeadLetterRequestLogging(false),
+		actor.WithDeveloperSupervisionLogging(false),
+	)
+	sup := &nodeSupervisor{
+		writer: actors.StorageWriterConfig{
+			Log: n.durable,
+			OnFailure: func(err error) {
+				n.storageErr.Store(&err)
+				n.ready.Store(false)
+				n.logger.Error("storage failed: the node refuses writes until restarted", slog.Any("error", err))
+			},
+		},
+		catalog: actors.CatalogConfig{
+			Durable:       n.durable,
+			Memory:        n.memory,
+			DefaultConfig: wire.StreamConfig{Shards: 1, Durable: true},
+			RingBatches:   cfg.ReplayRingBatches,
+			RingBytes:     cfg.ReplayRingMaxBytes,
+			ShardProps:    opts.ShardProps,
+		},
+		listener: actors.ConnectionConfig{
+			NodeID:            n.nodeID,
+			AutoCreate:        cfg.AutoCreateStreams,
+			MaxFrameBytes:     cfg.MaxFrameBytes,
+			PublishWindow:     cfg.PublishWindow,
+			QueueCapacity:     cfg.SubscriberQueueCapacity,
+			QueueCapacityMax:  cfg.SubscriberQueueCapacityMax,
+			QueueMaxBytes:     cfg.SubscriberQueueMaxBytes,
+			HandshakeTimeout:  cfg.HandshakeTimeout,
+			SubscriptionProps: opts.SubscriptionProps,
+		},
+		onChildStopped: func(name string) {
+			if n.stopping.Load() {
+				return
+			}
+			n.ready.Store(false)
+			n.logger.Error("node: a core actor stopped after repeated failures; the node is not ready", slog.String("actor", name))
+		},
+	}
+	if n.root, err = n.sys.Root.SpawnNamed(newNodeSupervisorProps(sup), "node"); err != nil {
+		return nil, fmt.Errorf("node: spawn supervisor: %w", err)
+	}
+	res, err := n.sys.Root.RequestFuture(n.root, &childrenRequest{}, 30*time.Second).Result()
+	if err != nil {
+		return nil, fmt.Errorf("node: actor tree: %w", err)
+	}
+	n.children = *res.(*nodeChildren)
+
+	if err := n.listen(tlsConf); err != nil {
+		return nil, err
+	}
+	n.ready.Store(true)
+	n.logger.Info("herald node started",
+		slog.String("node_id", n.nodeID), slog.String("quic", n.Addr()), slog.String("http", n.HTTPAddr()),
+		slog.String("data_dir", cfg.DataDir), slog.Duration("storage_open", time.Since(openStart)),
+		slog.Bool("auto_create_streams", cfg.AutoCreateStreams))
+	return n, nil
+}
+
+// NewLogger returns a slog logger writing text or JSON at level to w.
+func NewLogger(w io.Writer, level, format string) *slog.Logger {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		lv = slog.LevelInfo
+	}
+	o := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// loadNodeID reads the node id from DataDir/node-id, creating it once.
+func loadNodeID(dir string) (string, error) {
+	p := filepath.Join(dir, "node-id")
+	if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var raw [8]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(raw[:])
+	if err := os.WriteFile(p, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("node: write node id: %w", err)
+	}
+	return id, nil
+}
+
+func (n *Node) serverTLS() (*tls.Config, error) {
+	certFile, keyFile := n.cfg.TLSCert, n.cfg.TLSKey
+	if certFile == "" {
+		host, _, _ := net.SplitHostPort(n.cfg.Listen)
+		dev, err := transport.EnsureDevCertificates(transport.DevCertificatesDir(n.cfg.DataDir), []string{host})
+		if err != nil {
+			return nil, fmt.Errorf("node: development certificates: %w", err)
+		}
+		certFile, keyFile, n.caFile = dev.CertFile, dev.KeyFile, dev.CAFile
+		n.logger.Info("using generated development certificates; clients trust them with --ca "+dev.CAFile,
+			slog.String("ca", dev.CAFile))
+	}
+	return transport.ServerTLSConfig(certFile, keyFile)
+}
+
+func (n *Node) listen(tlsConf *tls.Config) error {
+	udpAddr, err := net.ResolveUDPAddr("udp", n.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("node: listen address %q: %w", n.cfg.Listen, err)
+	}
+	udp, err := net.ListenUDP("udp", udpAddr)
+	if err != nil {
+		return fmt.Errorf("node: listen %s: %w", n.cfg.Listen, err)
+	}
+	n.udp = udp
+	n.transport = &quic.Transport{Conn: udp}
+	n.quicLn, err = n.transport.Listen(tlsConf, &quic.Config{
+		HandshakeIdleTimeout:  n.cfg.HandshakeTimeout,
+		MaxIdleTimeout:        n.cfg.IdleTimeout,
+		MaxIncomingStreams:    1000,
+		MaxIncomingUniStreams: -1,
+	})
+	if err != nil {
+		return fmt.Errorf("node: quic listen: %w", err)
+	}
+	if n.cfg.HTTP != "" {
+		if n.httpLn, err = net.Listen("tcp", n.cfg.HTTP); err != nil {
+			return fmt.Errorf("node: http listen %s: %w", n.cfg.HTTP, err)
+		}
+		n.httpSrv = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := n.httpSrv.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				n.logger.Error("http server failed", slog.Any("error", err))
+			}
+		}()
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.acceptLoop()
+	}()
+	return nil
+}
+
+func (n *Node) acceptLoop() {
+	for {
+		conn, err := n.quicLn.Accept(context.Background())
+		if err != nil {
+			return // the listener was closed
+		}
+		n.sys.Root.Send(n.children.Listener, &actors.ConnectionAccepted{Conn: conn})
+	}
+}
+
+func (n *Node) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !n.ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			if p := n.storageErr.Load(); p != nil {
+				_, _ = fmt.Fprintf(w, "not ready: storage failed: %v\n", *p)
+				return
+			}
+			_, _ = io.WriteString(w, "not ready\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return mux
+}
+
+// Addr returns the QUIC listen address (useful with port 0).
+func (n *Node) Addr() string {
+	if n.udp == nil {
+		return ""
+	}
+	return n.udp.LocalAddr().String()
+}
+
+// HTTPAddr returns the HTTP listen address, or "" when HTTP is off.
+func (n *Node) HTTPAddr() string {
+	if n.httpLn == nil {
+		return ""
+	}
+	return n.httpLn.Addr().String()
+}
+
+// CAFile returns the generated development CA, or "" when the node was
+// given its own certificate.
+func (n *Node) CAFile() string { return n.caFile }
+
+// NodeID returns the node's persistent id.
+func (n *Node) NodeID() string { return n.nodeID }
+
+// Ready reports whether the node accepts work.
+func (n *Node) Ready() bool { return n.ready.Load() }
+
+// Shutdown drains and stops the node: it stops accepting connections, tells
+// clients it is draining (GoAway; new publishes get CodeShuttingDown), lets
+// every publish already admitted commit and its ack reach the client, stops
+// the actors (connections, then shards, then the storage writer, which
+// commits what is left), syncs and closes storage. ctx bounds the drain;
+// once it expires the rest is stopped without waiting. Shutdown is
+// idempotent.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutOnce.Do(func() { n.shutErr = n.shutdown(ctx) })
+	return n.shutErr
+}
+
+func (n *Node) shutdown(ctx context.Context) error {
+	n.stopping.Store(true)
+	n.ready.Store(false)
+	n.logger.Info("herald node shutting down")
+	if n.quicLn != nil {
+		_ = n.quicLn.Close() // stop accepting; open connections stay
+	}
+	n.drain(ctx)
+	n.closeResources()
+	n.logger.Info("herald node stopped")
+	return nil
+}
+
+// drain waits, within ctx, until what was admitted before the drain has been
+// committed and answered.
+func (n *Node) drain(ctx context.Context) {
+	if n.sys == nil || n.children.Listener == nil {
+		return
+	}
+	root := n.sys.Root
+	timeout := func() time.Duration {
+		if d, ok := ctx.Deadline(); ok {
+			return max(time.Until(d), time.Millisecond)
+		}
+		return 10 * time.Second
+	}
+	root.Send(n.children.Listener, &actors.Drain{})
+	// Barrier 1: the listener has told every connection (publishes that
+	// arrive after this are refused).
+	res, err := root.RequestFuture(n.children.Listener, &actors.ConnectionsRequest{}, timeout()).Result()
+	if err != nil {
+		return
+	}
+	conns := res.(*actors.ConnectionsResponse).Connections
+	var lanes []*actor.PID
+	for _, c := range conns {
+		if r, err := root.RequestFuture(c, &actors.LanesRequest{}, timeout()).Result(); err == nil {
+			lanes = append(lanes, r.(*actors.LanesResponse).Lanes...)
+		}
+	}
+	// Barrier 2: everything the shards handed the storage writer is durable.
+	if _, err := root.RequestFuture(n.children.Writer, &actors.MetaWriteRequest{}, timeout()).Result(); err != nil {
+		return
+	}
+	// Barrier 3: every shard has processed its commits (and sent the acks).
+	if r, err := root.RequestFuture(n.children.Catalog, &actors.AllShardsRequest{}, timeout()).Result(); err == nil {
+		for _, s := range r.(*actors.AllShardsResponse).Shards {
+			_, _ = root.RequestFuture(s, &actors.ShardInfoRequest{}, timeout()).Result()
+		}
+	}
+	// Barrier 4: every lane has written what it was given.
+	for _, l := range lanes {
+		_, _ = root.RequestFuture(l, &actors.LaneSyncRequest{}, timeout()).Result()
+	}
+}
+
+// closeResources stops everything that was started, in dependency order.
+func (n *Node) closeResources() {
+	if n.sys != nil && n.root != nil {
+		stop := func(pid *actor.PID) {
+			if pid != nil {
+				_ = n.sys.Root.StopFuture(pid).Wait()
+			}
+		}
+		stop(n.children.Listener) // connections and subscriptions
+		stop(n.children.Catalog)  // shards
+		stop(n.children.Writer)   // commits what is still pending
+		stop(n.root)
+	}
+	if n.sys != nil {
+		n.sys.Shutdown()
+	}
+	if n.quicLn != nil {
+		_ = n.quicLn.Close()
+	}
+	if n.transport != nil {
+		_ = n.transport.Close()
+	}
+	if n.udp != nil {
+		_ = n.udp.Close()
+	}
+	if n.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = n.httpSrv.Shutdown(ctx)
+		cancel()
+	} else if n.httpLn != nil {
+		_ = n.httpLn.Close()
+	}
+	n.wg.Wait()
+	if n.durable != nil {
+		if err := n.durable.Sync(); err != nil {
+			n.logger.Error("storage sync at shutdown failed", slog.Any("error", err))
+		}
+		if err := n.durable.Close(); err != nil {
+			n.logger.Error("storage close failed", slog.Any("error", err))
+		}
+	}
+	if n.memory != nil {
+		_ = n.memory.Close()
+	}
+}

@@ -1,0 +1,143 @@
+package wire_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"testing"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// codeTable is the error code table as clients rely on it: numbers, names and
+// retry classes are part of the protocol and may never change.
+var codeTable = []struct {
+	code  wire.Code
+	num   uint16
+	name  string
+	retry wire.RetryClass
+}{
+	{wire.CodeMalformedFrame, 1, "malformed_frame", wire.RetryFatal},
+	{wire.CodeFrameTooLarge, 2, "frame_too_large", wire.RetryFatal},
+	{wire.CodeUnsupportedVersion, 3, "unsupported_version", wire.RetryFatal},
+	{wire.CodeUnknownFrameType, 4, "unknown_frame_type", wire.RetryFatal},
+	{wire.CodeInvalidStreamName, 5, "invalid_stream_name", wire.RetryFatal},
+	{wire.CodeStreamNotFound, 6, "stream_not_found", wire.RetryFatal},
+	{wire.CodeStreamExists, 7, "stream_exists", wire.RetryFatal},
+	{wire.CodeInvalidConfig, 8, "invalid_config", wire.RetryFatal},
+	{wire.CodeInvalidShard, 9, "invalid_shard", wire.RetryFatal},
+	{wire.CodeOffsetOutOfRange, 10, "offset_out_of_range", wire.RetryFatal},
+	{wire.CodeStorageFailure, 11, "storage_failure", wire.RetryOutcomeUnknown},
+	{wire.CodeOverloaded, 12, "overloaded", wire.RetryAfter},
+	{wire.CodeShuttingDown, 13, "shutting_down", wire.RetryNow},
+	{wire.CodeUnauthenticated, 14, "unauthenticated", wire.RetryFatal},
+	{wire.CodePermissionDenied, 15, "permission_denied", wire.RetryFatal},
+	{wire.CodeInternal, 16, "internal", wire.RetryOutcomeUnknown},
+	{wire.CodeBatchTooLarge, 17, "batch_too_large", wire.RetryFatal},
+	{wire.CodeProtocolViolation, 18, "protocol_violation", wire.RetryFatal},
+	{wire.CodeSubscriptionAborted, 19, "subscription_aborted", wire.RetryNow},
+	{wire.CodeInvalidRequest, 20, "invalid_request", wire.RetryFatal},
+}
+
+func TestCodesTable(t *testing.T) {
+	codes := wire.Codes()
+	if len(codes) != len(codeTable) {
+		t.Fatalf("Codes() has %d codes, the table %d: add the new code to codeTable and docs/protocol.md", len(codes), len(codeTable))
+	}
+	for i, tc := range codeTable {
+		t.Run(tc.name, func(t *testing.T) {
+			if uint16(tc.code) != tc.num {
+				t.Errorf("%s is %d, want %d: codes are never renumbered", tc.name, uint16(tc.code), tc.num)
+			}
+			if codes[i] != tc.code {
+				t.Errorf("Codes()[%d] = %d, want %d", i, codes[i], tc.code)
+			}
+			if got := tc.code.String(); got != tc.name {
+				t.Errorf("String() = %q, want %q", got, tc.name)
+			}
+			if got := tc.code.Retry(); got != tc.retry {
+				t.Errorf("Retry() = %d, want %d", got, tc.retry)
+			}
+		})
+	}
+}
+
+func TestCodesOrderedAndNamed(t *testing.T) {
+	snake := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
+	seen := map[string]wire.Code{}
+	codes := wire.Codes()
+	for i, c := range codes {
+		if i > 0 && codes[i-1] >= c {
+			t.Errorf("Codes() not strictly increasing at %d: %d then %d", i, codes[i-1], c)
+		}
+		name := c.String()
+		if !snake.MatchString(name) {
+			t.Errorf("code %d name %q is not snake_case", c, name)
+		}
+		if other, dup := seen[name]; dup {
+			t.Errorf("codes %d and %d share the name %q", other, c, name)
+		}
+		seen[name] = c
+	}
+}
+
+func TestUnknownCode(t *testing.T) {
+	for _, c := range []wire.Code{0, 21, 999, 0xffff} {
+		if got, want := c.String(), fmt.Sprintf("code_%d", uint16(c)); got != want {
+			t.Errorf("Code(%d).String() = %q, want %q", c, got, want)
+		}
+		if got := c.Retry(); got != wire.RetryOutcomeUnknown {
+			t.Errorf("Code(%d).Retry() = %d, want RetryOutcomeUnknown", c, got)
+		}
+	}
+}
+
+func TestErrorMessage(t *testing.T) {
+	tests := []struct {
+		err  *wire.Error
+		want string
+	}{
+		{&wire.Error{Code: wire.CodeStreamNotFound}, "herald: stream_not_found"},
+		{&wire.Error{Code: wire.CodeStreamNotFound, Message: "a/b/c"}, "herald: stream_not_found: a/b/c"},
+		{wire.Errorf(wire.CodeInvalidShard, "shard %d of %d", 4, 4), "herald: invalid_shard: shard 4 of 4"},
+		{&wire.Error{Code: 77}, "herald: code_77"},
+	}
+	for _, tc := range tests {
+		// Error() is the human text; it is checked here once, and never used
+		// to classify errors anywhere else.
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestErrorIs(t *testing.T) {
+	err := error(&wire.Error{Code: wire.CodeStreamNotFound, Message: "x", Detail: 3})
+	wrapped := fmt.Errorf("describe: %w", err)
+	tests := []struct {
+		name   string
+		err    error
+		target error
+		want   bool
+	}{
+		{"same code", err, &wire.Error{Code: wire.CodeStreamNotFound}, true},
+		{"same code other message", err, wire.Errorf(wire.CodeStreamNotFound, "other"), true},
+		{"other code", err, &wire.Error{Code: wire.CodeStreamExists}, false},
+		{"wrapped", wrapped, &wire.Error{Code: wire.CodeStreamNotFound}, true},
+		{"wrapped other code", wrapped, &wire.Error{Code: wire.CodeInternal}, false},
+		{"not a wire error", err, io.EOF, false},
+		{"typed nil target", err, (*wire.Error)(nil), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := errors.Is(tc.err, tc.target); got != tc.want {
+				t.Errorf("errors.Is = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	var we *wire.Error
+	if !errors.As(wrapped, &we) || we.Detail != 3 || we.Code != wire.CodeStreamNotFound {
+		t.Errorf("errors.As(wrapped) = %+v", we)
+	}
+}

@@ -1,0 +1,489 @@
+package wire_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// Every decoder is fuzzed here. Each target checks that the decoder never
+// panics, that a refusal is a *wire.Error, and that whatever it accepts
+// re-encodes to the same body (the v1 encodings are canonical) which decodes
+// to the same value. Hand-made seeds live in testdata/fuzz/<FuzzName>/ and
+// run with every `go test`; the f.Add seeds below add the valid encodings of
+// the round-trip tests and a few broken variants.
+
+// reencode is the property every message decoder shares. canonical says
+// whether the re-encoded body must equal body byte for byte.
+func reencode[T any](t *testing.T, body []byte, typ wire.Type, decode func([]byte) (T, error), encode func(T) []byte, canonical bool) {
+	t.Helper()
+	v, err := decode(body)
+	if err != nil {
+		wantWireError(t, err)
+		return
+	}
+	f := splitFrame(t, encode(v))
+	if f.Header.Type != typ {
+		t.Fatalf("re-encoded as %v, want %v", f.Header.Type, typ)
+	}
+	if canonical && !bytes.Equal(f.Body, body) {
+		t.Fatalf("re-encoding changed the body:\n in %x\nout %x", body, f.Body)
+	}
+	v2, err := decode(f.Body)
+	if err != nil {
+		t.Fatalf("re-encoded body does not decode: %v", err)
+	}
+	if !sameValue(v, v2) {
+		t.Fatalf("re-encoded body decodes to %+v, want %+v", v2, v)
+	}
+}
+
+func checkHello(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeHello, wire.DecodeHello, func(h wire.Hello) []byte { return wire.AppendHello(nil, 1, h) }, true)
+}
+
+func checkWelcome(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeWelcome, wire.DecodeWelcome, func(w wire.Welcome) []byte { return wire.AppendWelcome(nil, 1, w) }, true)
+}
+
+func checkError(t *testing.T, body []byte) {
+	e, err := wire.DecodeError(body)
+	if err != nil {
+		wantWireError(t, err)
+		return
+	}
+	// AppendError caps the message at 1024 bytes; below that the encoding is
+	// canonical.
+	if len(e.Message) <= 1024 {
+		reencode(t, body, wire.TypeError, wire.DecodeError, func(e *wire.Error) []byte { return wire.AppendError(nil, 1, e) }, true)
+		return
+	}
+	want := *e
+	want.Message = want.Message[:1024]
+	f := splitFrame(t, wire.AppendError(nil, 1, e))
+	got, err := wire.DecodeError(f.Body)
+	if err != nil || *got != want {
+		t.Fatalf("re-encoded error %+v, %v; want %+v", got, err, want)
+	}
+}
+
+func checkGoAway(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeGoAway, wire.DecodeGoAway, func(r string) []byte { return wire.AppendGoAway(nil, r) }, true)
+}
+
+func checkCreateStream(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeCreateStream, wire.DecodeCreateStream, func(c wire.CreateStream) []byte { return wire.AppendCreateStream(nil, 1, c) }, true)
+}
+
+func checkDescribeStream(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeDescribeStream, wire.DecodeDescribeStream, func(n wire.StreamName) []byte { return wire.AppendDescribeStream(nil, 1, n) }, true)
+}
+
+func checkListStreams(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeListStreams, wire.DecodeListStreams, func(l wire.ListStreams) []byte { return wire.AppendListStreams(nil, 1, l) }, true)
+}
+
+func checkStreamInfo(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeStreamInfo, wire.DecodeStreamInfo, func(i wire.StreamInfo) []byte { return wire.AppendStreamInfo(nil, 1, i) }, true)
+}
+
+func checkStreamList(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeStreamList, wire.DecodeStreamList, func(l []wire.StreamInfo) []byte { return wire.AppendStreamList(nil, 1, l) }, true)
+}
+
+func checkPublish(t *testing.T, body []byte) {
+	p, err := wire.DecodePublish(body)
+	if err != nil {
+		wantWireError(t, err)
+		return
+	}
+	if len(body) > 0 && len(p.Records) > 0 && &p.Records[len(p.Records)-1] != &body[len(body)-1] {
+		t.Fatal("Publish.Records does not share the body")
+	}
+	reencode(t, body, wire.TypePublish, wire.DecodePublish, func(p wire.Publish) []byte { return wire.AppendPublish(nil, 1, p) }, true)
+}
+
+func checkPublishAck(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypePublishAck, wire.DecodePublishAck, func(a wire.PublishAck) []byte { return wire.AppendPublishAck(nil, 1, a) }, true)
+}
+
+func checkSubscribe(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeSubscribe, wire.DecodeSubscribe, func(s wire.Subscribe) []byte { return wire.AppendSubscribe(nil, 1, s) }, true)
+}
+
+func checkSubscribed(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeSubscribed, wire.DecodeSubscribed, func(s wire.Subscribed) []byte { return wire.AppendSubscribed(nil, 1, s) }, true)
+}
+
+func checkEventBatch(t *testing.T, body []byte) {
+	views, err := wire.DecodeEventBatch(body)
+	if err != nil {
+		wantWireError(t, err)
+		return
+	}
+	for i, v := range views {
+		if _, err := wire.ValidateRecords(v.Records, v.Count); err != nil {
+			t.Fatalf("section %d accepted with a bad records block: %v", i, err)
+		}
+	}
+	encode := func(views []wire.BatchView) []byte {
+		sections := make([]*wire.Section, len(views))
+		for i, v := range views {
+			sections[i] = wire.NewSection(v.Shard, v.Base, v.Timestamp, v.Count, v.Records)
+		}
+		var buf bytes.Buffer
+		if err := wire.WriteEventBatch(&buf, 1, sections); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	reencode(t, body, wire.TypeEventBatch, wire.DecodeEventBatch, encode, true)
+}
+
+// checkByType maps every frame type to its decoder's property.
+var checkByType = map[wire.Type]func(*testing.T, []byte){
+	wire.TypeHello:          checkHello,
+	wire.TypeWelcome:        checkWelcome,
+	wire.TypeError:          checkError,
+	wire.TypeGoAway:         checkGoAway,
+	wire.TypeCreateStream:   checkCreateStream,
+	wire.TypeDescribeStream: checkDescribeStream,
+	wire.TypeListStreams:    checkListStreams,
+	wire.TypeStreamInfo:     checkStreamInfo,
+	wire.TypeStreamList:     checkStreamList,
+	wire.TypePublish:        checkPublish,
+	wire.TypePublishAck:     checkPublishAck,
+	wire.TypeSubscribe:      checkSubscribe,
+	wire.TypeSubscribed:     checkSubscribed,
+	wire.TypeEventBatch:     checkEventBatch,
+}
+
+func TestCheckByTypeCoversEveryType(t *testing.T) {
+	for typ := range knownTypes {
+		if checkByType[typ] == nil {
+			t.Errorf("no fuzz property for %v", typ)
+		}
+	}
+}
+
+// seedFrames are valid frames of every type, the basis of the seeds.
+func seedFrames() [][]byte {
+	recs := wire.AppendRecords(nil, []wire.Record{
+		{Key: []byte("k"), Headers: []wire.RecordHeader{{Key: "traceparent", Value: []byte("00-01-02-01")}}, Payload: []byte("hello")},
+		{Payload: []byte("world")},
+	})
+	var batch bytes.Buffer
+	s1 := wire.NewSection(0, 0, 1_700_000_000_000_000_000, 2, recs)
+	s2 := wire.NewSection(3, 9, 1_700_000_000_000_000_001, 1, wire.AppendRecords(nil, []wire.Record{{}}))
+	if err := wire.WriteEventBatch(&batch, 4, []*wire.Section{s1, s2}); err != nil {
+		panic(err)
+	}
+	return [][]byte{
+		wire.AppendHello(nil, 1, wire.Hello{Version: wire.Version, Features: wire.Features, MaxFrameBytes: wire.DefaultMaxFrameBytes, Token: "tok", ClientName: "seed"}),
+		wire.AppendWelcome(nil, 1, wire.Welcome{Version: wire.Version, Features: wire.Features, MaxFrameBytes: wire.DefaultMaxFrameBytes, PublishWindow: 64, NodeID: "node-1"}),
+		wire.AppendError(nil, 2, &wire.Error{Code: wire.CodeOffsetOutOfRange, Message: "beyond tail", Detail: 80}),
+		wire.AppendGoAway(nil, "draining"),
+		wire.AppendCreateStream(nil, 3, wire.CreateStream{Name: nameABC, Config: wire.StreamConfig{Shards: 4, Durable: true}}),
+		wire.AppendDescribeStream(nil, 3, nameABC),
+		wire.AppendListStreams(nil, 3, wire.ListStreams{Tenant: "acme", Namespace: "shop"}),
+		wire.AppendStreamInfo(nil, 3, infoOne),
+		wire.AppendStreamList(nil, 3, []wire.StreamInfo{infoOne, infoMax}),
+		wire.AppendPublish(nil, 5, wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Key: []byte("user-1"), Count: 2, Records: recs}),
+		wire.AppendPublishAck(nil, 5, wire.PublishAck{Shard: 1, Offset: 100, Count: 2}),
+		wire.AppendSubscribe(nil, 6, wire.Subscribe{Name: nameABC, Shard: 1, Start: wire.StartOffset, Offset: 5, QueueCapacity: 32}),
+		wire.AppendSubscribed(nil, 6, wire.Subscribed{Shard: 1, Offset: 5, Tail: 7, QueueCapacity: 32}),
+		batch.Bytes(),
+	}
+}
+
+// seedBody returns the body of the seed frame of type typ.
+func seedBody(typ wire.Type) []byte {
+	for _, fr := range seedFrames() {
+		if wire.Type(fr[4]) == typ {
+			return fr[wire.HeaderSize:]
+		}
+	}
+	panic("no seed for " + typ.String())
+}
+
+// addBodySeeds adds the valid body of typ and broken variants of it.
+func addBodySeeds(f *testing.F, typ wire.Type) {
+	body := seedBody(typ)
+	f.Add(body)
+	f.Add(body[:len(body)/2])
+	f.Add(body[:len(body)-1])
+	f.Add(append(bytes.Clone(body), 0xff))
+	f.Add([]byte{})
+	f.Add(bytes.Repeat([]byte{0xff}, len(body)))
+}
+
+func FuzzDecodeHello(f *testing.F) {
+	addBodySeeds(f, wire.TypeHello)
+	f.Fuzz(checkHello)
+}
+
+func FuzzDecodeWelcome(f *testing.F) {
+	addBodySeeds(f, wire.TypeWelcome)
+	f.Fuzz(checkWelcome)
+}
+
+func FuzzDecodeGoAway(f *testing.F) {
+	addBodySeeds(f, wire.TypeGoAway)
+	f.Fuzz(checkGoAway)
+}
+
+func FuzzDecodeCreateStream(f *testing.F) {
+	addBodySeeds(f, wire.TypeCreateStream)
+	f.Fuzz(checkCreateStream)
+}
+
+func FuzzDecodeDescribeStream(f *testing.F) {
+	addBodySeeds(f, wire.TypeDescribeStream)
+	f.Fuzz(checkDescribeStream)
+}
+
+func FuzzDecodeListStreams(f *testing.F) {
+	addBodySeeds(f, wire.TypeListStreams)
+	f.Fuzz(checkListStreams)
+}
+
+func FuzzDecodeStreamInfo(f *testing.F) {
+	addBodySeeds(f, wire.TypeStreamInfo)
+	f.Fuzz(checkStreamInfo)
+}
+
+func FuzzDecodeStreamList(f *testing.F) {
+	addBodySeeds(f, wire.TypeStreamList)
+	f.Fuzz(checkStreamList)
+}
+
+func FuzzDecodePublishAck(f *testing.F) {
+	addBodySeeds(f, wire.TypePublishAck)
+	f.Fuzz(checkPublishAck)
+}
+
+func FuzzDecodeSubscribed(f *testing.F) {
+	addBodySeeds(f, wire.TypeSubscribed)
+	f.Fuzz(checkSubscribed)
+}
+
+func FuzzDecodeError(f *testing.F) {
+	addBodySeeds(f, wire.TypeError)
+	f.Add(splitFrame(f, wire.AppendError(nil, 1, &wire.Error{Code: 999, Message: strings.Repeat("m", 1024)})).Body)
+	// A message longer than AppendError's cap.
+	f.Add(append([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0x04, 0x01}, bytes.Repeat([]byte("m"), 1025)...))
+	f.Fuzz(checkError)
+}
+
+func FuzzDecodePublish(f *testing.F) {
+	addBodySeeds(f, wire.TypePublish)
+	body := seedBody(wire.TypePublish)
+	ackAt := 3 + len(nameABC.Tenant) + len(nameABC.Namespace) + len(nameABC.Stream)
+	for _, ack := range []byte{0, 1, 3} {
+		b := bytes.Clone(body)
+		b[ackAt] = ack
+		f.Add(b)
+	}
+	f.Fuzz(checkPublish)
+}
+
+func FuzzDecodeSubscribe(f *testing.F) {
+	addBodySeeds(f, wire.TypeSubscribe)
+	body := seedBody(wire.TypeSubscribe)
+	startAt := 3 + len(nameABC.Tenant) + len(nameABC.Namespace) + len(nameABC.Stream) + 4
+	for _, k := range []byte{0, 1, 3} {
+		b := bytes.Clone(body)
+		b[startAt] = k
+		f.Add(b)
+	}
+	f.Fuzz(checkSubscribe)
+}
+
+func FuzzDecodeEventBatch(f *testing.F) {
+	addBodySeeds(f, wire.TypeEventBatch)
+	one := wire.AppendRecords(nil, []wire.Record{{Payload: []byte("p")}})
+	f.Add(eventBody(1, rawSection{count: 1, length: uint32(len(one)), recs: one}))
+	f.Add(eventBody(1, rawSection{count: 2, length: uint32(len(one)), recs: one}))
+	f.Add(eventBody(1, rawSection{count: 1, length: 100, recs: one}))
+	f.Add(eventBody(1, rawSection{count: 0}))
+	f.Fuzz(checkEventBatch)
+}
+
+// FuzzReadFrame feeds a byte stream to ReadFrame and every frame it yields to
+// its type's decoder property.
+func FuzzReadFrame(f *testing.F) {
+	var all []byte
+	for _, fr := range seedFrames() {
+		f.Add(fr)
+		f.Add(fr[:len(fr)-1])
+		all = append(all, fr...)
+	}
+	f.Add(all)
+	f.Add([]byte{})
+	f.Add(wire.AppendHeader(nil, wire.Header{Length: 1 << 20, Type: wire.TypePublish}))
+	f.Add(wire.AppendHeader(nil, wire.Header{Type: 0x7f}))
+	f.Add([]byte{0, 0, 0, 0, byte(wire.TypeGoAway), 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	const maxBody = 1 << 16
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := bytes.NewReader(data)
+		consumed := 0
+		for {
+			fr, err := wire.ReadFrame(r, maxBody)
+			if err != nil {
+				switch {
+				case errors.Is(err, io.EOF):
+					if consumed != len(data) {
+						t.Fatalf("io.EOF after %d of %d bytes", consumed, len(data))
+					}
+				case errors.Is(err, io.ErrUnexpectedEOF):
+					if len(data)-consumed == 0 {
+						t.Fatal("io.ErrUnexpectedEOF at a frame boundary")
+					}
+				default:
+					we := wantWireError(t, err)
+					// A refused header is refused before its body is read.
+					if read := len(data) - r.Len() - consumed; read != wire.HeaderSize {
+						t.Fatalf("%v after reading %d bytes of the frame", we.Code, read)
+					}
+					if we.Code == wire.CodeFrameTooLarge && fr.Header.Length <= maxBody {
+						t.Fatalf("frame_too_large for a %d-byte body", fr.Header.Length)
+					}
+				}
+				return
+			}
+			n := wire.HeaderSize + len(fr.Body)
+			if got := wire.AppendFrame(nil, fr.Header.Type, fr.Header.Flags, fr.Header.RequestID, fr.Body); !bytes.Equal(got, data[consumed:consumed+n]) {
+				t.Fatalf("frame re-encodes to %x, read from %x", got, data[consumed:consumed+n])
+			}
+			consumed += n
+			checkByType[fr.Header.Type](t, fr.Body)
+		}
+	})
+}
+
+// FuzzRecordIter walks a records block and checks it against ValidateRecords
+// and a re-encoding of what it yielded.
+func FuzzRecordIter(f *testing.F) {
+	f.Add(wire.AppendRecords(nil, []wire.Record{{}}))
+	f.Add(wire.AppendRecords(nil, []wire.Record{
+		{Key: []byte("k"), Headers: []wire.RecordHeader{{Key: "h", Value: []byte("v")}, {Key: "traceparent", Value: []byte("00-01")}}, Payload: []byte("p")},
+		{Payload: bytes.Repeat([]byte("x"), 200)},
+	}))
+	for _, b := range badBlocks {
+		f.Add(b.block)
+	}
+	f.Add([]byte{0x80, 0x00, 0x00, 0x00}) // a non-minimal varint is accepted
+	f.Fuzz(func(t *testing.T, block []byte) {
+		recs, err := collect(block)
+		n := uint32(len(recs))
+		if err != nil {
+			wantCode(t, err, wire.CodeMalformedFrame)
+			for _, count := range []uint32{n, n + 1} {
+				if count > 0 {
+					_, err := wire.ValidateRecords(block, count)
+					wantCode(t, err, wire.CodeMalformedFrame)
+				}
+			}
+			return
+		}
+		payload := 0
+		for _, r := range recs {
+			payload += len(r.Payload)
+			if len(r.Key) > wire.MaxKeyBytes || len(r.Headers) > wire.MaxHeaders {
+				t.Fatalf("limits not enforced: key %d, headers %d", len(r.Key), len(r.Headers))
+			}
+			for _, h := range r.Headers {
+				if len(h.Key) > wire.MaxHeaderKeyBytes {
+					t.Fatalf("header name of %d bytes accepted", len(h.Key))
+				}
+			}
+		}
+		again := wire.AppendRecords(nil, recs)
+		if wire.RecordsSize(recs) != len(again) || len(again) > len(block) {
+			t.Fatalf("re-encoding is %d bytes (RecordsSize %d), the block %d", len(again), wire.RecordsSize(recs), len(block))
+		}
+		recs2, err := collect(again)
+		if err != nil || !sameValue(recs, recs2) {
+			t.Fatalf("re-encoded block decodes differently: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+		got, err := wire.ValidateRecords(block, n)
+		if err != nil || got != payload {
+			t.Fatalf("ValidateRecords(block, %d) = %d, %v; want %d", n, got, err, payload)
+		}
+		_, err = wire.ValidateRecords(block, n+1)
+		wantCode(t, err, wire.CodeMalformedFrame)
+		if n > 1 {
+			_, err = wire.ValidateRecords(block, n-1)
+			wantCode(t, err, wire.CodeMalformedFrame)
+		}
+	})
+}
+
+// FuzzValidateRecords checks ValidateRecords against a model built on the
+// iterator.
+func FuzzValidateRecords(f *testing.F) {
+	two := wire.AppendRecords(nil, []wire.Record{{Payload: []byte("ab")}, {Key: []byte("k")}})
+	f.Add(two, uint32(2))
+	f.Add(two, uint32(1))
+	f.Add(two, uint32(0))
+	f.Add(two, uint32(wire.MaxRecordsInBatch+1))
+	f.Add([]byte{0x05, 'a'}, uint32(1))
+	f.Fuzz(func(t *testing.T, block []byte, count uint32) {
+		got, err := wire.ValidateRecords(block, count)
+		switch {
+		case count == 0:
+			wantCode(t, err, wire.CodeInvalidRequest)
+			return
+		case count > wire.MaxRecordsInBatch:
+			wantCode(t, err, wire.CodeBatchTooLarge)
+			return
+		}
+		recs, iterErr := collect(block)
+		if iterErr != nil || uint32(len(recs)) != count {
+			wantCode(t, err, wire.CodeMalformedFrame)
+			return
+		}
+		want := 0
+		for _, r := range recs {
+			want += len(r.Payload)
+		}
+		if err != nil || got != want {
+			t.Fatalf("ValidateRecords = %d, %v; want %d", got, err, want)
+		}
+	})
+}
+
+func FuzzParseStreamName(f *testing.F) {
+	for _, s := range []string{"orders", "shop/orders", "acme/shop/orders", "", "a/b/c/d", "a//b", "é/x", strings.Repeat("s", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := wire.ParseStreamName(s)
+		if err != nil {
+			wantCode(t, err, wire.CodeInvalidStreamName)
+			return
+		}
+		if err := n.Validate(); err != nil {
+			t.Fatalf("parsed %q to an invalid name: %v", s, err)
+		}
+		if !strings.HasSuffix(n.String(), s) || strings.Count(s, "/") > 2 {
+			t.Fatalf("%q parsed to %q", s, n)
+		}
+		again, err := wire.ParseStreamName(n.String())
+		if err != nil || again != n {
+			t.Fatalf("%q does not parse back: %+v, %v", n.String(), again, err)
+		}
+		// A valid name survives the wire.
+		got, err := wire.DecodeDescribeStream(splitFrame(t, wire.AppendDescribeStream(nil, 1, n)).Body)
+		if err != nil || got != n {
+			t.Fatalf("name %+v crosses the wire as %+v, %v", n, got, err)
+		}
+	})
+}

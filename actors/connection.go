@@ -40,6 +40,9 @@ type ConnectionConfig struct {
 	// SubscriptionProps, if set, wraps subscription props (tests add
 	// middleware).
 	SubscriptionProps func(*actor.Props) *actor.Props
+	// ConnectionProps, if set, wraps connection props (tests add
+	// middleware).
+	ConnectionProps func(*actor.Props) *actor.Props
 }
 
 // connection serves one QUIC connection. Its goroutines own the receive

@@ -19,7 +19,6 @@ type ConnectionAccepted struct {
 	Conn *quic.Conn
 }
 
-
 // openLane asks the connection actor to spawn a writer lane for a stream,
 // answering on reply. Sent by the connection's own goroutines.
 type openLane struct {

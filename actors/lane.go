@@ -22,6 +22,8 @@ type LaneConfig struct {
 	// 64 KiB); a single section larger than MaxBytes goes alone.
 	MaxEvents int
 	MaxBytes  int
+	// EventReqID is the request id EventBatch frames carry (the Subscribe's).
+	EventReqID uint64
 	// BufferSize is the bufio size (default 64 KiB).
 	BufferSize int
 }
@@ -148,7 +150,7 @@ func (l *lane) writeSections(ctx actor.Context) {
 			size += l.secs[end].Size()
 			end++
 		}
-		if err := wire.WriteEventBatch(l.w, 0, l.secs[start:end]); err != nil {
+		if err := wire.WriteEventBatch(l.w, l.cfg.EventReqID, l.secs[start:end]); err != nil {
 			l.fail(ctx, err)
 			return
 		}

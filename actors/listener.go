@@ -35,7 +35,11 @@ func (l *listener) Receive(ctx actor.Context) {
 			_ = m.Conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeShuttingDown), "node shutting down")
 			return
 		}
-		ctx.Spawn(NewConnectionProps(m.Conn, l.cfg))
+		props := NewConnectionProps(m.Conn, l.cfg)
+		if l.cfg.ConnectionProps != nil {
+			props = l.cfg.ConnectionProps(props)
+		}
+		ctx.Spawn(props)
 	case *Drain:
 		l.draining = true
 		for _, c := range ctx.Children() {

@@ -151,6 +151,7 @@ func (s *subscription) log_(ctx actor.Context) *slog.Logger {
 func (s *subscription) onStarted(ctx actor.Context) {
 	laneCfg := s.cfg.Lane
 	laneCfg.W = s.cfg.Stream
+	laneCfg.EventReqID = s.cfg.ReqID
 	lane, err := ctx.SpawnNamed(NewLaneProps(laneCfg), "lane")
 	if err != nil {
 		panic(fmt.Errorf("subscription: spawn lane: %w", err))

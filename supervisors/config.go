@@ -16,7 +16,8 @@ type Config struct {
 	DataDir string `yaml:"data_dir"`
 	// Listen is the QUIC listen address.
 	Listen string `yaml:"listen"`
-	// HTTP is the HTTP listen address for /healthz, /readyz (and /metrics).
+	// HTTP is the HTTP listen address for /healthz and /readyz; empty turns
+	// the HTTP listener off.
 	HTTP string `yaml:"http"`
 	// TLSCert and TLSKey are PEM files for the QUIC listener. When both are
 	// empty the node generates a self-signed CA and server certificate into
@@ -157,21 +158,39 @@ func (c *Config) Validate() error {
 	if c.SubscriberQueueMaxBytes < 0 {
 		bad("subscriber_queue_max_bytes", "must not be negative")
 	}
-	if c.ReplayRingBatches < 0 || c.ReplayRingMaxBytes < 0 {
-		bad("replay_ring_batches", "replay ring bounds must not be negative")
+	if c.ReplayRingBatches < 0 {
+		bad("replay_ring_batches", "must not be negative")
+	}
+	if c.ReplayRingMaxBytes < 0 {
+		bad("replay_ring_max_bytes", "must not be negative")
 	}
 	if c.EphemeralShardMaxBytes < 0 {
 		bad("ephemeral_shard_max_bytes", "must not be negative")
 	}
-	for key, d := range map[string]time.Duration{"handshake_timeout": c.HandshakeTimeout, "idle_timeout": c.IdleTimeout, "shutdown_timeout": c.ShutdownTimeout} {
-		if d <= 0 {
-			bad(key, "must be positive")
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"handshake_timeout", c.HandshakeTimeout}, {"idle_timeout", c.IdleTimeout}, {"shutdown_timeout", c.ShutdownTimeout}} {
+		if d.v <= 0 {
+			bad(d.key, "must be positive")
 		}
 	}
 	b := c.Badger
-	if b.MemTableSize < 1<<20 || b.NumMemtables < 1 || b.BlockCacheSize < 0 || b.IndexCacheSize < 0 ||
-		b.ValueLogFileSize < 1<<20 || b.ValueThreshold < 1 || b.NumCompactors < 2 {
-		bad("badger", "mem_table_size and value_log_file_size need at least 1 MiB, num_memtables and value_threshold at least 1, num_compactors at least 2, caches not negative")
+	for _, r := range []struct {
+		key      string
+		v, least int64
+	}{
+		{"badger.mem_table_size", b.MemTableSize, 1 << 20},
+		{"badger.num_memtables", int64(b.NumMemtables), 1},
+		{"badger.block_cache_size", b.BlockCacheSize, 0},
+		{"badger.index_cache_size", b.IndexCacheSize, 0},
+		{"badger.value_log_file_size", b.ValueLogFileSize, 1 << 20},
+		{"badger.value_threshold", b.ValueThreshold, 1},
+		{"badger.num_compactors", int64(b.NumCompactors), 2},
+	} {
+		if r.v < r.least {
+			bad(r.key, "%d is below the minimum %d", r.v, r.least)
+		}
 	}
 	return errors.Join(errs...)
 }

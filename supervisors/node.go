@@ -36,6 +36,7 @@ type Options struct {
 	// subscription or shard actor (tests inject failures with middleware).
 	SubscriptionProps func(*actor.Props) *actor.Props
 	ShardProps        func(*actor.Props) *actor.Props
+	ConnectionProps   func(*actor.Props) *actor.Props
 }
 
 // Node is a running Herald broker: storage, the actor tree, the QUIC
@@ -149,6 +150,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			QueueMaxBytes:     cfg.SubscriberQueueMaxBytes,
 			HandshakeTimeout:  cfg.HandshakeTimeout,
 			SubscriptionProps: opts.SubscriptionProps,
+			ConnectionProps:   opts.ConnectionProps,
 		},
 		onChildStopped: func(name string) {
 			if n.stopping.Load() {

@@ -32,8 +32,8 @@ type nodeSupervisor struct {
 	listener actors.ConnectionConfig
 	// onChildStopped is told when a child stopped for good.
 	onChildStopped func(name string)
-	children nodeChildren
-	stopping bool
+	children       nodeChildren
+	stopping       bool
 }
 
 func newNodeSupervisorProps(s *nodeSupervisor) *actor.Props {

@@ -1,0 +1,146 @@
+package supervisors
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// panicOnce returns props that panic once, inside the actor's own message
+// handling, when armed and a message of type typeName arrives.
+func panicOnce(armed *atomic.Bool, typeName string) func(*actor.Props) *actor.Props {
+	return func(p *actor.Props) *actor.Props {
+		return p.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+			return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+				if fmt.Sprintf("%T", env.Message) == typeName && armed.CompareAndSwap(true, false) {
+					panic("injected failure")
+				}
+				next(c, env)
+			}
+		}))
+	}
+}
+
+// subscribeRaw opens a subscription stream and waits for Subscribed.
+func (r *rawConn) subscribeRaw(name wire.StreamName, start wire.StartKind) *quic.Stream {
+	r.t.Helper()
+	s := r.stream()
+	r.write(s, wire.AppendSubscribe(nil, 99, wire.Subscribe{Name: name, Start: start}))
+	if f := r.read(s); f.Header.Type != wire.TypeSubscribed {
+		r.t.Fatalf("want subscribed, got %s", f.Header.Type)
+	}
+	return s
+}
+
+// nextBatch reads the next event batch's first offset, or the stream error.
+func nextBatch(s *quic.Stream) (uint64, error) {
+	f, err := wire.ReadFrame(s, 1<<20)
+	if err != nil {
+		return 0, err
+	}
+	if f.Header.Type != wire.TypeEventBatch {
+		return 0, fmt.Errorf("got %s", f.Header.Type)
+	}
+	v, err := wire.DecodeEventBatch(f.Body)
+	if err != nil {
+		return 0, err
+	}
+	return v[0].Base, nil
+}
+
+func (r *rawConn) publishAcked(s *quic.Stream, id uint64, payload string) uint64 {
+	r.t.Helper()
+	block, count := records(payload)
+	r.write(s, wire.AppendPublish(nil, id, wire.Publish{Name: orders, Ack: wire.AckPerBatch, Count: count, Records: block}))
+	f := r.read(s)
+	ack, err := wire.DecodePublishAck(f.Body)
+	if f.Header.Type != wire.TypePublishAck || err != nil {
+		r.t.Fatalf("publish %d: %s %v", id, f.Header.Type, err)
+	}
+	return ack.Offset
+}
+
+// A panic in one subscription actor ends that subscription only: the
+// others, the shard and the node carry on.
+func TestSubscriptionPanicIsIsolated(t *testing.T) {
+	var armed atomic.Bool
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) {
+		o.SubscriptionProps = panicOnce(&armed, "*actors.SectionsPushed")
+	})
+	a, b := dialRaw(t, n), dialRaw(t, n)
+	pub := a.stream()
+	a.publishAcked(pub, 1, "one")
+	subs := []*quic.Stream{a.subscribeRaw(orders, wire.StartEarliest), a.subscribeRaw(orders, wire.StartEarliest), b.subscribeRaw(orders, wire.StartEarliest)}
+	for i, s := range subs {
+		if off, err := nextBatch(s); err != nil || off != 0 {
+			t.Fatalf("sub %d first batch: %d %v", i, off, err)
+		}
+	}
+	armed.Store(true)
+	a.publishAcked(pub, 2, "two")
+	if off := a.publishAcked(pub, 3, "three"); off != 2 {
+		t.Fatalf("shard disturbed: third publish at %d", off)
+	}
+	aborted := 0
+	for i, s := range subs {
+		off, err := nextBatch(s)
+		var serr *quic.StreamError
+		switch {
+		case errors.As(err, &serr):
+			if wire.Code(serr.ErrorCode) != wire.CodeSubscriptionAborted {
+				t.Fatalf("sub %d reset with %d", i, serr.ErrorCode)
+			}
+			aborted++
+		case err != nil:
+			t.Fatalf("sub %d: %v", i, err)
+		default:
+			if off != 1 {
+				t.Fatalf("sub %d got offset %d, want 1", i, off)
+			}
+			if off, err := nextBatch(s); err != nil || off != 2 {
+				t.Fatalf("sub %d after the panic: %d %v", i, off, err)
+			}
+		}
+	}
+	if aborted != 1 {
+		t.Fatalf("%d subscriptions ended, want exactly the one that panicked", aborted)
+	}
+	if !n.Ready() {
+		t.Fatal("node not ready after a subscription panic")
+	}
+}
+
+// A panic in one connection actor closes that connection only.
+func TestConnectionPanicIsIsolated(t *testing.T) {
+	var armed atomic.Bool
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) {
+		o.ConnectionProps = panicOnce(&armed, "*actors.openSubscription")
+	})
+	good := dialRaw(t, n)
+	pub := good.stream()
+	good.publishAcked(pub, 1, "one")
+	sub := good.subscribeRaw(orders, wire.StartEarliest)
+	if off, err := nextBatch(sub); err != nil || off != 0 {
+		t.Fatalf("first batch: %d %v", off, err)
+	}
+
+	armed.Store(true)
+	bad := dialRaw(t, n)
+	s := bad.stream()
+	bad.write(s, wire.AppendSubscribe(nil, 5, wire.Subscribe{Name: orders, Start: wire.StartEarliest}))
+	<-bad.conn.Context().Done() // the failed connection actor closed its QUIC connection
+
+	good.publishAcked(pub, 2, "two")
+	if off, err := nextBatch(sub); err != nil || off != 1 {
+		t.Fatalf("good subscription after the panic: %d %v", off, err)
+	}
+	if !n.Ready() {
+		t.Fatal("node not ready after a connection panic")
+	}
+}

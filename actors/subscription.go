@@ -196,7 +196,7 @@ func (s *subscription) onSubscribed(ctx actor.Context, m *SubscribeShardResponse
 	if s.subscribed {
 		// Registered again after a shard restart: hand back our account.
 		s.reading = false
-		ctx.Send(s.shard, &ResumeLive{Next: s.next, InEntries: s.inEntries, InBytes: s.inBytes})
+		ctx.Request(s.shard, &ResumeLive{Next: s.next, InEntries: s.inEntries, InBytes: s.inBytes})
 		return
 	}
 	s.subscribed = true
@@ -228,7 +228,7 @@ func (s *subscription) onWritten(ctx actor.Context, m *SectionsWritten) {
 		s.readMore(ctx)
 		return
 	}
-	ctx.Send(s.shard, &CreditReturned{Entries: m.Entries, Bytes: m.Bytes})
+	ctx.Request(s.shard, &CreditReturned{Entries: m.Entries, Bytes: m.Bytes})
 }
 
 // readMore starts a storage read for as many batches as the credit window
@@ -285,7 +285,7 @@ func (s *subscription) onHistory(ctx actor.Context, m *historyRead) {
 	// skip them.
 	skip := len(secs) == 0 && s.next < s.readTail
 	s.reading = false
-	ctx.Send(s.shard, &ResumeLive{Next: s.next, InEntries: s.inEntries, InBytes: s.inBytes, Skip: skip})
+	ctx.Request(s.shard, &ResumeLive{Next: s.next, InEntries: s.inEntries, InBytes: s.inBytes, Skip: skip})
 }
 
 // end finishes the subscription: an Error frame if err is set, then the

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +25,9 @@ func testNode(t testing.TB, dir string, mutate ...func(*Config, *Options)) *Node
 	cfg.HTTP = "127.0.0.1:0"
 	opts := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if testing.Verbose() {
-		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		w := &testWriter{t: t}
+		t.Cleanup(func() { w.done.Store(true) })
+		opts.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	for _, m := range mutate {
 		m(&cfg, &opts)
@@ -40,9 +44,19 @@ func testNode(t testing.TB, dir string, mutate ...func(*Config, *Options)) *Node
 	return n
 }
 
-type testWriter struct{ t testing.TB }
+// testWriter sends logs to t.Log until the test ends (library goroutines may
+// log a little after that).
+type testWriter struct {
+	t    testing.TB
+	done atomic.Bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+func (w *testWriter) Write(p []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
 
 // rawConn speaks the wire protocol by hand, for tests that need to send what
 // the client never would.

@@ -1,0 +1,43 @@
+# Herald's Makefile mirrors CI: `make test` is what .ci/run runs.
+GO        ?= go
+BIN       := bin/herald
+FUZZTIME  ?= 30s
+BENCHTIME ?= 3s
+
+.PHONY: all build run test verify bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/herald
+
+## run: start a node on the embedded defaults (data in ./data, QUIC 127.0.0.1:7400, HTTP 127.0.0.1:7401)
+run: build
+	./$(BIN) node
+
+## test: every test with the race detector, including the fuzz targets' seed corpora
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -p 2 -timeout 14m ./...
+
+## verify: formatting, vet and a tidy go.mod
+verify:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+
+## bench: the benchmarks (publish throughput through a real node, storage commits)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./storage/ ./supervisors/
+
+## fuzz: run every fuzz target for FUZZTIME each
+fuzz:
+	@for pkg in ./net/wire ./storage ./cmd/herald; do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+clean:
+	rm -rf bin

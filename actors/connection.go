@@ -490,9 +490,28 @@ func (c *connection) publishLoop(root *actor.RootContext, self *actor.PID, s *qu
 			if errors.As(err, &werr) {
 				return err
 			}
-			return nil // the client closed the stream or the connection ended
+			if errors.Is(err, io.EOF) {
+				// The client ended the stream: answer what is outstanding,
+				// then end ours.
+				c.finishPublishStream(root, sctx, lane, window)
+			}
+			return nil
 		}
 	}
+}
+
+// finishPublishStream waits (within sctx) until every acked publish on the
+// stream has been answered, by taking every window slot, then has the lane
+// flush and close its send side.
+func (c *connection) finishPublishStream(root *actor.RootContext, sctx context.Context, lane *actor.PID, window chan struct{}) {
+	for range cap(window) {
+		select {
+		case window <- struct{}{}:
+		case <-sctx.Done():
+			return
+		}
+	}
+	root.Send(lane, &CloseLane{})
 }
 
 // routePublish validates one publish and sends it to its shard.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -72,8 +73,10 @@ type subscription struct {
 	// closed is set once the subscription ended itself.
 	closed bool
 	// wg tracks the goroutines the subscription owns.
-	wg     *sync.WaitGroup
-	logger *slog.Logger
+	wg *sync.WaitGroup
+	// stopping is set when the actor stops; its goroutines then send nothing.
+	stopping *atomic.Bool
+	logger   *slog.Logger
 }
 
 // NewSubscriptionProps returns the props of a subscription actor.
@@ -83,7 +86,7 @@ func NewSubscriptionProps(cfg SubscriptionConfig) *actor.Props {
 	}
 	// A failing lane is stopped, not restarted: its stream state is lost, and
 	// its Terminated ends the subscription.
-	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg, wg: &sync.WaitGroup{}} },
+	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg, wg: &sync.WaitGroup{}, stopping: &atomic.Bool{}} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
 			return actor.StopDirective
 		})))
@@ -125,6 +128,10 @@ func (s *subscription) Receive(ctx actor.Context) {
 			s.end(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the shard stopped"))
 		}
 	case *actor.Stopping:
+		s.stopping.Store(true)
+		if s.shard != nil {
+			ctx.Unwatch(s.shard)
+		}
 		if !s.closed {
 			// Stopped from outside (a failure or the connection closing): the
 			// client learns through a stream reset.
@@ -165,7 +172,9 @@ func (s *subscription) onStarted(ctx actor.Context) {
 		defer s.wg.Done()
 		var b [1]byte
 		_, err := s.cfg.Stream.Read(b[:])
-		root.Send(self, &subscriberLeft{err: err})
+		if !s.stopping.Load() {
+			root.Send(self, &subscriberLeft{err: err})
+		}
 	}()
 	ctx.Request(s.cfg.Catalog, &LookupStreamRequest{Name: s.cfg.Request.Name})
 }

@@ -1,0 +1,330 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// connectionActor owns the control stream of a connection: it writes control
+// requests (blocking on the write is allowed: it owns that send side), keeps
+// the pending ones by request id and routes each answer to its caller. It
+// also routes publishes to publish-stream actors (its children) and spawns
+// subscription actors (its children too).
+//
+// All fields are owned by the actor and touched only in Receive.
+type connectionActor struct {
+	// s is the shared connection state.
+	s *session
+	// ctl is the control stream; the control reader owns its receive side.
+	ctl *quic.Stream
+	// stopped is closed when the actor has stopped (after its children).
+	stopped chan struct{}
+	// started is set once onStarted ran (the actor is never restarted, but
+	// be safe if it ever is).
+	started bool
+
+	// pending holds the sent control requests awaiting an answer.
+	pending map[uint64]*controlRequest
+	// failed is the error calls fail with once the connection is unusable.
+	failed error
+
+	// routes maps a stream name to the publish-stream actor carrying its
+	// publishes.
+	routes map[wire.StreamName]*actor.PID
+	// publishers are the publish-stream actors, in spawn order.
+	publishers []*actor.PID
+	// subscriptions maps each subscription actor's id to the channel the
+	// Subscription waits on; it is closed once this actor has seen the
+	// child terminate, so a Subscription's Close returns only when its actor
+	// is gone from here too.
+	subscriptions map[string]chan struct{}
+	// nextShared is the index of the publisher the next new name shares once
+	// every publish stream is taken (round-robin).
+	nextShared int
+}
+
+// newConnectionProps returns the props of a connection actor.
+func newConnectionProps(s *session, ctl *quic.Stream, stopped chan struct{}) *actor.Props {
+	a := &connectionActor{
+		s:       s,
+		ctl:     ctl,
+		stopped: stopped,
+		pending: make(map[uint64]*controlRequest),
+		routes:  make(map[wire.StreamName]*actor.PID),
+
+		subscriptions: make(map[string]chan struct{}),
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, stopOnPanic)))
+}
+
+// Receive dispatches.
+func (a *connectionActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.onStarted(ctx)
+	case *actor.Stopping:
+		a.onStopping()
+	case *actor.Stopped:
+		a.onStopped()
+	case *actor.Restarting:
+		// Not expected (the guardian stops on panic): fail rather than go on
+		// with state a panic may have broken.
+		a.fail(wire.Errorf(wire.CodeInternal, "connection actor restarted"))
+	case *actor.Terminated:
+		a.onTerminated(m)
+	case *controlRequest:
+		a.onControlRequest(m)
+	case *controlFrameReceived:
+		a.onControlFrame(m)
+	case *controlStreamEnded:
+		a.onControlStreamEnded(m)
+	case *publishRequest:
+		a.onPublishRequest(ctx, m)
+	case *publishWithdrawn:
+		a.onPublishWithdrawn(ctx, m)
+	case *subscriptionSpawnRequest:
+		a.onSubscriptionSpawn(ctx, m)
+	case *publishStatsRequest:
+		a.onPublishStats(ctx, m)
+	case *publishersRequest:
+		m.reply <- append([]*actor.PID(nil), a.publishers...)
+	default:
+		a.s.log.Warn("herald: connection actor: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
+	}
+}
+
+func (a *connectionActor) onStarted(ctx actor.Context) {
+	if a.started {
+		return
+	}
+	a.started = true
+	root, self, s, ctl := ctx.ActorSystem().Root, ctx.Self(), a.s, a.ctl
+	if !s.goroutines.Go(func() { readControl(s, root, self, ctl) }) {
+		a.fail(ErrClosed)
+	}
+}
+
+// readControl is the control stream's reader: it decodes each frame and
+// hands it to the connection actor, until the stream fails.
+func readControl(s *session, root *actor.RootContext, pid *actor.PID, ctl *quic.Stream) {
+	for {
+		f, err := wire.ReadFrame(ctl, s.maxRecv)
+		if err != nil {
+			root.Send(pid, &controlStreamEnded{err: err})
+			return
+		}
+		m, err := decodeControlFrame(f)
+		if err != nil {
+			root.Send(pid, &controlStreamEnded{err: err})
+			return
+		}
+		root.Send(pid, m)
+	}
+}
+
+// decodeControlFrame decodes a frame the node sent on the control stream.
+func decodeControlFrame(f wire.Frame) (*controlFrameReceived, error) {
+	m := &controlFrameReceived{id: f.Header.RequestID, typ: f.Header.Type}
+	var err error
+	switch f.Header.Type {
+	case wire.TypeStreamInfo:
+		m.value, err = wire.DecodeStreamInfo(f.Body)
+	case wire.TypeStreamList:
+		m.value, err = wire.DecodeStreamList(f.Body)
+	case wire.TypeError:
+		m.value, err = wire.DecodeError(f.Body)
+	case wire.TypeGoAway:
+		if f.Header.RequestID != 0 {
+			return nil, protocolViolation("goaway with request id %d", f.Header.RequestID)
+		}
+		m.value, err = wire.DecodeGoAway(f.Body)
+	default:
+		return nil, protocolViolation("%v frame on the control stream", f.Header.Type)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (a *connectionActor) onControlRequest(m *controlRequest) {
+	if a.failed != nil {
+		m.reply <- controlResponse{err: a.failed}
+		return
+	}
+	if e := a.s.goAway.Load(); e != nil {
+		m.reply <- controlResponse{err: e}
+		return
+	}
+	id := a.s.nextID()
+	frame := m.build(nil, id)
+	if n := len(frame) - wire.HeaderSize; n > int(a.s.maxSend) {
+		m.reply <- controlResponse{err: &wire.Error{Code: wire.CodeFrameTooLarge,
+			Message: fmt.Sprintf("request of %d bytes exceeds the node's maximum of %d", n, a.s.maxSend), Detail: uint64(a.s.maxSend)}}
+		return
+	}
+	if _, err := a.ctl.Write(frame); err != nil {
+		a.fail(connCause(err))
+		m.reply <- controlResponse{err: a.failed}
+		return
+	}
+	a.pending[id] = m
+}
+
+func (a *connectionActor) onControlFrame(m *controlFrameReceived) {
+	switch m.typ {
+	case wire.TypeGoAway:
+		reason, _ := m.value.(string)
+		a.s.goAway.CompareAndSwap(nil, &wire.Error{Code: wire.CodeShuttingDown, Message: "node is draining: " + reason})
+		a.s.log.Info("herald: node sent goaway", slog.String("reason", reason))
+		return
+	case wire.TypeError:
+		if m.id == 0 {
+			// An error about the connection as a whole.
+			a.fail(m.value.(*wire.Error))
+			return
+		}
+	}
+	req, ok := a.pending[m.id]
+	if !ok {
+		a.fail(protocolViolation("%v answers unknown request id %d", m.typ, m.id))
+		return
+	}
+	delete(a.pending, m.id)
+	switch {
+	case m.typ == wire.TypeError:
+		req.reply <- controlResponse{err: m.value.(*wire.Error)}
+	case m.typ != req.want:
+		a.fail(protocolViolation("%v answers a request that expects %v", m.typ, req.want))
+		req.reply <- controlResponse{err: a.failed}
+	default:
+		req.reply <- controlResponse{value: m.value}
+	}
+}
+
+func (a *connectionActor) onControlStreamEnded(m *controlStreamEnded) {
+	switch {
+	case fatalFrame(m.err):
+		a.fail(m.err)
+	case errors.Is(m.err, io.EOF):
+		a.fail(protocolViolation("the node closed the control stream"))
+	default:
+		a.fail(connCause(m.err))
+	}
+}
+
+// fail makes the connection unusable because of cause: it closes the QUIC
+// connection (once) and fails every pending control call.
+func (a *connectionActor) fail(cause error) {
+	if a.failed != nil {
+		return
+	}
+	a.s.fail(cause)
+	a.failed = a.s.failure()
+	if a.failed == nil {
+		a.failed = cause
+	}
+	if !errors.Is(a.failed, ErrClosed) {
+		a.s.log.Warn("herald: connection failed", slog.Any("err", a.failed))
+	}
+	for id, req := range a.pending {
+		req.reply <- controlResponse{err: a.failed}
+		delete(a.pending, id)
+	}
+}
+
+func (a *connectionActor) onStopping() {
+	a.fail(ErrClosed)
+	a.ctl.CancelRead(0)
+	_ = a.ctl.Close()
+}
+
+func (a *connectionActor) onStopped() {
+	// Every child has stopped before its parent; close what is left anyway.
+	for id, ch := range a.subscriptions {
+		close(ch)
+		delete(a.subscriptions, id)
+	}
+	close(a.stopped)
+}
+
+// onTerminated handles a child's end: a subscription's Close may return; a
+// publish-stream actor that stopped (a panic) is forgotten, so its stream
+// names get a new one.
+func (a *connectionActor) onTerminated(m *actor.Terminated) {
+	if ch, ok := a.subscriptions[m.Who.Id]; ok {
+		close(ch)
+		delete(a.subscriptions, m.Who.Id)
+		return
+	}
+	for i, p := range a.publishers {
+		if p.Equal(m.Who) {
+			a.publishers = append(a.publishers[:i], a.publishers[i+1:]...)
+			break
+		}
+	}
+	for name, p := range a.routes {
+		if p.Equal(m.Who) {
+			delete(a.routes, name)
+		}
+	}
+}
+
+// route returns the publish-stream actor for name, assigning one if the name
+// has none: a new publish stream while fewer than publishStreams exist,
+// otherwise an existing one, round-robin.
+func (a *connectionActor) route(ctx actor.Context, name wire.StreamName) *actor.PID {
+	if pid, ok := a.routes[name]; ok {
+		return pid
+	}
+	var pid *actor.PID
+	if len(a.publishers) < a.s.publishStreams {
+		pid = ctx.SpawnPrefix(newPublishStreamProps(a.s), "publish-")
+		a.publishers = append(a.publishers, pid)
+	} else {
+		pid = a.publishers[a.nextShared%len(a.publishers)]
+		a.nextShared++
+	}
+	a.routes[name] = pid
+	return pid
+}
+
+func (a *connectionActor) onPublishRequest(ctx actor.Context, m *publishRequest) {
+	if a.failed != nil {
+		m.finishUnsent(a.s, a.failed)
+		return
+	}
+	ctx.Send(a.route(ctx, m.name), m)
+}
+
+func (a *connectionActor) onPublishWithdrawn(ctx actor.Context, m *publishWithdrawn) {
+	if pid, ok := a.routes[m.req.name]; ok {
+		ctx.Send(pid, m)
+	}
+}
+
+func (a *connectionActor) onSubscriptionSpawn(ctx actor.Context, m *subscriptionSpawnRequest) {
+	if a.failed != nil {
+		m.reply <- subscriptionSpawned{err: a.failed}
+		return
+	}
+	pid := ctx.SpawnPrefix(newSubscriptionProps(a.s, m.init), "subscription-")
+	a.subscriptions[pid.Id] = m.init.stopped
+	m.reply <- subscriptionSpawned{pid: pid}
+}
+
+func (a *connectionActor) onPublishStats(ctx actor.Context, m *publishStatsRequest) {
+	if pid, ok := a.routes[m.name]; ok {
+		ctx.Send(pid, m)
+		return
+	}
+	m.reply <- publishStats{}
+}

@@ -1,0 +1,64 @@
+package client
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// Messages of the connection actor. Every message is sent as a pointer.
+
+// The requests the Client's methods send race with Close: one that reaches a
+// stopped actor is dropped quietly (the caller also waits on the actor's
+// stopped channel), so they skip the dead-letter log.
+func (*controlRequest) IgnoreDeadLetterLogging()           {}
+func (*subscriptionSpawnRequest) IgnoreDeadLetterLogging() {}
+
+// controlRequest asks the connection actor to send one request on the
+// control stream and to route its answer to reply.
+type controlRequest struct {
+	// build appends the request frame with request id id to dst.
+	build func(dst []byte, id uint64) []byte
+	// want is the frame type that answers the request.
+	want wire.Type
+	// reply receives exactly one response; it has capacity 1, so the actor
+	// never blocks on it even if the caller has gone.
+	reply chan controlResponse
+}
+
+// controlResponse is the answer to a controlRequest: value is a
+// wire.StreamInfo (TypeStreamInfo) or a []wire.StreamInfo (TypeStreamList).
+type controlResponse struct {
+	value any
+	err   error
+}
+
+// controlFrameReceived: the control reader decoded a frame from the node.
+type controlFrameReceived struct {
+	// id is the frame's request id.
+	id uint64
+	// typ is the frame's type.
+	typ wire.Type
+	// value is the decoded body: wire.StreamInfo, []wire.StreamInfo,
+	// *wire.Error, or the GoAway reason (string).
+	value any
+}
+
+// controlStreamEnded: the control reader stopped with err (a read error, or
+// a *wire.Error for a frame it could not accept).
+type controlStreamEnded struct {
+	err error
+}
+
+// subscriptionSpawnRequest asks the connection actor to start a
+// subscription actor for an opened subscription stream.
+type subscriptionSpawnRequest struct {
+	init  *subscriptionInit
+	reply chan subscriptionSpawned
+}
+
+// subscriptionSpawned answers subscriptionSpawnRequest.
+type subscriptionSpawned struct {
+	pid *actor.PID
+	err error
+}

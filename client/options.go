@@ -1,0 +1,138 @@
+package client
+
+import (
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/heraldmq/herald/net/transport"
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// Defaults of the Dial options.
+const (
+	// DefaultPublishInflightBytes bounds the bytes of acked publishes in
+	// flight on a connection (WithPublishInflightBytes).
+	DefaultPublishInflightBytes = 4 << 20
+	// DefaultPublishStreams is how many QUIC publish streams a connection
+	// opens at most (WithPublishStreams).
+	DefaultPublishStreams = 4
+	// DefaultClientName is the name a client gives the node in Hello.
+	DefaultClientName = "herald-go"
+)
+
+// Option configures Dial.
+type Option func(*options)
+
+// options is what the Options set.
+type options struct {
+	// caFile, insecure and serverName make the tls.Config unless tlsConfig
+	// is given.
+	caFile     string
+	insecure   bool
+	serverName string
+	// tlsConfig, when set, is used as is (cloned; ALPN added if missing).
+	tlsConfig *tls.Config
+	// token authenticates the client in Hello.
+	token string
+	// name is the client name in Hello.
+	name string
+	// logger receives the client's and the actor runtime's logs.
+	logger *slog.Logger
+	// inflightBytes bounds acked publish bytes in flight.
+	inflightBytes int64
+	// publishStreams is the most QUIC publish streams.
+	publishStreams int
+}
+
+func defaultOptions() options {
+	return options{
+		name:           DefaultClientName,
+		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		inflightBytes:  DefaultPublishInflightBytes,
+		publishStreams: DefaultPublishStreams,
+	}
+}
+
+// WithCAFile trusts the PEM CA certificates in path instead of the system
+// roots. A development node writes its CA to <data dir>/tls/ca.pem.
+func WithCAFile(path string) Option { return func(o *options) { o.caFile = path } }
+
+// WithInsecure skips verification of the node's certificate. For experiments
+// only: anyone on the path can impersonate the node.
+func WithInsecure() Option { return func(o *options) { o.insecure = true } }
+
+// WithServerName sets the name the node's certificate must carry (and the
+// SNI). By default it is the host of the dialed address when that is a DNS
+// name, and "localhost" (which development certificates carry) when it is an
+// IP address.
+func WithServerName(name string) Option { return func(o *options) { o.serverName = name } }
+
+// WithTLSConfig dials with conf (cloned) instead of building one from
+// WithCAFile, WithInsecure and WithServerName. ALPN herald/1 is added when
+// conf offers none.
+func WithTLSConfig(conf *tls.Config) Option { return func(o *options) { o.tlsConfig = conf } }
+
+// WithToken authenticates the client with token (sent in Hello).
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithName names the client in the node's logs (default "herald-go").
+func WithName(name string) Option { return func(o *options) { o.name = name } }
+
+// WithLogger sends the client's logs, and its actor runtime's, to l (default:
+// discarded).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithPublishInflightBytes bounds the bytes of acked publishes in flight on
+// the connection (default 4 MiB; n <= 0 keeps the default). A publisher
+// waits for room, honouring its context, and its bytes stay counted until
+// its ack arrives. A batch larger than n is sent alone, when nothing else is
+// in flight.
+func WithPublishInflightBytes(n int64) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.inflightBytes = n
+		}
+	}
+}
+
+// WithPublishStreams sets the most QUIC publish streams the connection opens
+// (default 4; n < 1 keeps the default). Each stream name is assigned to one
+// publish stream, first come first served; once all are taken, later names
+// share them round-robin. All publishes of one stream name travel on one
+// QUIC stream, in issue order.
+func WithPublishStreams(n int) Option {
+	return func(o *options) {
+		if n >= 1 {
+			o.publishStreams = n
+		}
+	}
+}
+
+// clientTLS returns the tls.Config to dial addr with.
+func (o *options) clientTLS(addr string) (*tls.Config, error) {
+	if o.tlsConfig != nil {
+		conf := o.tlsConfig.Clone()
+		if len(conf.NextProtos) == 0 {
+			conf.NextProtos = []string{wire.ALPN}
+		}
+		if conf.MinVersion < tls.VersionTLS13 {
+			conf.MinVersion = tls.VersionTLS13
+		}
+		return conf, nil
+	}
+	name := o.serverName
+	if name == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil && host != "" && net.ParseIP(host) == nil {
+			name = host
+		}
+	}
+	return transport.ClientTLSConfig(transport.ClientTLSOptions{CAFile: o.caFile, Insecure: o.insecure, ServerName: name})
+}

@@ -1,0 +1,376 @@
+package client
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// publishStreamActor owns one QUIC publish stream: it writes the Publish
+// frames of the names routed to it, in the order their requests arrived
+// (blocking on the write is allowed: it owns that send side), keeps at most
+// the node's publish window of acked frames unanswered, and resolves each
+// request as its acks arrive. A reader goroutine per stream decodes the
+// node's answers and sends them here.
+//
+// The stream is opened on first use. If the node ends it while the
+// connection lives, the frames in flight on it fail and the next frame opens
+// a new one.
+//
+// When the client closes, a stream with AckNone publishes the node has not
+// confirmed (by answering a later publish) is drained first: its send side
+// is closed and Close waits, for a bounded time, for the node to end the
+// stream, so those publishes are not cut off by the connection's close.
+//
+// All fields are owned by the actor and touched only in Receive.
+type publishStreamActor struct {
+	// s is the shared connection state.
+	s *session
+	// stream is the current publish stream; nil before the first publish and
+	// after it ended.
+	stream *quic.Stream
+	// gen numbers the streams this actor opened; a reader tags its messages
+	// with its stream's gen so late messages of an ended stream are ignored.
+	gen int
+	// queue holds the frames not yet written, in issue order.
+	queue []pendingFrame
+	// inflight holds the written acked frames awaiting an answer, by
+	// request id.
+	inflight map[uint64]pendingFrame
+	// lastID is the highest request id written on the current stream.
+	lastID uint64
+	// unconfirmedNone is the id of the last AckNone frame written on the
+	// current stream that no later answer has confirmed the node processed
+	// (answers come in commit order); 0 when there is none.
+	unconfirmedNone uint64
+	// draining is set by a drain request (the client is closing): the send
+	// side was closed, and nothing more is written.
+	draining bool
+	// drainWaiters are answered when the node has ended the stream.
+	drainWaiters []chan struct{}
+	// broken is set once the connection is unusable: every request fails
+	// with it.
+	broken error
+}
+
+// pendingFrame is frame idx of req.
+type pendingFrame struct {
+	req *publishRequest
+	idx int
+}
+
+// newPublishStreamProps returns the props of a publish-stream actor.
+func newPublishStreamProps(s *session) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &publishStreamActor{s: s, inflight: make(map[uint64]pendingFrame)}
+	})
+}
+
+// Receive dispatches.
+func (a *publishStreamActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Stopped, *actor.Restarting:
+		// The stream is opened on first use; nothing to do.
+	case *actor.Stopping:
+		a.onStopping()
+	case *publishRequest:
+		a.onPublishRequest(ctx, m)
+	case *publishWithdrawn:
+		a.onPublishWithdrawn(m)
+	case *publishAcked:
+		a.onPublishAcked(ctx, m)
+	case *publishRefused:
+		a.onPublishRefused(ctx, m)
+	case *publishStreamEnded:
+		a.onPublishStreamEnded(ctx, m)
+	case *publishStatsRequest:
+		a.onPublishStats(m)
+	case *publishDrainRequest:
+		a.onPublishDrain(m)
+	default:
+		a.s.log.Warn("herald: publish stream actor: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
+	}
+}
+
+func (a *publishStreamActor) onPublishRequest(ctx actor.Context, r *publishRequest) {
+	if a.broken != nil {
+		r.finishUnsent(a.s, a.broken)
+		return
+	}
+	for i := range r.frames {
+		a.queue = append(a.queue, pendingFrame{req: r, idx: i})
+	}
+	a.pump(ctx)
+}
+
+// pump writes queued frames while the window allows: an acked frame needs a
+// free window slot; an AckNone frame needs none but waits behind the frames
+// before it, so a stream's publishes go out in issue order.
+func (a *publishStreamActor) pump(ctx actor.Context) {
+	for len(a.queue) > 0 && a.broken == nil && !a.draining {
+		f := a.queue[0]
+		if f.req.mode != wire.AckNone && len(a.inflight) >= a.s.window {
+			return
+		}
+		if a.stream == nil && !a.open(ctx) {
+			return
+		}
+		a.queue[0] = pendingFrame{}
+		a.queue = a.queue[1:]
+		id := a.s.nextID()
+		frame := f.req.frames[f.idx]
+		binary.BigEndian.PutUint64(frame[8:16], id)
+		_, err := a.stream.Write(frame)
+		f.req.written++
+		if err != nil {
+			// Part of the frame may have left: its outcome is unknown.
+			f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, fmt.Errorf("herald: publish write: %w", err))
+			a.streamFailed(err)
+			continue
+		}
+		a.lastID = id
+		if f.req.mode == wire.AckNone {
+			a.unconfirmedNone = id
+			f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, nil)
+		} else {
+			a.inflight[id] = f
+		}
+	}
+}
+
+// open opens a new publish stream and starts its reader. It blocks while
+// the node allows no more streams (until the connection ends).
+func (a *publishStreamActor) open(ctx actor.Context) bool {
+	st, err := a.s.conn.OpenStreamSync(a.s.ctx)
+	if err != nil {
+		a.breakAll(a.s.lost(err))
+		return false
+	}
+	a.gen++
+	s, root, self, gen := a.s, ctx.ActorSystem().Root, ctx.Self(), a.gen
+	if !s.goroutines.Go(func() { readPublishStream(s, root, self, gen, st) }) {
+		st.CancelRead(0)
+		st.CancelWrite(0)
+		a.breakAll(a.s.lost(ErrClosed))
+		return false
+	}
+	a.stream = st
+	a.lastID = 0
+	a.unconfirmedNone = 0
+	return true
+}
+
+// readPublishStream is a publish stream's reader: it decodes the node's
+// answers and hands them to the actor, until the stream fails.
+func readPublishStream(s *session, root *actor.RootContext, pid *actor.PID, gen int, st *quic.Stream) {
+	for {
+		f, err := wire.ReadFrame(st, s.maxRecv)
+		if err != nil {
+			root.Send(pid, &publishStreamEnded{gen: gen, err: err})
+			return
+		}
+		switch f.Header.Type {
+		case wire.TypePublishAck:
+			ack, err := wire.DecodePublishAck(f.Body)
+			if err != nil {
+				root.Send(pid, &publishStreamEnded{gen: gen, err: err})
+				return
+			}
+			root.Send(pid, &publishAcked{gen: gen, id: f.Header.RequestID, ack: ack})
+		case wire.TypeError:
+			e, err := wire.DecodeError(f.Body)
+			if err != nil {
+				root.Send(pid, &publishStreamEnded{gen: gen, err: err})
+				return
+			}
+			root.Send(pid, &publishRefused{gen: gen, id: f.Header.RequestID, err: e})
+		default:
+			root.Send(pid, &publishStreamEnded{gen: gen, err: protocolViolation("%v frame on a publish stream", f.Header.Type)})
+			return
+		}
+	}
+}
+
+func (a *publishStreamActor) onPublishAcked(ctx actor.Context, m *publishAcked) {
+	if m.gen != a.gen || a.broken != nil {
+		return
+	}
+	f, ok := a.inflight[m.id]
+	if !ok {
+		a.protocolFailure(protocolViolation("publish ack for request id %d, which is not in flight", m.id))
+		return
+	}
+	delete(a.inflight, m.id)
+	f.req.frameSettled(a.s, f.idx, m.ack, nil)
+	a.confirmed(m.id)
+	a.pump(ctx)
+}
+
+// confirmed records that the node answered request id: every AckNone
+// publish written before it was processed.
+func (a *publishStreamActor) confirmed(id uint64) {
+	if a.unconfirmedNone != 0 && id >= a.unconfirmedNone {
+		a.unconfirmedNone = 0
+		a.finishDrain()
+	}
+}
+
+func (a *publishStreamActor) onPublishRefused(ctx actor.Context, m *publishRefused) {
+	if m.gen != a.gen || a.broken != nil {
+		return
+	}
+	if m.id == 0 {
+		// An error about the stream as a whole: what is in flight on it will
+		// not be answered.
+		a.failInflight(m.err)
+		a.pump(ctx)
+		return
+	}
+	if f, ok := a.inflight[m.id]; ok {
+		delete(a.inflight, m.id)
+		f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, m.err)
+		a.confirmed(m.id)
+		a.pump(ctx)
+		return
+	}
+	if m.id <= a.lastID {
+		// An AckNone publish failed; its caller has already returned.
+		a.confirmed(m.id)
+		a.s.asyncPublishErrors.Add(1)
+		a.s.log.Debug("herald: unacknowledged publish failed", slog.Uint64("request_id", m.id), slog.Any("err", m.err))
+		return
+	}
+	a.protocolFailure(protocolViolation("error for request id %d, which was never sent", m.id))
+}
+
+func (a *publishStreamActor) onPublishStreamEnded(ctx actor.Context, m *publishStreamEnded) {
+	if m.gen != a.gen || a.broken != nil {
+		return
+	}
+	if a.draining {
+		// The node ended the stream after our close: it read everything.
+		a.unconfirmedNone = 0
+		a.finishDrain()
+		return
+	}
+	if fatalFrame(m.err) {
+		a.protocolFailure(m.err)
+		return
+	}
+	a.streamFailed(m.err)
+	a.pump(ctx)
+}
+
+// streamFailed handles a read or write error on the current stream. A stream
+// error (reset) or a clean end while the connection lives ends only this
+// stream: what is in flight on it fails and the next frame opens a new
+// stream. Any other error means the connection is gone.
+func (a *publishStreamActor) streamFailed(err error) {
+	var se *quic.StreamError
+	if a.s.ctx.Err() != nil || (!errors.As(err, &se) && !errors.Is(err, io.EOF)) {
+		a.breakAll(a.s.lost(err))
+		return
+	}
+	a.failInflight(fmt.Errorf("herald: publish stream ended: %w", err))
+	if a.stream != nil {
+		a.stream.CancelRead(0)
+		a.stream.CancelWrite(0)
+		a.stream = nil
+	}
+	a.unconfirmedNone = 0
+	a.gen++
+}
+
+// protocolFailure closes the connection because the node broke the protocol
+// on this stream.
+func (a *publishStreamActor) protocolFailure(err error) {
+	a.s.fail(err)
+	a.breakAll(a.s.failure())
+}
+
+// failInflight fails every frame awaiting an answer with err.
+func (a *publishStreamActor) failInflight(err error) {
+	for id, f := range a.inflight {
+		delete(a.inflight, id)
+		f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, err)
+	}
+}
+
+// breakAll fails everything, now and later, with err.
+func (a *publishStreamActor) breakAll(err error) {
+	if a.broken == nil {
+		a.broken = err
+	}
+	a.unconfirmedNone = 0
+	a.finishDrain()
+	a.failInflight(a.broken)
+	for _, f := range a.queue {
+		f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, a.broken)
+	}
+	a.queue = nil
+}
+
+func (a *publishStreamActor) onPublishWithdrawn(m *publishWithdrawn) {
+	r := m.req
+	if r.done || r.written > 0 {
+		return
+	}
+	kept := a.queue[:0]
+	for _, f := range a.queue {
+		if f.req != r {
+			kept = append(kept, f)
+		}
+	}
+	clear(a.queue[len(kept):])
+	a.queue = kept
+	r.finishUnsent(a.s, m.err)
+}
+
+func (a *publishStreamActor) onPublishStats(m *publishStatsRequest) {
+	m.reply <- publishStats{queued: len(a.queue), inflight: len(a.inflight)}
+}
+
+// onPublishDrain starts draining (see the type's comment) and answers once
+// the node confirmed or ended the stream; at once if nothing needs it.
+func (a *publishStreamActor) onPublishDrain(m *publishDrainRequest) {
+	if a.stream == nil || a.broken != nil || a.unconfirmedNone == 0 {
+		m.reply <- struct{}{}
+		return
+	}
+	a.drainWaiters = append(a.drainWaiters, m.reply)
+	if !a.draining {
+		a.draining = true
+		_ = a.stream.Close()
+	}
+}
+
+// finishDrain answers the drain waiters once nothing is unconfirmed.
+func (a *publishStreamActor) finishDrain() {
+	if a.unconfirmedNone != 0 {
+		return
+	}
+	for _, w := range a.drainWaiters {
+		w <- struct{}{}
+	}
+	a.drainWaiters = nil
+}
+
+func (a *publishStreamActor) onStopping() {
+	err := a.s.failure()
+	if err == nil {
+		err = wire.Errorf(wire.CodeInternal, "publish stream actor stopped")
+	}
+	a.breakAll(err)
+	if a.stream != nil {
+		a.stream.CancelRead(0)
+		a.stream.CancelWrite(0)
+		a.stream = nil
+	}
+}

@@ -1,0 +1,174 @@
+package client
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// Messages of the publish-stream actor. Every message is sent as a pointer.
+
+// The requests the Client's methods send race with Close: one that reaches a
+// stopped actor is dropped quietly (the caller also waits on the connection
+// actor's stopped channel), so they skip the dead-letter log.
+func (*publishRequest) IgnoreDeadLetterLogging()      {}
+func (*publishWithdrawn) IgnoreDeadLetterLogging()    {}
+func (*publishStatsRequest) IgnoreDeadLetterLogging() {}
+func (*publishDrainRequest) IgnoreDeadLetterLogging() {}
+func (*publishersRequest) IgnoreDeadLetterLogging()   {}
+
+// publishRequest is one Publish, PublishBatch or PublishAsync call: its
+// encoded frames, in order. The caller builds it, sends it to the connection
+// actor (which routes it by name) and then touches only reply; from then on
+// the fields below reply are owned by the publish-stream actor.
+type publishRequest struct {
+	// name is the stream the frames publish to.
+	name wire.StreamName
+	// mode is the ack mode of every frame.
+	mode wire.AckMode
+	// frames are complete Publish frames encoded with request id 0; the
+	// actor patches the id in just before writing each.
+	frames [][]byte
+	// held is the budget bytes the caller acquired (0 for AckNone); the
+	// actor releases each frame's share when it is answered or failed.
+	held int64
+	// reply receives exactly one result; capacity 1.
+	reply chan publishResult
+
+	// written is how many frames were written.
+	written int
+	// answered is how many frames reached a final state (acked, refused,
+	// failed, or written for AckNone).
+	answered int
+	// acks holds each frame's ack, by frame index.
+	acks []wire.PublishAck
+	// err is the first failure.
+	err error
+	// done is set once reply was sent.
+	done bool
+}
+
+// publishResult is what a publishRequest resolves to.
+type publishResult struct {
+	ack PublishAck
+	err error
+}
+
+// finishUnsent fails a request none of whose frames were written, giving
+// its budget back.
+func (r *publishRequest) finishUnsent(s *session, err error) {
+	if r.done {
+		return
+	}
+	s.budget.release(r.held)
+	r.held = 0
+	r.done = true
+	r.reply <- publishResult{err: err}
+}
+
+// frameSettled records that frame i reached a final state, with its ack or
+// err, releases its budget share and resolves the request once every frame
+// has settled.
+func (r *publishRequest) frameSettled(s *session, i int, ack wire.PublishAck, err error) {
+	if r.done {
+		return
+	}
+	if r.mode != wire.AckNone {
+		n := int64(len(r.frames[i]))
+		s.budget.release(n)
+		r.held -= n
+	}
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	if r.acks == nil && r.mode != wire.AckNone {
+		r.acks = make([]wire.PublishAck, len(r.frames))
+	}
+	if r.acks != nil {
+		r.acks[i] = ack
+	}
+	r.answered++
+	if r.answered < len(r.frames) {
+		return
+	}
+	r.done = true
+	if r.err != nil {
+		r.reply <- publishResult{err: r.err}
+		return
+	}
+	r.reply <- publishResult{ack: r.result()}
+}
+
+// result builds the caller's PublishAck from the frames' acks.
+func (r *publishRequest) result() PublishAck {
+	switch r.mode {
+	case wire.AckPerBatch:
+		a := r.acks[0]
+		return PublishAck{Shard: a.Shard, Offset: a.Offset, Count: int(a.Count)}
+	case wire.AckPerMessage:
+		out := PublishAck{Shard: r.acks[0].Shard, Offset: r.acks[0].Offset, Offsets: make([]uint64, len(r.acks))}
+		for i, a := range r.acks {
+			out.Offsets[i] = a.Offset
+			out.Count += int(a.Count)
+		}
+		return out
+	default:
+		return PublishAck{}
+	}
+}
+
+// publishWithdrawn: the caller of req gave up (its context ended). Frames not
+// yet written are dropped; written ones stay in flight.
+type publishWithdrawn struct {
+	req *publishRequest
+	err error
+}
+
+// publishAcked: the reader decoded a PublishAck.
+type publishAcked struct {
+	// gen is the stream generation the reader belongs to.
+	gen int
+	id  uint64
+	ack wire.PublishAck
+}
+
+// publishRefused: the reader decoded an Error frame.
+type publishRefused struct {
+	gen int
+	id  uint64
+	err *wire.Error
+}
+
+// publishStreamEnded: the reader stopped with err (a read error, or a
+// *wire.Error for a frame it could not accept).
+type publishStreamEnded struct {
+	gen int
+	err error
+}
+
+// publishStatsRequest asks the publish-stream actor carrying name how many
+// frames it holds (for tests and debugging).
+type publishStatsRequest struct {
+	name  wire.StreamName
+	reply chan publishStats // capacity 1
+}
+
+// publishStats answers publishStatsRequest.
+type publishStats struct {
+	// queued is the frames waiting to be written.
+	queued int
+	// inflight is the acked frames written and not yet answered.
+	inflight int
+}
+
+// publishersRequest asks the connection actor for its publish-stream actors.
+type publishersRequest struct {
+	reply chan []*actor.PID // capacity 1
+}
+
+// publishDrainRequest asks a publish-stream actor to drain before the
+// client closes: reply is signalled once the node has confirmed or ended the
+// stream (see publishStreamActor).
+type publishDrainRequest struct {
+	reply chan struct{} // capacity 1
+}

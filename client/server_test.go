@@ -1,0 +1,290 @@
+package client
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// The scripted in-test node: a QUIC listener on 127.0.0.1 with a
+// self-signed certificate, speaking just enough of the protocol for each
+// test to script the node's side.
+
+var (
+	certOnce   sync.Once
+	serverCert tls.Certificate
+	certPool   *x509.CertPool
+)
+
+func testCert(t testing.TB) (tls.Certificate, *x509.CertPool) {
+	certOnce.Do(func() {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			panic(err)
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+			DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+			KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+			ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			BasicConstraintsValid: true, IsCA: true,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		if err != nil {
+			panic(err)
+		}
+		leaf, err := x509.ParseCertificate(der)
+		if err != nil {
+			panic(err)
+		}
+		serverCert = tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+		certPool = x509.NewCertPool()
+		certPool.AddCert(leaf)
+	})
+	return serverCert, certPool
+}
+
+// testServer is a scripted node. Set the hooks before calling start.
+type testServer struct {
+	t    *testing.T
+	ln   *quic.Listener
+	addr string
+	// clientTLS trusts the server's certificate.
+	clientTLS *tls.Config
+
+	// welcome is sent in answer to Hello unless onHello refuses.
+	welcome wire.Welcome
+	// onHello may refuse the Hello with an error.
+	onHello func(h wire.Hello) *wire.Error
+	// onControl handles each control frame after the handshake, on the
+	// connection's control goroutine.
+	onControl func(sc *serverConn, f wire.Frame)
+	// onStream handles each stream the client opens, on its own goroutine,
+	// given the stream's first frame.
+	onStream func(sc *serverConn, st *quic.Stream, first wire.Frame)
+
+	// conns receives each handshaken connection.
+	conns chan *serverConn
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	open  []*quic.Conn
+}
+
+// serverConn is the node's side of one connection.
+type serverConn struct {
+	srv   *testServer
+	conn  *quic.Conn
+	ctl   *quic.Stream
+	hello wire.Hello
+	ctlMu sync.Mutex
+}
+
+func newTestServer(t *testing.T) *testServer {
+	t.Helper()
+	cert, pool := testCert(t)
+	ln, err := quic.ListenAddr("127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{cert}, NextProtos: []string{wire.ALPN}, MinVersion: tls.VersionTLS13,
+	}, &quic.Config{MaxIncomingStreams: 1000, MaxIdleTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	s := &testServer{
+		t: t, ln: ln, addr: ln.Addr().String(),
+		clientTLS: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{wire.ALPN}},
+		welcome: wire.Welcome{Version: wire.Version, Features: wire.Features, MaxFrameBytes: wire.DefaultMaxFrameBytes,
+			PublishWindow: 64, NodeID: "test-node"},
+		conns: make(chan *serverConn, 4),
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// start accepts connections until the test ends.
+func (s *testServer) start() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			conn, err := s.ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.open = append(s.open, conn)
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.serveConn(conn)
+			}()
+		}
+	}()
+}
+
+func (s *testServer) stop() {
+	_ = s.ln.Close()
+	s.mu.Lock()
+	for _, c := range s.open {
+		_ = c.CloseWithError(0, "test over")
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+func (s *testServer) serveConn(conn *quic.Conn) {
+	ctx := conn.Context()
+	ctl, err := conn.AcceptStream(ctx)
+	if err != nil {
+		return
+	}
+	f, err := wire.ReadFrame(ctl, wire.DefaultMaxFrameBytes)
+	if err != nil {
+		return
+	}
+	if f.Header.Type != wire.TypeHello || f.Header.RequestID != 1 {
+		s.t.Errorf("first frame %v id %d, want hello id 1", f.Header.Type, f.Header.RequestID)
+		return
+	}
+	hello, err := wire.DecodeHello(f.Body)
+	if err != nil {
+		s.t.Errorf("decode hello: %v", err)
+		return
+	}
+	sc := &serverConn{srv: s, conn: conn, ctl: ctl, hello: hello}
+	if s.onHello != nil {
+		if e := s.onHello(hello); e != nil {
+			sc.writeCtl(wire.AppendError(nil, 1, e))
+			return
+		}
+	}
+	sc.writeCtl(wire.AppendWelcome(nil, 1, s.welcome))
+	s.conns <- sc
+
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			st, err := conn.AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				first, err := wire.ReadFrame(st, wire.DefaultMaxFrameBytes)
+				if err != nil {
+					return
+				}
+				if s.onStream == nil {
+					s.t.Errorf("unexpected %v stream", first.Header.Type)
+					return
+				}
+				s.onStream(sc, st, first)
+			}()
+		}
+	}()
+	for {
+		f, err := wire.ReadFrame(ctl, wire.DefaultMaxFrameBytes)
+		if err != nil {
+			return
+		}
+		if s.onControl == nil {
+			s.t.Errorf("unexpected control frame %v", f.Header.Type)
+			continue
+		}
+		s.onControl(sc, f)
+	}
+}
+
+// writeCtl writes b on the control stream.
+func (sc *serverConn) writeCtl(b []byte) {
+	sc.ctlMu.Lock()
+	defer sc.ctlMu.Unlock()
+	_, _ = sc.ctl.Write(b)
+}
+
+// dial connects a client to s.
+func (s *testServer) dial(t *testing.T, opts ...Option) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, s.addr, append([]Option{WithTLSConfig(s.clientTLS), WithLogger(testLogger())}, opts...)...)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// testLogger discards the client's logs unless HERALD_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("HERALD_TEST_LOG") == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// testCtx returns a context that ends with the test, bounded so a hang
+// fails instead of stalling the run.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// wantCode fails the test unless err is a *wire.Error of code, checked with
+// errors.As and errors.Is.
+func wantCode(t *testing.T, err error, code wire.Code) {
+	t.Helper()
+	var we *wire.Error
+	if !errors.As(err, &we) {
+		t.Fatalf("error %v (%T) is not a *wire.Error, want %v", err, err, code)
+	}
+	if we.Code != code || !errors.Is(err, &wire.Error{Code: code}) {
+		t.Fatalf("error %v has code %v, want %v", err, we.Code, code)
+	}
+}
+
+// eventBatch encodes an EventBatch frame of one section per batch.
+func eventBatch(shard uint32, ts int64, batches ...[]wire.Record) []byte {
+	return eventBatchAt(shard, ts, nil, batches...)
+}
+
+// eventBatchAt encodes an EventBatch frame whose sections start at bases.
+func eventBatchAt(shard uint32, ts int64, bases []uint64, batches ...[]wire.Record) []byte {
+	var sections []*wire.Section
+	var base uint64
+	for i, recs := range batches {
+		if bases != nil {
+			base = bases[i]
+		}
+		sections = append(sections, wire.NewSection(shard, base, ts, uint32(len(recs)), wire.AppendRecords(nil, recs)))
+		base += uint64(len(recs))
+	}
+	var buf bytesBuffer
+	_ = wire.WriteEventBatch(&buf, 0, sections)
+	return buf.b
+}
+
+// bytesBuffer is a minimal io.Writer.
+type bytesBuffer struct{ b []byte }
+
+func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }

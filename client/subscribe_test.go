@@ -1,0 +1,258 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// subNode scripts the node's side of subscriptions: it checks the
+// Subscribe frame with check, answers Subscribed (or the error check
+// returns) and then runs script on the stream.
+func subNode(t *testing.T, srv *testServer, check func(wire.Subscribe) (wire.Subscribed, *wire.Error), script func(st *quic.Stream)) {
+	srv.onStream = func(sc *serverConn, st *quic.Stream, f wire.Frame) {
+		if f.Header.Type != wire.TypeSubscribe {
+			t.Errorf("%v frame opens a stream", f.Header.Type)
+			return
+		}
+		s, err := wire.DecodeSubscribe(f.Body)
+		if err != nil {
+			t.Errorf("decode subscribe: %v", err)
+			return
+		}
+		ans, werr := check(s)
+		if werr != nil {
+			_, _ = st.Write(wire.AppendError(nil, f.Header.RequestID, werr))
+			_ = st.Close()
+			return
+		}
+		if _, err := st.Write(wire.AppendSubscribed(nil, f.Header.RequestID, ans)); err != nil {
+			return
+		}
+		script(st)
+	}
+}
+
+// recs returns records whose payloads are "p<first>"… for offsets first on.
+func recs(first uint64, n int) []wire.Record {
+	out := make([]wire.Record, n)
+	for i := range out {
+		out[i] = wire.Record{Key: []byte("key"), Headers: []wire.RecordHeader{{Key: "h", Value: []byte("v")}},
+			Payload: []byte(fmt.Sprint("p", first+uint64(i)))}
+	}
+	return out
+}
+
+// waitEOF reads st until the client closes its send side.
+func waitEOF(t *testing.T, st *quic.Stream) {
+	if _, err := io.Copy(io.Discard, st); err != nil {
+		t.Errorf("stream ended with %v, want a clean close by the client", err)
+	}
+}
+
+// TestSubscribeDelivery: records below the start offset and repeated ones
+// are dropped, the rest come in order, and the node's error ends it.
+func TestSubscribeDelivery(t *testing.T) {
+	srv := newTestServer(t)
+	const ts = int64(1_700_000_000_000_000_000)
+	closed := make(chan struct{})
+	subNode(t, srv, func(s wire.Subscribe) (wire.Subscribed, *wire.Error) {
+		if s.Name != orders || s.Shard != 2 || s.Start != wire.StartOffset || s.Offset != 5 || s.QueueCapacity != 32 {
+			t.Errorf("subscribe = %+v", s)
+		}
+		return wire.Subscribed{Shard: 2, Offset: 5, Tail: 5, QueueCapacity: 16}, nil
+	}, func(st *quic.Stream) {
+		defer close(closed)
+		// A batch that starts before the start offset: 3..6.
+		_, _ = st.Write(eventBatchAt(2, ts, []uint64{3}, recs(3, 4)))
+		// A repeat of 5..7, then a gap to 10..11.
+		_, _ = st.Write(eventBatchAt(2, ts, []uint64{5, 10}, recs(5, 3), recs(10, 2)))
+		_, _ = st.Write(wire.AppendError(nil, 0, wire.Errorf(wire.CodeSubscriptionAborted, "node stopping")))
+		waitEOF(t, st)
+	})
+	srv.start()
+	c := srv.dial(t)
+	ctx := testCtx(t)
+
+	sub, err := c.Subscribe(ctx, orders, FromOffset(5), OnShard(2), QueueCapacity(32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub.QueueCapacity() != 16 || sub.StartOffset() != 5 || sub.Shard() != 2 {
+		t.Fatalf("granted %+v", sub.granted)
+	}
+	for _, want := range []uint64{5, 6, 7, 10, 11} {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("Next (want offset %d): %v", want, err)
+		}
+		if ev.Offset != want || ev.Shard != 2 || string(ev.Payload) != fmt.Sprint("p", want) ||
+			string(ev.Key) != "key" || string(ev.Headers["h"]) != "v" || ev.Timestamp.UnixNano() != ts {
+			t.Fatalf("event = %+v, want offset %d", ev, want)
+		}
+	}
+	for range 2 {
+		if _, err := sub.Next(ctx); !errors.Is(err, ErrSubscriptionAborted) {
+			t.Fatalf("Next after the node's error: %v, want ErrSubscriptionAborted", err)
+		}
+	}
+	<-closed // the client closed its side when the node ended the subscription
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Next(ctx); !errors.Is(err, ErrSubscriptionClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+}
+
+func TestSubscribeRefused(t *testing.T) {
+	srv := newTestServer(t)
+	subNode(t, srv, func(s wire.Subscribe) (wire.Subscribed, *wire.Error) {
+		return wire.Subscribed{}, &wire.Error{Code: wire.CodeOffsetOutOfRange, Message: "past the tail", Detail: 42}
+	}, nil)
+	srv.start()
+	c := srv.dial(t)
+	_, err := c.Subscribe(testCtx(t), orders, FromOffset(1000))
+	if !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("Subscribe: %v, want ErrOffsetOutOfRange", err)
+	}
+	var we *Error
+	if !errors.As(err, &we) || we.Detail != 42 {
+		t.Fatalf("error detail: %+v", we)
+	}
+}
+
+// TestSubscribeClose: Close closes the send side (the unsubscribe signal)
+// and fails a waiting Next.
+func TestSubscribeClose(t *testing.T) {
+	srv := newTestServer(t)
+	sawEOF := make(chan struct{})
+	subNode(t, srv, func(s wire.Subscribe) (wire.Subscribed, *wire.Error) {
+		if s.Start != wire.StartLatest {
+			t.Errorf("start %d, want latest", s.Start)
+		}
+		return wire.Subscribed{Offset: 9, Tail: 9}, nil
+	}, func(st *quic.Stream) {
+		waitEOF(t, st)
+		close(sawEOF)
+	})
+	srv.start()
+	c := srv.dial(t)
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, orders, FromLatest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := make(chan error, 1)
+	go func() { _, err := sub.Next(ctx); next <- err }()
+	// A Next whose context ends returns the context error.
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	if _, err := sub.Next(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next with an ended context: %v", err)
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-next; !errors.Is(err, ErrSubscriptionClosed) {
+		t.Fatalf("pending Next: %v, want ErrSubscriptionClosed", err)
+	}
+	<-sawEOF
+	_ = sub.Close() // idempotent
+}
+
+// TestSubscribeManyFrames: far more frames than the subscription holds at
+// once all arrive as the caller drains them.
+func TestSubscribeManyFrames(t *testing.T) {
+	const frames = 3 * maxHeldFrames
+	srv := newTestServer(t)
+	sawEOF := make(chan struct{})
+	subNode(t, srv, func(s wire.Subscribe) (wire.Subscribed, *wire.Error) {
+		return wire.Subscribed{Offset: 0}, nil
+	}, func(st *quic.Stream) {
+		defer close(sawEOF)
+		for i := range uint64(frames) {
+			if _, err := st.Write(eventBatchAt(0, 1, []uint64{2 * i}, recs(2*i, 2))); err != nil {
+				return
+			}
+		}
+		_, _ = st.Write(wire.AppendError(nil, 0, wire.Errorf(wire.CodeSubscriptionAborted, "done")))
+		waitEOF(t, st)
+	})
+	srv.start()
+	c := srv.dial(t)
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for want := range uint64(2 * frames) {
+		ev, err := sub.Next(ctx)
+		if err != nil || ev.Offset != want {
+			t.Fatalf("Next = offset %d, %v; want %d", ev.Offset, err, want)
+		}
+	}
+	if _, err := sub.Next(ctx); !errors.Is(err, ErrSubscriptionAborted) {
+		t.Fatalf("end: %v", err)
+	}
+	<-sawEOF
+}
+
+// TestSubscribeMalformedBatch: an EventBatch that does not decode closes the
+// connection with CodeMalformedFrame and ends the subscription with it.
+func TestSubscribeMalformedBatch(t *testing.T) {
+	srv := newTestServer(t)
+	subNode(t, srv, func(s wire.Subscribe) (wire.Subscribed, *wire.Error) {
+		return wire.Subscribed{}, nil
+	}, func(st *quic.Stream) {
+		_, _ = st.Write(eventBatchAt(0, 1, []uint64{0}, recs(0, 1)))
+		_, _ = st.Write(wire.AppendFrame(nil, wire.TypeEventBatch, 0, 0, []byte{0, 1, 2}))
+	})
+	srv.start()
+	c := srv.dial(t)
+	sc := <-srv.conns
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if ev, err := sub.Next(ctx); err != nil || ev.Offset != 0 {
+		t.Fatalf("first event = %+v, %v", ev, err)
+	}
+	_, err = sub.Next(ctx)
+	wantCode(t, err, wire.CodeMalformedFrame)
+	<-sc.conn.Context().Done()
+	var ae *quic.ApplicationError
+	if cause := context.Cause(sc.conn.Context()); !errors.As(cause, &ae) || ae.ErrorCode != quic.ApplicationErrorCode(wire.CodeMalformedFrame) {
+		t.Fatalf("connection ended with %v", cause)
+	}
+}
+
+// TestSubscribeWrongShard: a batch of another shard is a protocol violation.
+func TestSubscribeWrongShard(t *testing.T) {
+	srv := newTestServer(t)
+	subNode(t, srv, func(s wire.Subscribe) (wire.Subscribed, *wire.Error) {
+		return wire.Subscribed{Shard: 1}, nil
+	}, func(st *quic.Stream) {
+		_, _ = st.Write(eventBatchAt(4, 1, []uint64{0}, recs(0, 1)))
+	})
+	srv.start()
+	c := srv.dial(t)
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, orders, OnShard(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	_, err = sub.Next(ctx)
+	wantCode(t, err, wire.CodeProtocolViolation)
+}

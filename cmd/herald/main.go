@@ -1,0 +1,49 @@
+// Command herald is Herald's single binary: `herald node` runs a broker and
+// the other subcommands are clients of one.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `herald: a message broker
+
+Usage:
+  herald node    [--config F] [--data-dir D] [--listen ADDR] [--http ADDR] [--tls-cert F --tls-key F]
+  herald stream  create|describe|list STREAM [--shards N] [--ephemeral]
+  herald pub     STREAM [MESSAGE...] [--key K] [--ack none|message|batch] [--batch N] [--count N --size B]
+  herald sub     STREAM [--from earliest|latest|OFFSET] [--shard N] [--count N] [--queue N] [--json]
+
+Client commands take --server ADDR (default 127.0.0.1:7400), --token T, --ca FILE, --insecure.
+A stream is tenant/namespace/stream; a bare name means default/default/name.
+See docs/ for the protocol, configuration and operations.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "node":
+		return runNode(args[1:], stderr)
+	case "stream":
+		return runStream(args[1:], stdin, stdout, stderr)
+	case "pub":
+		return runPub(args[1:], stdin, stdout, stderr)
+	case "sub":
+		return runSub(args[1:], stdin, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "herald: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}

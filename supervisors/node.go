@@ -348,24 +348,43 @@ func (n *Node) shutdown(ctx context.Context) error {
 	if n.quicLn != nil {
 		_ = n.quicLn.Close() // stop accepting; open connections stay
 	}
+	start := time.Now()
 	n.drain(ctx)
+	n.logger.Debug("drain finished", slog.Duration("took", time.Since(start)))
 	n.closeResources()
 	n.logger.Info("herald node stopped")
 	return nil
 }
 
 // drain waits, within ctx, until what was admitted before the drain has been
-// committed and answered.
+// committed and answered. Each barrier is a request every actor answers in
+// microseconds; one that is itself stopping (a connection whose client just
+// left) may never answer, so each wait is capped at drainStepTimeout and the
+// requests of one barrier are issued together.
 func (n *Node) drain(ctx context.Context) {
 	if n.sys == nil || n.children.Listener == nil {
 		return
 	}
 	root := n.sys.Root
 	timeout := func() time.Duration {
-		if d, ok := ctx.Deadline(); ok {
-			return max(time.Until(d), time.Millisecond)
+		d := drainStepTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			d = min(d, max(time.Until(dl), time.Millisecond))
 		}
-		return 10 * time.Second
+		return d
+	}
+	all := func(pids []*actor.PID, msg any) []any {
+		futures := make([]*actor.Future, len(pids))
+		for i, p := range pids {
+			futures[i] = root.RequestFuture(p, msg, timeout())
+		}
+		out := make([]any, 0, len(pids))
+		for _, f := range futures {
+			if r, err := f.Result(); err == nil {
+				out = append(out, r)
+			}
+		}
+		return out
 	}
 	root.Send(n.children.Listener, &actors.Drain{})
 	// Barrier 1: the listener has told every connection (publishes that
@@ -374,12 +393,9 @@ func (n *Node) drain(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	conns := res.(*actors.ConnectionsResponse).Connections
 	var lanes []*actor.PID
-	for _, c := range conns {
-		if r, err := root.RequestFuture(c, &actors.LanesRequest{}, timeout()).Result(); err == nil {
-			lanes = append(lanes, r.(*actors.LanesResponse).Lanes...)
-		}
+	for _, r := range all(res.(*actors.ConnectionsResponse).Connections, &actors.LanesRequest{}) {
+		lanes = append(lanes, r.(*actors.LanesResponse).Lanes...)
 	}
 	// Barrier 2: everything the shards handed the storage writer is durable.
 	if _, err := root.RequestFuture(n.children.Writer, &actors.MetaWriteRequest{}, timeout()).Result(); err != nil {
@@ -387,22 +403,23 @@ func (n *Node) drain(ctx context.Context) {
 	}
 	// Barrier 3: every shard has processed its commits (and sent the acks).
 	if r, err := root.RequestFuture(n.children.Catalog, &actors.AllShardsRequest{}, timeout()).Result(); err == nil {
-		for _, s := range r.(*actors.AllShardsResponse).Shards {
-			_, _ = root.RequestFuture(s, &actors.ShardInfoRequest{}, timeout()).Result()
-		}
+		all(r.(*actors.AllShardsResponse).Shards, &actors.ShardInfoRequest{})
 	}
 	// Barrier 4: every lane has written what it was given.
-	for _, l := range lanes {
-		_, _ = root.RequestFuture(l, &actors.LaneSyncRequest{}, timeout()).Result()
-	}
+	all(lanes, &actors.LaneSyncRequest{})
 }
+
+// drainStepTimeout caps each drain barrier's wait.
+const drainStepTimeout = 2 * time.Second
 
 // closeResources stops everything that was started, in dependency order.
 func (n *Node) closeResources() {
 	if n.sys != nil && n.root != nil {
 		stop := func(pid *actor.PID) {
 			if pid != nil {
+				start := time.Now()
 				_ = n.sys.Root.StopFuture(pid).Wait()
+				n.logger.Debug("actor stopped", slog.String("actor", pid.Id), slog.Duration("took", time.Since(start)))
 			}
 		}
 		stop(n.children.Listener) // connections and subscriptions

@@ -28,8 +28,8 @@ type CatalogConfig struct {
 	Writer *actor.PID
 	// DefaultConfig is what an auto-created stream gets.
 	DefaultConfig wire.StreamConfig
-	// RingBatches and RingBytes bound each shard's replay ring.
-	RingBatches int
+	// RingRecords and RingBytes bound each shard's replay ring.
+	RingRecords int
 	RingBytes   int64
 	// ShardProps, if set, wraps shard props (tests add middleware).
 	ShardProps func(*actor.Props) *actor.Props
@@ -45,13 +45,32 @@ var (
 
 // storedStream is a stream's persisted config.
 type storedStream struct {
-	ID      uint64 `json:"id"`
-	Tenant  string `json:"tenant"`
-	NS      string `json:"namespace"`
-	Stream  string `json:"stream"`
-	Shards  uint32 `json:"shards"`
-	Durable bool   `json:"durable"`
-	Created int64  `json:"created_unix_nano"`
+	ID                 uint64 `json:"id"`
+	Tenant             string `json:"tenant"`
+	NS                 string `json:"namespace"`
+	Stream             string `json:"stream"`
+	Shards             uint32 `json:"shards"`
+	Durable            bool   `json:"durable"`
+	Routing            uint8  `json:"routing"`
+	Overflow           uint8  `json:"overflow"`
+	QueueCapacity      uint32 `json:"queue_capacity"`
+	QueueMaxBytes      uint64 `json:"queue_max_bytes"`
+	RetentionAgeMillis uint64 `json:"retention_age_ms"`
+	RetentionBytes     uint64 `json:"retention_bytes"`
+	Created            int64  `json:"created_unix_nano"`
+}
+
+func storedFrom(id uint64, name wire.StreamName, cfg wire.StreamConfig, created int64) storedStream {
+	return storedStream{ID: id, Tenant: name.Tenant, NS: name.Namespace, Stream: name.Stream,
+		Shards: cfg.Shards, Durable: cfg.Durable, Routing: uint8(cfg.Routing), Overflow: uint8(cfg.Overflow),
+		QueueCapacity: cfg.QueueCapacity, QueueMaxBytes: cfg.QueueMaxBytes,
+		RetentionAgeMillis: cfg.RetentionAgeMillis, RetentionBytes: cfg.RetentionBytes, Created: created}
+}
+
+func (st storedStream) config() wire.StreamConfig {
+	return wire.StreamConfig{Shards: st.Shards, Durable: st.Durable, Routing: wire.Routing(st.Routing),
+		Overflow: wire.Overflow(st.Overflow), QueueCapacity: st.QueueCapacity, QueueMaxBytes: st.QueueMaxBytes,
+		RetentionAgeMillis: st.RetentionAgeMillis, RetentionBytes: st.RetentionBytes}
 }
 
 // catalog owns the streams: their configs (persisted through the storage
@@ -98,6 +117,14 @@ func (c *catalog) Receive(ctx actor.Context) {
 		c.onCreate(ctx, ctx.Sender(), m.Name, m.Config, true)
 	case *ListStreamsRequest:
 		c.onList(ctx, m)
+	case *DeleteStreamRequest:
+		c.onDelete(ctx, m)
+	case *AllStreamsRequest:
+		all := make([]*StreamHandle, 0, len(c.streams))
+		for _, h := range c.streams {
+			all = append(all, h)
+		}
+		ctx.Respond(&AllStreamsResponse{Streams: all})
 	case *AllShardsRequest:
 		var all []*actor.PID
 		for _, h := range c.streams {
@@ -106,9 +133,11 @@ func (c *catalog) Receive(ctx actor.Context) {
 		ctx.Respond(&AllShardsResponse{Shards: all})
 	case *actor.Terminated:
 		c.onTerminated(ctx, m)
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// A restart stops the children first: do not respawn them, or the
+		// restart never completes. The new instance spawns them again.
 		c.stopping = true
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
 	default:
 		ctx.Logger().Warn("catalog: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -146,7 +175,7 @@ func (c *catalog) newHandle(st storedStream) *StreamHandle {
 	h := &StreamHandle{
 		ID:              st.ID,
 		Name:            wire.StreamName{Tenant: st.Tenant, Namespace: st.NS, Stream: st.Stream},
-		Config:          wire.StreamConfig{Shards: st.Shards, Durable: st.Durable},
+		Config:          st.config(),
 		CreatedUnixNano: st.Created,
 		Log:             c.cfg.Memory,
 	}
@@ -163,9 +192,10 @@ func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
 		Key:         h.ShardKey(i),
 		Stream:      h.Name,
 		Durable:     h.Config.Durable,
+		Overflow:    h.Config.Overflow,
 		Log:         h.Log,
 		Writer:      c.cfg.Writer,
-		RingBatches: c.cfg.RingBatches,
+		RingRecords: c.cfg.RingRecords,
 		RingBytes:   c.cfg.RingBytes,
 		Now:         c.cfg.Now,
 	})
@@ -226,12 +256,26 @@ func (c *catalog) onLookup(ctx actor.Context, m *LookupStreamRequest) {
 	c.onCreate(ctx, ctx.Sender(), m.Name, c.cfg.DefaultConfig, false)
 }
 
-func validateConfig(cfg wire.StreamConfig) *wire.Error {
-	if cfg.Shards < 1 || cfg.Shards > MaxShards {
+// ValidateConfig checks a stream config; the wire decoder has already
+// refused unknown routings and overflow policies.
+func ValidateConfig(cfg wire.StreamConfig) *wire.Error {
+	switch {
+	case cfg.Shards < 1 || cfg.Shards > MaxShards:
 		return wire.Errorf(wire.CodeInvalidConfig, "shards must be between 1 and %d, got %d", MaxShards, cfg.Shards)
+	case cfg.Routing > wire.RoutingJump:
+		return wire.Errorf(wire.CodeInvalidConfig, "unknown routing %d", cfg.Routing)
+	case cfg.Overflow > wire.OverflowBlock:
+		return wire.Errorf(wire.CodeInvalidConfig, "unknown overflow policy %d", cfg.Overflow)
+	case cfg.QueueCapacity > MaxQueueCapacity:
+		return wire.Errorf(wire.CodeInvalidConfig, "queue capacity %d is over %d", cfg.QueueCapacity, MaxQueueCapacity)
+	case cfg.RetentionAgeMillis > 0 && cfg.RetentionAgeMillis < 1000:
+		return wire.Errorf(wire.CodeInvalidConfig, "retention age %d ms is under one second", cfg.RetentionAgeMillis)
 	}
 	return nil
 }
+
+// MaxQueueCapacity bounds a stream's subscriber queue capacity.
+const MaxQueueCapacity = 1 << 20
 
 // onCreate creates a stream, or answers the existing one. strict refuses an
 // existing stream whose config differs.
@@ -245,7 +289,7 @@ func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamN
 		reply(&LookupStreamResponse{Err: err.(*wire.Error)})
 		return
 	}
-	if err := validateConfig(cfg); err != nil {
+	if err := ValidateConfig(cfg); err != nil {
 		reply(&LookupStreamResponse{Err: err})
 		return
 	}
@@ -253,7 +297,7 @@ func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamN
 	if h, ok := c.streams[key]; ok {
 		if strict && h.Config != cfg {
 			reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamExists,
-				"stream %s exists with %d shards, durable=%t", name, h.Config.Shards, h.Config.Durable)})
+				"stream %s exists with another config (%d shards, durable=%t)", name, h.Config.Shards, h.Config.Durable)})
 			return
 		}
 		reply(&LookupStreamResponse{Stream: h})
@@ -265,8 +309,7 @@ func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamN
 		}
 		return
 	}
-	st := storedStream{ID: c.nextID, Tenant: name.Tenant, NS: name.Namespace, Stream: name.Stream,
-		Shards: cfg.Shards, Durable: cfg.Durable, Created: c.cfg.Now().UnixNano()}
+	st := storedFrom(c.nextID, name, cfg, c.cfg.Now().UnixNano())
 	c.nextID++
 	cr := &creation{handle: c.newHandle(st)}
 	if from != nil {
@@ -324,4 +367,53 @@ func (c *catalog) onList(ctx actor.Context, m *ListStreamsRequest) {
 	}
 	sort.Slice(out, func(i, j int) bool { return nameKey(out[i].Name) < nameKey(out[j].Name) })
 	ctx.Respond(&ListStreamsResponse{Streams: out})
+}
+
+// onDelete removes a stream: it leaves the catalog at once (a new stream of
+// the same name gets a new id), its shards stop (their publishers and
+// subscribers are told), and the storage writer drops its batches and config
+// after everything queued before.
+func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
+	if err := m.Name.Validate(); err != nil {
+		ctx.Respond(&DeleteStreamResponse{Err: err.(*wire.Error)})
+		return
+	}
+	key := nameKey(m.Name)
+	h, ok := c.streams[key]
+	if !ok {
+		ctx.Respond(&DeleteStreamResponse{Err: wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist", m.Name)})
+		return
+	}
+	delete(c.streams, key)
+	h.deleted.Store(true)
+	keys := make([]storage.ShardKey, len(h.Shards))
+	for i, pid := range h.Shards {
+		keys[i] = h.ShardKey(uint32(i))
+		ctx.Stop(pid)
+	}
+	req := &DropStreamRequest{
+		Durable: h.Config.Durable,
+		Shards:  keys,
+		Memory:  c.cfg.Memory,
+		Metas:   []storage.MetaPut{{Key: append(append([]byte(nil), metaStreamPrefix...), key...)}},
+	}
+	sender := ctx.Sender()
+	f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		if err == nil {
+			if r, ok := res.(*MetaWriteResponse); ok {
+				err = r.Err
+			}
+		}
+		resp := &DeleteStreamResponse{}
+		if err != nil {
+			ctx.Logger().Error("catalog: dropping a deleted stream's data failed", slog.String("stream", key), slog.Any("error", err))
+			resp.Err = storageError(err)
+		} else {
+			ctx.Logger().Info("stream deleted", slog.String("stream", key))
+		}
+		if sender != nil {
+			ctx.Send(sender, resp)
+		}
+	})
 }

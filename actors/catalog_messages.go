@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"sync/atomic"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -23,7 +25,13 @@ type StreamHandle struct {
 	// Shards are the shard actors, by index. A PID stays valid across a
 	// shard's restart.
 	Shards []*actor.PID
+	// deleted is set when the stream is deleted; holders drop the handle.
+	deleted atomic.Bool
 }
+
+// Deleted reports whether the stream has been deleted since the handle was
+// handed out.
+func (h *StreamHandle) Deleted() bool { return h.deleted.Load() }
 
 // ShardKey returns the storage key of shard i.
 func (h *StreamHandle) ShardKey(i uint32) storage.ShardKey {
@@ -77,4 +85,24 @@ type AllShardsRequest struct{}
 // AllShardsResponse answers AllShardsRequest.
 type AllShardsResponse struct {
 	Shards []*actor.PID
+}
+
+// DeleteStreamRequest asks the catalog to delete a stream and its records.
+// Answered with DeleteStreamResponse once the records are gone.
+type DeleteStreamRequest struct {
+	Name wire.StreamName
+}
+
+// DeleteStreamResponse answers DeleteStreamRequest.
+type DeleteStreamResponse struct {
+	Err *wire.Error
+}
+
+// AllStreamsRequest asks the catalog for every stream. Answered with
+// AllStreamsResponse.
+type AllStreamsRequest struct{}
+
+// AllStreamsResponse answers AllStreamsRequest.
+type AllStreamsResponse struct {
+	Streams []*StreamHandle
 }

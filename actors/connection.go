@@ -37,6 +37,10 @@ type ConnectionConfig struct {
 	HandshakeTimeout time.Duration
 	// RequestTimeout bounds the node's internal requests (default 10 s).
 	RequestTimeout time.Duration
+	// ReadMaxRecords and ReadMaxBytes cap one range-read page (defaults
+	// 1000 records, 1 MiB).
+	ReadMaxRecords int
+	ReadMaxBytes   int
 	// SubscriptionProps, if set, wraps subscription props (tests add
 	// middleware).
 	SubscriptionProps func(*actor.Props) *actor.Props
@@ -77,6 +81,12 @@ func NewConnectionProps(conn *quic.Conn, cfg ConnectionConfig) *actor.Props {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
+	if cfg.ReadMaxRecords <= 0 {
+		cfg.ReadMaxRecords = 1000
+	}
+	if cfg.ReadMaxBytes <= 0 {
+		cfg.ReadMaxBytes = 1 << 20
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &connection{cfg: cfg, conn: conn, wg: &sync.WaitGroup{}, draining: &atomic.Bool{},
 			laneStreams: map[string]context.CancelFunc{}}
@@ -107,6 +117,8 @@ func (c *connection) Receive(ctx actor.Context) {
 			}
 		}
 		ctx.Respond(&LanesResponse{Lanes: lanes})
+	case *LaneFailed:
+		c.onLaneFailed(ctx, ctx.Sender())
 	case *connectionDone:
 		c.closing = true
 		ctx.Stop(ctx.Self())
@@ -167,18 +179,15 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 		m.stream.CancelWrite(quic.StreamErrorCode(wire.CodeShuttingDown))
 		return
 	}
-	capacity := int(m.req.QueueCapacity)
-	if capacity == 0 {
-		capacity = c.cfg.QueueCapacity
-	}
-	capacity = min(max(capacity, 1), c.cfg.QueueCapacityMax)
 	props := NewSubscriptionProps(SubscriptionConfig{
-		Catalog:  c.cfg.Catalog,
-		Request:  m.req,
-		ReqID:    m.reqID,
-		Stream:   quicSubStream{m.stream},
-		Capacity: capacity,
-		MaxBytes: c.cfg.QueueMaxBytes,
+		Catalog:         c.cfg.Catalog,
+		Request:         m.req,
+		ReqID:           m.reqID,
+		Stream:          quicSubStream{m.stream},
+		Capacity:        int(min(m.req.QueueCapacity, 1<<30)),
+		DefaultCapacity: c.cfg.QueueCapacity,
+		CapacityMax:     c.cfg.QueueCapacityMax,
+		MaxBytes:        c.cfg.QueueMaxBytes,
 	})
 	if c.cfg.SubscriptionProps != nil {
 		props = c.cfg.SubscriptionProps(props)
@@ -193,6 +202,23 @@ func (c *connection) onDrain(ctx actor.Context) {
 	if c.control != nil {
 		ctx.Send(c.control, &WriteFrame{Frame: wire.AppendGoAway(nil, "node shutting down")})
 	}
+}
+
+// onLaneFailed handles a lane whose stream write failed: a publish stream is
+// cancelled (its reader ends), the control stream's failure closes the
+// connection.
+func (c *connection) onLaneFailed(ctx actor.Context, lane *actor.PID) {
+	if lane == nil {
+		return
+	}
+	if c.control != nil && lane.Id == c.control.Id {
+		if !c.closing {
+			c.closing = true
+			_ = c.conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeInternal), "control stream write failed")
+		}
+		return
+	}
+	ctx.Stop(lane)
 }
 
 func (c *connection) onChildTerminated(ctx actor.Context, m *actor.Terminated) {
@@ -257,9 +283,13 @@ func (c *connection) serve(root *actor.RootContext, self *actor.PID) error {
 		return c.ctx.Err()
 	}
 	if hello.Version != wire.Version {
-		root.Send(lane, &CloseLane{ReqID: f.Header.RequestID, Err: &wire.Error{Code: wire.CodeUnsupportedVersion,
-			Message: fmt.Sprintf("node speaks version %d", wire.Version), Detail: uint64(wire.Version)}})
-		return nil
+		// Answered here, before the connection closes: the lane would lose
+		// the race with the close.
+		werr := &wire.Error{Code: wire.CodeUnsupportedVersion,
+			Message: fmt.Sprintf("node speaks version %d", wire.Version), Detail: uint64(wire.Version)}
+		root.Send(lane, &CloseLane{ReqID: f.Header.RequestID, Err: werr})
+		_, _ = root.RequestFuture(lane, &LaneSyncRequest{}, c.cfg.HandshakeTimeout).Result()
+		return c.closeWith(werr)
 	}
 	root.Send(lane, &WriteFrame{Frame: wire.AppendWelcome(nil, f.Header.RequestID, wire.Welcome{
 		Version: wire.Version, Features: wire.Features & hello.Features, MaxFrameBytes: c.cfg.MaxFrameBytes,
@@ -355,9 +385,87 @@ func (c *connection) controlRequest(root *actor.RootContext, f wire.Frame) ([]by
 			}
 		}
 		return wire.AppendStreamList(nil, id, infos), nil
+	case wire.TypeDeleteStream:
+		name, err := wire.DecodeDeleteStream(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		if c.draining.Load() {
+			return wire.AppendError(nil, id, wire.Errorf(wire.CodeShuttingDown, "node is draining")), nil
+		}
+		res, err := root.RequestFuture(c.cfg.Catalog, &DeleteStreamRequest{Name: name}, c.cfg.RequestTimeout).Result()
+		if err != nil {
+			return wire.AppendError(nil, id, wire.Errorf(wire.CodeInternal, "catalog: %v", err)), nil
+		}
+		if r, ok := res.(*DeleteStreamResponse); ok && r.Err != nil {
+			return wire.AppendError(nil, id, r.Err), nil
+		}
+		return wire.AppendOK(nil, id), nil
+	case wire.TypeRead:
+		req, err := wire.DecodeRead(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		return c.read(root, id, req), nil
 	default:
 		return nil, wire.Errorf(wire.CodeProtocolViolation, "%s frame on the control stream", f.Header.Type)
 	}
+}
+
+// read answers a range read: one page of committed records, from storage,
+// never waiting and registering nothing with the shard.
+func (c *connection) read(root *actor.RootContext, id uint64, req wire.Read) []byte {
+	h, werr := c.lookup(root, &LookupStreamRequest{Name: req.Name})
+	if werr != nil {
+		return wire.AppendError(nil, id, werr)
+	}
+	if req.Shard >= uint32(len(h.Shards)) {
+		return wire.AppendError(nil, id, wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards)))
+	}
+	res, err := root.RequestFuture(h.Shards[req.Shard], &ShardInfoRequest{}, c.cfg.RequestTimeout).Result()
+	if err != nil {
+		return wire.AppendError(nil, id, wire.Errorf(wire.CodeInternal, "shard: %v", err))
+	}
+	info := res.(*ShardInfoResponse)
+	switch {
+	case req.Start > info.Tail:
+		return wire.AppendError(nil, id, &wire.Error{Code: wire.CodeOffsetOutOfRange, Detail: info.Tail,
+			Message: fmt.Sprintf("offset %d is past the shard's tail %d", req.Start, info.Tail)})
+	case req.Start < info.First:
+		return wire.AppendError(nil, id, &wire.Error{Code: wire.CodeOffsetOutOfRange, Detail: info.First,
+			Message: fmt.Sprintf("offset %d is below the first retained offset %d", req.Start, info.First)})
+	}
+	maxRecords := uint64(c.cfg.ReadMaxRecords)
+	if req.MaxRecords > 0 {
+		maxRecords = min(maxRecords, uint64(req.MaxRecords))
+	}
+	maxBytes := c.cfg.ReadMaxBytes
+	if req.MaxBytes > 0 {
+		maxBytes = min(maxBytes, int(req.MaxBytes))
+	}
+	end := min(req.End, info.Tail, req.Start+maxRecords)
+	if end <= req.Start {
+		return wire.AppendReadResult(nil, id, req.Start, info.First, info.Tail, nil)
+	}
+	batches, err := h.Log.Read(h.ShardKey(req.Shard), req.Start, int(end-req.Start), maxBytes)
+	if err != nil {
+		return wire.AppendError(nil, id, wire.Errorf(wire.CodeStorageFailure, "reading shard %d: %v", req.Shard, err))
+	}
+	next := req.Start
+	var secs []*wire.Section
+	for _, b := range batches {
+		if b.Base >= end || len(secs) == wire.MaxSectionsPerFrame {
+			break
+		}
+		if h.Config.Durable && b.Base > next {
+			// Retention deleted the page's start while we read.
+			return wire.AppendError(nil, id, &wire.Error{Code: wire.CodeOffsetOutOfRange, Detail: b.Base,
+				Message: fmt.Sprintf("offset %d was deleted by retention; the first retained offset is %d", next, b.Base)})
+		}
+		secs = append(secs, wire.NewSection(req.Shard, b.Base, b.Timestamp, b.Count, b.Records))
+		next = min(b.End(), end)
+	}
+	return wire.AppendReadResult(nil, id, next, info.First, info.Tail, secs)
 }
 
 // lookup asks the catalog and waits (from a goroutine, never an actor).
@@ -412,14 +520,18 @@ func (c *connection) acceptStreams(root *actor.RootContext, self *actor.PID) {
 // serveStream reads a data stream's first frame: a Publish makes it a
 // publish stream, a Subscribe a subscription stream.
 func (c *connection) serveStream(root *actor.RootContext, self *actor.PID, s *quic.Stream) error {
+	// A stream that never says what it is for holds a goroutine: bound it.
+	_ = s.SetReadDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
 	f, err := wire.ReadFrame(s, c.cfg.MaxFrameBytes)
+	_ = s.SetReadDeadline(time.Time{})
 	if err != nil {
 		var werr *wire.Error
 		if errors.As(err, &werr) {
 			return err
 		}
-		s.CancelWrite(0)
-		return nil // the stream ended before a whole frame: nothing to answer
+		s.CancelRead(quic.StreamErrorCode(wire.CodeProtocolViolation))
+		s.CancelWrite(quic.StreamErrorCode(wire.CodeProtocolViolation))
+		return nil // the stream ended or idled before a whole frame: nothing to answer
 	}
 	switch f.Header.Type {
 	case wire.TypeSubscribe:
@@ -465,12 +577,13 @@ func (c *connection) publishLoop(root *actor.RootContext, self *actor.PID, s *qu
 		if err != nil && (!errors.As(err, &werr) || werr.Code == wire.CodeMalformedFrame) {
 			return err
 		}
-		if p.Ack != wire.AckNone || werr != nil {
-			select {
-			case window <- struct{}{}:
-			case <-sctx.Done():
-				return nil
-			}
+		// Every publish holds a window slot until its shard answers (AckNone
+		// ones too, though nothing is written for them), so what one stream
+		// has in flight inside the node is bounded.
+		select {
+		case window <- struct{}{}:
+		case <-sctx.Done():
+			return nil
 		}
 		if werr == nil {
 			werr = c.routePublish(root, lane, streams, f.Header.RequestID, p)
@@ -479,11 +592,7 @@ func (c *connection) publishLoop(root *actor.RootContext, self *actor.PID, s *qu
 			if werr.Code == wire.CodeMalformedFrame {
 				return werr
 			}
-			ack := p.Ack
-			if ack == wire.AckNone && err != nil {
-				ack = wire.AckPerBatch // the slot taken above is freed with the answer
-			}
-			root.Send(lane, &PublishRejected{ReqID: f.Header.RequestID, Ack: ack, Err: werr})
+			root.Send(lane, &PublishRejected{ReqID: f.Header.RequestID, Ack: p.Ack, Err: werr})
 		}
 		f, err = wire.ReadFrame(s, c.cfg.MaxFrameBytes)
 		if err != nil {
@@ -522,12 +631,21 @@ func (c *connection) routePublish(root *actor.RootContext, lane *actor.PID, stre
 	if err := p.Name.Validate(); err != nil {
 		return err.(*wire.Error)
 	}
+	// Delivered, the batch becomes an EventBatch section: it must fit a frame.
+	if limit := int(c.cfg.MaxFrameBytes) - wire.SectionHeaderSize - 2; len(p.Records) > limit {
+		return &wire.Error{Code: wire.CodeBatchTooLarge, Detail: uint64(limit),
+			Message: fmt.Sprintf("the records take %d bytes; at most %d fit a delivery frame", len(p.Records), limit)}
+	}
 	if _, err := wire.ValidateRecords(p.Records, p.Count); err != nil {
 		var werr *wire.Error
 		errors.As(err, &werr)
 		return werr
 	}
 	h, ok := streams[p.Name]
+	if ok && h.Deleted() {
+		delete(streams, p.Name)
+		ok = false
+	}
 	if !ok {
 		var werr *wire.Error
 		h, werr = c.lookup(root, &LookupStreamRequest{Name: p.Name, AutoCreate: c.cfg.AutoCreate})
@@ -539,7 +657,15 @@ func (c *connection) routePublish(root *actor.RootContext, lane *actor.PID, stre
 		}
 		streams[p.Name] = h
 	}
-	shard := ShardForKey(p.Key, uint32(len(h.Shards)))
-	root.Send(h.Shards[shard], &PublishRequest{ReqID: reqID, Ack: p.Ack, Count: p.Count, Records: p.Records, ReplyTo: lane})
+	shard := p.Shard
+	if shard == wire.AnyShard {
+		shard = wire.ShardFor(p.Key, h.Config.Shards, h.Config.Routing)
+	}
+	if shard >= uint32(len(h.Shards)) {
+		return wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards))
+	}
+	root.Send(h.Shards[shard], &PublishRequest{ReqID: reqID, Ack: p.Ack, Count: p.Count, Records: p.Records, ReplyTo: lane,
+		Conditional: p.Conditional, ExpectedOffset: p.ExpectedOffset,
+		Idempotent: p.Idempotent, ProducerID: p.ProducerID, Sequence: p.Sequence})
 	return nil
 }

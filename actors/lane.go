@@ -16,7 +16,7 @@ type LaneConfig struct {
 	// W is the QUIC stream's send side. The lane is its only writer.
 	W io.WriteCloser
 	// Window, if set, is the publish window of a publish stream: the lane
-	// frees one slot for every acked publish it answers.
+	// frees one slot for every publish it answers (AckNone ones included).
 	Window chan struct{}
 	// MaxEvents and MaxBytes bound one EventBatch frame (defaults 64 and
 	// 64 KiB); a single section larger than MaxBytes goes alone.
@@ -70,15 +70,15 @@ func (l *lane) Receive(ctx actor.Context) {
 	case *WriteFrame:
 		l.onFrame(ctx, m.Frame)
 	case *PublishAcked:
-		l.scratch = wire.AppendPublishAck(l.scratch[:0], m.ReqID, wire.PublishAck{Shard: m.Shard, Offset: m.Offset, Count: m.Count})
-		l.onFrame(ctx, l.scratch)
+		if m.Ack != wire.AckNone {
+			l.scratch = wire.AppendPublishAck(l.scratch[:0], m.ReqID, wire.PublishAck{Shard: m.Shard, Offset: m.Offset, Count: m.Count, Duplicate: m.Duplicate})
+			l.onFrame(ctx, l.scratch)
+		}
 		l.release()
 	case *PublishRejected:
 		l.scratch = wire.AppendError(l.scratch[:0], m.ReqID, m.Err)
 		l.onFrame(ctx, l.scratch)
-		if m.Ack != wire.AckNone {
-			l.release()
-		}
+		l.release()
 	case *WriteSections:
 		l.onSections(ctx, m)
 	case *flushLane:

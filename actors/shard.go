@@ -25,8 +25,10 @@ type ShardConfig struct {
 	Log storage.Log
 	// Writer is the storage writer (durable shards only).
 	Writer *actor.PID
-	// RingBatches and RingBytes bound the replay ring.
-	RingBatches int
+	// Overflow is the stream's overflow policy.
+	Overflow wire.Overflow
+	// RingRecords and RingBytes bound the replay ring.
+	RingRecords int
 	RingBytes   int64
 	// Now returns the time stamped on batches; nil means time.Now.
 	Now func() time.Time
@@ -45,7 +47,10 @@ type shard struct {
 	stash []stashed
 	// failed is set once storage failed; every publish is refused after it.
 	failed error
-	log    *slog.Logger
+	// current is the publish being handled: if handling it panics, the
+	// failed instance answers it before the restart.
+	current *PublishRequest
+	log     *slog.Logger
 }
 
 type stashed struct {
@@ -87,7 +92,15 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *ResumeLive:
 		s.onResumeLive(ctx, ctx.Sender(), m)
 	case *ShardInfoRequest:
-		ctx.Respond(&ShardInfoResponse{Shard: s.cfg.Key.Shard, Tail: s.committedTail()})
+		resp := &ShardInfoResponse{Shard: s.cfg.Key.Shard}
+		if s.core != nil {
+			resp.First, resp.Tail = s.core.first, s.core.committed
+		}
+		ctx.Respond(resp)
+	case *RetentionApplied:
+		if s.core != nil {
+			s.core.first = max(s.core.first, min(m.First, s.core.committed))
+		}
 	case *actor.Terminated:
 		if s.core != nil {
 			delete(s.core.subs, m.Who.Id)
@@ -109,29 +122,26 @@ func (s *shard) logger(ctx actor.Context) *slog.Logger {
 	return s.log
 }
 
-func (s *shard) committedTail() uint64 {
-	if s.core == nil {
-		return 0
-	}
-	return s.core.committed
-}
-
 func (s *shard) onStarted(ctx actor.Context) {
 	if !s.cfg.Durable {
 		tail, err := s.cfg.Log.Tail(s.cfg.Key)
 		if err != nil {
 			panic(fmt.Errorf("shard %s/%d: memory tail: %w", s.cfg.Stream, s.cfg.Key.Shard, err))
 		}
-		s.becomeReady(ctx, tail)
+		first, err := s.cfg.Log.First(s.cfg.Key)
+		if err != nil {
+			panic(fmt.Errorf("shard %s/%d: memory first: %w", s.cfg.Stream, s.cfg.Key.Shard, err))
+		}
+		s.becomeReady(ctx, &TailResponse{Tail: tail, First: first})
 		return
 	}
-	f := ctx.RequestFuture(s.cfg.Writer, &TailRequest{Shard: s.cfg.Key}, 30*time.Second)
+	f := ctx.RequestFuture(s.cfg.Writer, &TailRequest{Shard: s.cfg.Key, ProducerPrefix: ProducerPrefix(s.cfg.Key)}, 30*time.Second)
 	ctx.ReenterAfter(f, func(res any, err error) {
 		if err == nil {
 			if r, ok := res.(*TailResponse); ok {
 				err = r.Err
 				if err == nil {
-					s.becomeReady(ctx, r.Tail)
+					s.becomeReady(ctx, r)
 					return
 				}
 			} else {
@@ -142,12 +152,21 @@ func (s *shard) onStarted(ctx actor.Context) {
 		// publishes with a storage failure until restarted.
 		s.logger(ctx).Error("shard: cannot recover tail", slog.Any("error", err))
 		s.failed = err
-		s.becomeReady(ctx, 0)
+		s.becomeReady(ctx, &TailResponse{})
 	})
 }
 
-func (s *shard) becomeReady(ctx actor.Context, tail uint64) {
-	s.core = newShardCore(s.cfg.Key.Shard, tail, s.cfg.RingBatches, s.cfg.RingBytes)
+func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
+	s.core = newShardCore(s.cfg.Key.Shard, r.First, r.Tail, s.cfg.RingRecords, s.cfg.RingBytes)
+	s.core.durable, s.core.overflow = s.cfg.Durable, s.cfg.Overflow
+	for _, v := range r.Producers {
+		p, err := decodeProducerState(v)
+		if err != nil {
+			s.logger(ctx).Error("shard: skipping a malformed producer record", slog.Any("error", err))
+			continue
+		}
+		s.core.producers[p.id] = p
+	}
 	s.ready = true
 	stash := s.stash
 	s.stash = nil
@@ -162,8 +181,24 @@ func (s *shard) becomeReady(ctx actor.Context, tail uint64) {
 }
 
 func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
+	s.current = m
+	defer func() { s.current = nil }()
 	if s.failed != nil {
 		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: storageError(s.failed)})
+		return
+	}
+	decision, werr, dup, dupOf := s.core.checkPublish(m)
+	switch decision {
+	case decideRefuse:
+		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: werr})
+		return
+	case decideDuplicate:
+		if dupOf >= 0 {
+			p := &s.core.pending[dupOf]
+			p.dups = append(p.dups, dupReply{reqID: m.ReqID, ack: m.Ack, replyTo: m.ReplyTo})
+			return
+		}
+		ctx.Send(m.ReplyTo, &PublishAcked{ReqID: m.ReqID, Ack: m.Ack, Shard: s.cfg.Key.Shard, Offset: dup.base, Count: dup.count, Duplicate: true})
 		return
 	}
 	b := s.core.admit(pendingPublish{
@@ -172,30 +207,77 @@ func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
 		ack:     m.Ack,
 		replyTo: m.ReplyTo,
 	})
+	var metas []storage.MetaPut
+	if m.Idempotent {
+		p := s.core.admitProducer(m.ProducerID, m.Sequence, b)
+		metas = []storage.MetaPut{{Key: producerKey(s.cfg.Key, p.id), Value: p.encode()}}
+	}
 	if !s.cfg.Durable {
 		if err := s.cfg.Log.Commit([]storage.Append{{Shard: s.cfg.Key, Batch: b}}, nil); err != nil {
 			s.onAppendFailed(ctx, &AppendFailed{Shard: s.cfg.Key, From: b.Base, Err: err})
 			return
 		}
-		s.onCommitted(ctx, &AppendsCommitted{Shard: s.cfg.Key, Through: b.End()})
+		s.onCommitted(ctx, &AppendsCommitted{Shard: s.cfg.Key, From: b.Base, Through: b.End()})
 		return
 	}
-	ctx.Request(s.cfg.Writer, &AppendRequest{Shard: s.cfg.Key, Batch: b})
+	ctx.Request(s.cfg.Writer, &AppendRequest{Shard: s.cfg.Key, Batch: b, Metas: metas})
 }
 
 func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
-	if s.core == nil {
+	if s.core == nil || s.failed != nil {
+		return
+	}
+	if len(s.core.pending) == 0 || s.core.pending[0].batch.Base != m.From {
+		// Commits come back in the order batches were sent: one that does not
+		// start at the oldest pending batch means a batch went missing (a
+		// storage writer that restarted mid-commit). Acking past it would ack
+		// a record that may not be stored.
+		s.onAppendFailed(ctx, &AppendFailed{Shard: s.cfg.Key, Err: fmt.Errorf(
+			"%w: commit notice from offset %d does not follow the pending batches", ErrStorageFailed, m.From)})
 		return
 	}
 	done := s.core.commitThrough(m.Through)
 	for _, p := range done {
-		if p.ack != wire.AckNone && p.replyTo != nil {
-			ctx.Send(p.replyTo, &PublishAcked{ReqID: p.reqID, Shard: s.cfg.Key.Shard, Offset: p.batch.Base, Count: p.batch.Count})
+		// AckNone publishes are answered too: the lane writes nothing for
+		// them but frees their window slot, so unacked publishes are bounded
+		// like acked ones.
+		if p.replyTo != nil {
+			ctx.Send(p.replyTo, &PublishAcked{ReqID: p.reqID, Ack: p.ack, Shard: s.cfg.Key.Shard, Offset: p.batch.Base, Count: p.batch.Count})
+		}
+		for _, d := range p.dups {
+			ctx.Send(d.replyTo, &PublishAcked{ReqID: d.reqID, Ack: d.ack, Shard: s.cfg.Key.Shard, Offset: p.batch.Base, Count: p.batch.Count, Duplicate: true})
 		}
 	}
 	if len(done) > 0 {
 		for _, sub := range s.core.subs {
 			s.pump(ctx, sub)
+		}
+	}
+}
+
+// rejectUnadmitted answers the publish whose handling failed and those
+// stashed before the shard was ready: none of them was admitted.
+func (s *shard) rejectUnadmitted(ctx actor.Context, err *wire.Error) {
+	if m := s.current; m != nil && m.ReplyTo != nil {
+		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: err})
+	}
+	s.current = nil
+	for _, st := range s.stash {
+		if m, ok := st.msg.(*PublishRequest); ok && m.ReplyTo != nil {
+			ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: err})
+		}
+	}
+	s.stash = nil
+}
+
+// rejectPending answers every pending publish (and its duplicates) with err.
+func (s *shard) rejectPending(ctx actor.Context, pending []pendingPublish, err *wire.Error) {
+	for _, p := range pending {
+		if p.replyTo != nil {
+			ctx.Send(p.replyTo, &PublishRejected{ReqID: p.reqID, Ack: p.ack, Err: err})
+		}
+		for _, d := range p.dups {
+			ctx.Send(d.replyTo, &PublishRejected{ReqID: d.reqID, Ack: d.ack, Err: err})
 		}
 	}
 }
@@ -206,11 +288,7 @@ func (s *shard) onAppendFailed(ctx actor.Context, m *AppendFailed) {
 	}
 	s.failed = m.Err
 	s.logger(ctx).Error("shard: append failed; refusing publishes", slog.Any("error", m.Err))
-	for _, p := range s.core.failPending() {
-		if p.replyTo != nil {
-			ctx.Send(p.replyTo, &PublishRejected{ReqID: p.reqID, Ack: p.ack, Err: storageError(m.Err)})
-		}
-	}
+	s.rejectPending(ctx, s.core.failPending(), storageError(m.Err))
 }
 
 func storageError(err error) *wire.Error {
@@ -262,9 +340,15 @@ func (s *shard) onResumeLive(ctx actor.Context, from *actor.PID, m *ResumeLive) 
 }
 
 func (s *shard) pump(ctx actor.Context, sub *subState) {
-	secs, read := s.core.pump(sub)
+	secs, read, lagged := s.core.pump(sub)
 	if len(secs) > 0 {
 		ctx.Send(sub.pid, &SectionsPushed{Sections: secs})
+	}
+	if lagged {
+		delete(s.core.subs, sub.pid.Id)
+		ctx.Unwatch(sub.pid)
+		ctx.Send(sub.pid, &SubscriptionLagged{ResumeFrom: sub.next})
+		return
 	}
 	if read {
 		ctx.Send(sub.pid, &ReadHistory{From: sub.next, Tail: s.core.committed})
@@ -275,32 +359,26 @@ func (s *shard) pump(ctx actor.Context, sub *subState) {
 // onRestarting runs on the failed instance: it tells its publishers their
 // outcome is unknown and its subscriptions to subscribe again.
 func (s *shard) onRestarting(ctx actor.Context) {
+	lost := &wire.Error{Code: wire.CodeInternal, Message: "shard restarted; the publish may or may not have been written"}
+	s.rejectUnadmitted(ctx, lost)
 	if s.core == nil {
 		return
 	}
-	for _, p := range s.core.pending {
-		if p.replyTo != nil {
-			ctx.Send(p.replyTo, &PublishRejected{ReqID: p.reqID, Ack: p.ack,
-				Err: &wire.Error{Code: wire.CodeInternal, Message: "shard restarted; the publish may or may not have been written"}})
-		}
-	}
+	s.rejectPending(ctx, s.core.pending, lost)
 	for _, sub := range s.core.subs {
 		ctx.Send(sub.pid, &ShardRestarted{})
 	}
 }
 
-// onStopping answers what is pending: the node stops shards only after the
-// listener, so no new publish arrives; a durable batch still pending has been
-// sent to the storage writer, which commits it before it stops, but its ack
-// can no longer be delivered.
+// onStopping answers what is pending as outcome-unknown: a durable batch
+// still pending has been sent to the storage writer and may or may not be
+// committed (the writer commits what it has already taken; requests still in
+// its mailbox when it is stopped are dropped).
 func (s *shard) onStopping(ctx actor.Context) {
+	s.rejectUnadmitted(ctx, &wire.Error{Code: wire.CodeInternal, Message: "shard stopping; the publish was not written"})
 	if s.core == nil {
 		return
 	}
-	for _, p := range s.core.pending {
-		if p.replyTo != nil {
-			ctx.Send(p.replyTo, &PublishRejected{ReqID: p.reqID, Ack: p.ack,
-				Err: &wire.Error{Code: wire.CodeInternal, Message: "node shutting down; the publish may or may not have been written"}})
-		}
-	}
+	s.rejectPending(ctx, s.core.pending,
+		&wire.Error{Code: wire.CodeInternal, Message: "shard stopping; the publish may or may not have been written"})
 }

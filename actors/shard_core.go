@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,6 +17,13 @@ import (
 type shardCore struct {
 	// index is the shard's index within its stream.
 	index uint32
+	// durable shards end an overflowing live subscription with lagged;
+	// ephemeral ones skip the batch for it (an offset gap).
+	durable bool
+	// overflow is the stream's overflow policy.
+	overflow wire.Overflow
+	// first is the first retained offset.
+	first uint64
 	// tail is the next offset to assign.
 	tail uint64
 	// committed is the offset below which every record is durable and
@@ -27,11 +35,23 @@ type shardCore struct {
 	ring sectionRing
 	// subs are the registered subscriptions, by actor id.
 	subs map[string]*subState
+	// producers are the idempotent producers seen on this shard.
+	producers map[uint64]*producerState
 }
 
 // pendingPublish is an admitted batch waiting for storage.
 type pendingPublish struct {
 	batch   storage.Batch
+	reqID   uint64
+	ack     wire.AckMode
+	replyTo *actor.PID
+	// dups are re-sends of this batch by its idempotent producer that
+	// arrived while it was pending; they are answered with it.
+	dups []dupReply
+}
+
+// dupReply is a pending duplicate's requester.
+type dupReply struct {
 	reqID   uint64
 	ack     wire.AckMode
 	replyTo *actor.PID
@@ -53,6 +73,12 @@ type subState struct {
 	// reading is true while the subscription reads history from storage;
 	// the shard pushes nothing to it then and does not track its credit.
 	reading bool
+	// live is true once the subscription has caught up with the committed
+	// tail: from then on a batch it has no room for overflows (history
+	// replay before that is never subject to the overflow policy).
+	live bool
+	// skipped counts batches skipped for it by an ephemeral overflow.
+	skipped int
 }
 
 // hasRoom reports whether a batch of size bytes fits the credit window. A
@@ -64,14 +90,85 @@ func (s *subState) hasRoom(size int64) bool {
 	return s.maxBytes == 0 || s.inEntries == 0 || s.inBytes+size <= s.maxBytes
 }
 
-func newShardCore(index uint32, tail uint64, ringBatches int, ringBytes int64) *shardCore {
+func newShardCore(index uint32, first, tail uint64, ringRecords int, ringBytes int64) *shardCore {
 	return &shardCore{
 		index:     index,
+		first:     first,
 		tail:      tail,
 		committed: tail,
-		ring:      sectionRing{maxBatches: ringBatches, maxBytes: ringBytes},
+		ring:      sectionRing{maxRecords: ringRecords, maxBytes: ringBytes},
 		subs:      map[string]*subState{},
+		producers: map[uint64]*producerState{},
 	}
+}
+
+// publishDecision is what checkPublish decides for a publish.
+type publishDecision int
+
+const (
+	decideWrite     publishDecision = iota // assign offsets and write it
+	decideDuplicate                        // an idempotent re-send: answer, write nothing
+	decideRefuse                           // refuse with an error
+)
+
+// checkPublish applies a conditional publish's expected offset and an
+// idempotent producer's sequence, where offsets are assigned. For a
+// duplicate of a batch still pending it returns the pending batch's index
+// (dupOf ≥ 0); for one already committed, its offsets.
+func (c *shardCore) checkPublish(m *PublishRequest) (d publishDecision, werr *wire.Error, dup producerBatch, dupOf int) {
+	dupOf = -1
+	if m.Conditional && !c.durable {
+		return decideRefuse, wire.Errorf(wire.CodeInvalidRequest, "conditional publishes need a durable stream"), dup, dupOf
+	}
+	// An idempotent re-send is recognised first: a batch already written is
+	// answered with its offsets even if it was conditional (its condition
+	// held when it was written).
+	if m.Idempotent {
+		if m.Sequence == 0 {
+			return decideRefuse, wire.Errorf(wire.CodeInvalidRequest, "idempotent sequences start at 1"), dup, dupOf
+		}
+		p := c.producers[m.ProducerID]
+		last := uint64(0)
+		if p != nil {
+			last = p.lastSeq
+		}
+		switch {
+		case m.Sequence > last+1:
+			return decideRefuse, &wire.Error{Code: wire.CodeSequenceGap,
+				Message: fmt.Sprintf("producer %d: sequence %d, expected %d", m.ProducerID, m.Sequence, last+1), Detail: last + 1}, dup, dupOf
+		case m.Sequence <= last:
+			b, ok := p.find(m.Sequence)
+			if !ok {
+				return decideRefuse, &wire.Error{Code: wire.CodeDuplicateSequence,
+					Message: fmt.Sprintf("producer %d: sequence %d was written before the last %d batches", m.ProducerID, m.Sequence, producerMemory)}, dup, dupOf
+			}
+			if b.base >= c.committed {
+				for i := range c.pending {
+					if c.pending[i].batch.Base == b.base {
+						return decideDuplicate, nil, b, i
+					}
+				}
+			}
+			return decideDuplicate, nil, b, dupOf
+		}
+	}
+	if m.Conditional && m.ExpectedOffset != c.tail {
+		return decideRefuse, &wire.Error{Code: wire.CodeConditionFailed,
+			Message: fmt.Sprintf("expected offset %d, the shard's tail is %d", m.ExpectedOffset, c.tail), Detail: c.tail}, dup, dupOf
+	}
+	return decideWrite, nil, dup, dupOf
+}
+
+// admitProducer records an idempotent producer's admitted batch and returns
+// its state to persist with the batch.
+func (c *shardCore) admitProducer(id, seq uint64, b storage.Batch) *producerState {
+	p := c.producers[id]
+	if p == nil {
+		p = &producerState{id: id}
+		c.producers[id] = p
+	}
+	p.admit(producerBatch{seq: seq, base: b.Base, count: b.Count})
+	return p
 }
 
 // admit assigns the next offsets to a batch and queues it as pending.
@@ -124,11 +221,15 @@ func (c *shardCore) resolveStart(kind wire.StartKind, offset uint64) (uint64, *w
 	case wire.StartOffset:
 		if offset > c.committed {
 			return 0, &wire.Error{Code: wire.CodeOffsetOutOfRange,
-				Message: "offset is past the shard's tail", Detail: c.committed}
+				Message: fmt.Sprintf("offset %d is past the shard's tail %d", offset, c.committed), Detail: c.committed}
+		}
+		if offset < c.first {
+			return 0, &wire.Error{Code: wire.CodeOffsetOutOfRange,
+				Message: fmt.Sprintf("offset %d is below the first retained offset %d", offset, c.first), Detail: c.first}
 		}
 		return offset, nil
 	default:
-		return 0, nil // storage reads from below First start at the first stored batch
+		return c.first, nil
 	}
 }
 
@@ -141,25 +242,41 @@ func (c *shardCore) addSub(pid *actor.PID, next uint64, capacity int, maxBytes i
 
 // pump decides what to push to s now: the ring's sections from s.next on,
 // within s's credit. If s needs records the ring no longer holds, it returns
-// readFrom = true and marks s as reading: the subscription reads them from
-// storage itself and comes back with ResumeLive.
-func (c *shardCore) pump(s *subState) (secs []*wire.Section, readFrom bool) {
+// read = true and marks s as reading: the subscription reads them from
+// storage itself and comes back with ResumeLive. A live subscription with no
+// room for the next batch has overflowed: under drop_new an ephemeral shard
+// skips the batch for it (an offset gap) and a durable one returns
+// lagged = true (the caller ends the subscription, which resumes from
+// s.next). History replay before the subscription is live is never subject
+// to the policy: it waits for credit.
+func (c *shardCore) pump(s *subState) (secs []*wire.Section, read, lagged bool) {
 	for !s.reading && s.next < c.committed {
 		sec := c.ring.find(s.next)
 		if sec == nil {
-			s.reading = true
-			return secs, true
+			s.reading, s.live = true, false
+			return secs, true, false
 		}
 		size := int64(len(sec.Records))
 		if !s.hasRoom(size) {
-			break
+			if !s.live || c.overflow != wire.OverflowDropNew {
+				break
+			}
+			if c.durable {
+				return secs, false, true
+			}
+			s.next = sec.End()
+			s.skipped++
+			continue
 		}
 		secs = append(secs, sec)
 		s.inEntries++
 		s.inBytes += size
 		s.next = sec.End()
 	}
-	return secs, false
+	if !s.reading && s.next >= c.committed {
+		s.live = true
+	}
+	return secs, false, false
 }
 
 // skipMissing moves s past records that neither storage nor the ring holds
@@ -182,24 +299,28 @@ func (c *shardCore) credit(s *subState, entries int, bytes int64) {
 	s.inBytes = max(0, s.inBytes-bytes)
 }
 
-// sectionRing keeps the most recent committed sections, bounded by count and
-// records bytes; the oldest go first. Sections are contiguous in offsets.
+// sectionRing keeps the most recent committed sections, bounded by records
+// and records bytes; the oldest sections go first, whole, but the newest is
+// always kept. Sections are contiguous in offsets.
 type sectionRing struct {
-	maxBatches int
+	maxRecords int
 	maxBytes   int64
 	secs       []*wire.Section
+	records    int
 	bytes      int64
 }
 
 func (r *sectionRing) push(s *wire.Section) {
-	if r.maxBatches <= 0 {
+	if r.maxRecords <= 0 {
 		return
 	}
 	r.secs = append(r.secs, s)
 	r.bytes += int64(len(s.Records))
+	r.records += int(s.Count())
 	drop := 0
-	for len(r.secs)-drop > 1 && (len(r.secs)-drop > r.maxBatches || (r.maxBytes > 0 && r.bytes > r.maxBytes)) {
+	for len(r.secs)-drop > 1 && (r.records > r.maxRecords || (r.maxBytes > 0 && r.bytes > r.maxBytes)) {
 		r.bytes -= int64(len(r.secs[drop].Records))
+		r.records -= int(r.secs[drop].Count())
 		r.secs[drop] = nil
 		drop++
 	}

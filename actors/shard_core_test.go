@@ -18,7 +18,7 @@ func publishN(c *shardCore, counts ...uint32) []storage.Batch {
 }
 
 func TestShardCoreAssignsContiguousOffsets(t *testing.T) {
-	c := newShardCore(3, 100, 16, 0)
+	c := newShardCore(3, 0, 100, 16, 0)
 	bs := publishN(c, 2, 5, 1)
 	want := []uint64{100, 102, 107}
 	for i, b := range bs {
@@ -45,13 +45,14 @@ func TestShardCoreAssignsContiguousOffsets(t *testing.T) {
 }
 
 func TestSectionRingFindAndEvict(t *testing.T) {
-	r := sectionRing{maxBatches: 3, maxBytes: 0}
+	r := sectionRing{maxRecords: 8, maxBytes: 0}
 	base := uint64(0)
 	for _, n := range []uint32{2, 3, 1, 4} {
 		r.push(wire.NewSection(0, base, 0, n, make([]byte, n)))
 		base += uint64(n)
 	}
-	// [0,2) was evicted; the ring holds [2,5) [5,6) [6,10).
+	// 10 records over an 8-record bound: [0,2) was evicted; the ring holds
+	// [2,5) [5,6) [6,10).
 	for off, want := range map[uint64]uint64{0: 0, 1: 0, 2: 2, 4: 2, 5: 5, 6: 6, 9: 6, 10: 0} {
 		s := r.find(off)
 		switch {
@@ -62,7 +63,7 @@ func TestSectionRingFindAndEvict(t *testing.T) {
 		}
 	}
 	// The byte bound evicts too, but never the newest section.
-	rb := sectionRing{maxBatches: 100, maxBytes: 5}
+	rb := sectionRing{maxRecords: 100, maxBytes: 5}
 	rb.push(wire.NewSection(0, 0, 0, 1, make([]byte, 4)))
 	rb.push(wire.NewSection(0, 1, 0, 1, make([]byte, 9)))
 	if len(rb.secs) != 1 || rb.secs[0].Base() != 1 {
@@ -71,69 +72,69 @@ func TestSectionRingFindAndEvict(t *testing.T) {
 }
 
 func TestPumpRespectsCreditWindow(t *testing.T) {
-	c := newShardCore(0, 0, 1024, 0)
+	c := newShardCore(0, 0, 0, 1024, 0)
 	publishN(c, 1, 1, 1, 1, 1)
 	c.commitThrough(5)
 	sub := c.addSub(&actor.PID{Id: "s"}, 0, 2, 0)
-	secs, read := c.pump(sub)
+	secs, read, _ := c.pump(sub)
 	if read || len(secs) != 2 || sub.next != 2 || sub.inEntries != 2 {
 		t.Fatalf("first pump: %d sections, read %v, next %d", len(secs), read, sub.next)
 	}
 	// No credit, no push: the shard does nothing for this subscriber.
-	if secs, _ := c.pump(sub); len(secs) != 0 {
+	if secs, _, _ := c.pump(sub); len(secs) != 0 {
 		t.Fatalf("pushed %d sections without credit", len(secs))
 	}
 	c.credit(sub, 1, 10)
-	if secs, _ := c.pump(sub); len(secs) != 1 || sub.next != 3 {
+	if secs, _, _ := c.pump(sub); len(secs) != 1 || sub.next != 3 {
 		t.Fatalf("after one credit: %d sections, next %d", len(secs), sub.next)
 	}
 }
 
 func TestPumpByteBoundLetsOversizeBatchIntoEmptyWindow(t *testing.T) {
-	c := newShardCore(0, 0, 1024, 0)
+	c := newShardCore(0, 0, 0, 1024, 0)
 	c.admit(pendingPublish{batch: storage.Batch{Count: 1, Records: make([]byte, 100)}})
 	c.admit(pendingPublish{batch: storage.Batch{Count: 1, Records: make([]byte, 100)}})
 	c.commitThrough(2)
 	sub := c.addSub(&actor.PID{Id: "s"}, 0, 10, 50)
-	secs, _ := c.pump(sub)
+	secs, _, _ := c.pump(sub)
 	if len(secs) != 1 {
 		t.Fatalf("oversize batch into empty window: pushed %d, want 1", len(secs))
 	}
-	if secs, _ := c.pump(sub); len(secs) != 0 {
+	if secs, _, _ := c.pump(sub); len(secs) != 0 {
 		t.Fatal("second oversize batch pushed while the first is in flight")
 	}
 	c.credit(sub, 1, 100)
-	if secs, _ := c.pump(sub); len(secs) != 1 {
+	if secs, _, _ := c.pump(sub); len(secs) != 1 {
 		t.Fatal("second batch not pushed after credit returned")
 	}
 }
 
 func TestPumpSendsSubscriberToStorageBelowTheRing(t *testing.T) {
-	c := newShardCore(0, 0, 3, 0)
+	c := newShardCore(0, 0, 0, 3, 0)
 	publishN(c, 1, 1, 1, 1)
 	c.commitThrough(4) // the ring keeps [1,4)
 	sub := c.addSub(&actor.PID{Id: "s"}, 0, 10, 0)
-	secs, read := c.pump(sub)
+	secs, read, _ := c.pump(sub)
 	if !read || len(secs) != 0 || !sub.reading {
 		t.Fatalf("want a history read, got %d sections read=%v", len(secs), read)
 	}
 	// While reading, the shard pushes nothing even as records commit.
 	publishN(c, 1)
 	c.commitThrough(5)
-	if secs, _ := c.pump(sub); len(secs) != 0 {
+	if secs, _, _ := c.pump(sub); len(secs) != 0 {
 		t.Fatal("pushed to a reading subscription")
 	}
 	// Back from storage at offset 2 (the ring now keeps [2,5)): the ring
 	// takes over with no gap.
 	sub.reading, sub.next = false, 2
-	secs, read = c.pump(sub)
+	secs, read, _ = c.pump(sub)
 	if read || len(secs) != 3 || secs[0].Base() != 2 || sub.next != 5 {
 		t.Fatalf("resume: %d sections, read %v, next %d", len(secs), read, sub.next)
 	}
 }
 
 func TestSkipMissingJumpsToOldestRetained(t *testing.T) {
-	c := newShardCore(0, 0, 2, 0)
+	c := newShardCore(0, 0, 0, 2, 0)
 	publishN(c, 1, 1, 1, 1)
 	c.commitThrough(4)
 	sub := c.addSub(&actor.PID{Id: "s"}, 0, 10, 0)
@@ -144,12 +145,18 @@ func TestSkipMissingJumpsToOldestRetained(t *testing.T) {
 }
 
 func TestResolveStart(t *testing.T) {
-	c := newShardCore(0, 7, 16, 0)
+	c := newShardCore(0, 2, 7, 16, 0)
 	if n, err := c.resolveStart(wire.StartLatest, 0); err != nil || n != 7 {
 		t.Fatalf("latest: %d %v", n, err)
 	}
 	if n, err := c.resolveStart(wire.StartOffset, 7); err != nil || n != 7 {
 		t.Fatalf("offset at tail: %d %v", n, err)
+	}
+	if n, err := c.resolveStart(wire.StartEarliest, 0); err != nil || n != 2 {
+		t.Fatalf("earliest: %d %v, want the first retained offset 2", n, err)
+	}
+	if _, err := c.resolveStart(wire.StartOffset, 1); err == nil || err.Code != wire.CodeOffsetOutOfRange || err.Detail != 2 {
+		t.Fatalf("below retention: %v, want offset_out_of_range naming 2", err)
 	}
 	_, err := c.resolveStart(wire.StartOffset, 8)
 	if err == nil || err.Code != wire.CodeOffsetOutOfRange || err.Detail != 7 {
@@ -157,22 +164,102 @@ func TestResolveStart(t *testing.T) {
 	}
 }
 
-func TestShardForKey(t *testing.T) {
-	if ShardForKey(nil, 8) != 0 || ShardForKey([]byte("k"), 1) != 0 {
-		t.Fatal("unkeyed or single-shard publishes must go to shard 0")
+func TestConditionalPublish(t *testing.T) {
+	c := newShardCore(0, 0, 5, 16, 0)
+	c.durable = true
+	d, err, _, _ := c.checkPublish(&PublishRequest{Conditional: true, ExpectedOffset: 5, Count: 1})
+	if d != decideWrite || err != nil {
+		t.Fatalf("expected tail: %v %v", d, err)
 	}
-	seen := map[uint32]bool{}
-	for i := range 200 {
-		s := ShardForKey([]byte{byte(i), byte(i >> 8)}, 4)
-		if s >= 4 {
-			t.Fatalf("shard %d out of range", s)
-		}
-		seen[s] = true
-		if ShardForKey([]byte{byte(i), byte(i >> 8)}, 4) != s {
-			t.Fatal("routing is not deterministic")
-		}
+	publishN(c, 1) // the tail moves to 6 while pending
+	d, err, _, _ = c.checkPublish(&PublishRequest{Conditional: true, ExpectedOffset: 5, Count: 1})
+	if d != decideRefuse || err.Code != wire.CodeConditionFailed || err.Detail != 6 {
+		t.Fatalf("stale expectation: %v %v", d, err)
 	}
-	if len(seen) != 4 {
-		t.Fatalf("200 keys reached only %d of 4 shards", len(seen))
+	if c.tail != 6 {
+		t.Fatalf("a refused conditional publish consumed offsets: tail %d", c.tail)
+	}
+	c.durable = false
+	if d, err, _, _ := c.checkPublish(&PublishRequest{Conditional: true, ExpectedOffset: 6}); d != decideRefuse || err.Code != wire.CodeInvalidRequest {
+		t.Fatalf("ephemeral: %v %v", d, err)
+	}
+}
+
+func TestIdempotentSequences(t *testing.T) {
+	c := newShardCore(0, 0, 0, 16, 0)
+	idem := func(seq uint64) *PublishRequest {
+		return &PublishRequest{Idempotent: true, ProducerID: 7, Sequence: seq, Count: 2}
+	}
+	write := func(seq uint64) storage.Batch {
+		t.Helper()
+		if d, err, _, _ := c.checkPublish(idem(seq)); d != decideWrite || err != nil {
+			t.Fatalf("seq %d: %v %v", seq, d, err)
+		}
+		b := c.admit(pendingPublish{batch: storage.Batch{Count: 2}})
+		c.admitProducer(7, seq, b)
+		return b
+	}
+	if d, err, _, _ := c.checkPublish(idem(0)); d != decideRefuse || err.Code != wire.CodeInvalidRequest {
+		t.Fatal("sequence 0 accepted")
+	}
+	if d, err, _, _ := c.checkPublish(idem(2)); d != decideRefuse || err.Code != wire.CodeSequenceGap || err.Detail != 1 {
+		t.Fatalf("gap: %v %v", d, err)
+	}
+	b1 := write(1)
+	// A re-send while the original is pending attaches to it.
+	if d, _, _, dupOf := c.checkPublish(idem(1)); d != decideDuplicate || dupOf != 0 {
+		t.Fatalf("pending duplicate: %v %d", d, dupOf)
+	}
+	c.commitThrough(b1.End())
+	// After commit it is answered with the original offsets.
+	d, _, dup, dupOf := c.checkPublish(idem(1))
+	if d != decideDuplicate || dupOf != -1 || dup.base != b1.Base || dup.count != 2 {
+		t.Fatalf("committed duplicate: %v %+v %d", d, dup, dupOf)
+	}
+	for seq := uint64(2); seq <= producerMemory+2; seq++ {
+		write(seq)
+	}
+	if d, err, _, _ := c.checkPublish(idem(1)); d != decideRefuse || err.Code != wire.CodeDuplicateSequence {
+		t.Fatalf("forgotten duplicate: %v %v", d, err)
+	}
+	// The state survives its encoding (what a restarted shard reloads).
+	p, err := decodeProducerState(c.producers[7].encode())
+	if err != nil || p.lastSeq != producerMemory+2 || len(p.recent) != producerMemory {
+		t.Fatalf("round trip: %+v %v", p, err)
+	}
+	if _, err := decodeProducerState([]byte{9}); err == nil {
+		t.Fatal("malformed state decoded")
+	}
+}
+
+// A live subscriber with no room for a new batch has overflowed: a durable
+// shard ends it with lagged at the batch it missed; an ephemeral one skips
+// the batch for it. Replay before it is live is never dropped.
+func TestOverflowLagsDurableAndGapsEphemeral(t *testing.T) {
+	for _, durable := range []bool{true, false} {
+		c := newShardCore(0, 0, 0, 1024, 0)
+		c.durable = durable
+		publishN(c, 1, 1, 1)
+		c.commitThrough(3)
+		sub := c.addSub(&actor.PID{Id: "s"}, 0, 2, 0)
+		// Replaying [0,3) with room for 2: waits, never drops.
+		secs, _, lagged := c.pump(sub)
+		if len(secs) != 2 || lagged || sub.live {
+			t.Fatalf("replay: %d sections lagged=%v live=%v", len(secs), lagged, sub.live)
+		}
+		c.credit(sub, 2, 0)
+		if secs, _, _ := c.pump(sub); len(secs) != 1 || !sub.live {
+			t.Fatalf("catch-up: %d sections live=%v", len(secs), sub.live)
+		}
+		// Live now, with one batch in flight and room for one more.
+		publishN(c, 1, 1)
+		c.commitThrough(5)
+		secs, _, lagged = c.pump(sub)
+		switch {
+		case durable && (len(secs) != 1 || !lagged || sub.next != 4):
+			t.Fatalf("durable overflow: %d sections lagged=%v next=%d", len(secs), lagged, sub.next)
+		case !durable && (len(secs) != 1 || lagged || sub.next != 5 || sub.skipped != 1):
+			t.Fatalf("ephemeral overflow: %d sections lagged=%v next=%d skipped=%d", len(secs), lagged, sub.next, sub.skipped)
+		}
 	}
 }

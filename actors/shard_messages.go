@@ -8,23 +8,36 @@ import (
 
 // PublishRequest carries one publish to the shard that owns its offsets. The
 // records block has been validated by the connection. The shard answers
-// ReplyTo (a writer lane) with PublishAcked or PublishRejected; with AckNone
-// it answers only a rejection.
+// ReplyTo (a writer lane) with PublishAcked or PublishRejected, whatever the
+// ack mode: the lane writes what the mode asks for and frees the publish's
+// window slot.
 type PublishRequest struct {
 	ReqID   uint64
 	Ack     wire.AckMode
 	Count   uint32
 	Records []byte
 	ReplyTo *actor.PID
+	// Conditional publishes are written only if the shard's tail is
+	// ExpectedOffset.
+	Conditional    bool
+	ExpectedOffset uint64
+	// Idempotent publishes carry their producer and sequence.
+	Idempotent bool
+	ProducerID uint64
+	Sequence   uint64
 }
 
 // PublishAcked tells a lane that a publish was written at
 // [Offset, Offset+Count) on Shard (durably, on a durable stream).
 type PublishAcked struct {
-	ReqID  uint64
+	ReqID uint64
+	// Ack is the publish's ack mode: nothing is written for AckNone.
+	Ack    wire.AckMode
 	Shard  uint32
 	Offset uint64
 	Count  uint32
+	// Duplicate is set for an idempotent re-send: nothing was written again.
+	Duplicate bool
 }
 
 // PublishRejected tells a lane that a publish failed.
@@ -101,5 +114,19 @@ type ShardInfoRequest struct{}
 // ShardInfoResponse answers ShardInfoRequest.
 type ShardInfoResponse struct {
 	Shard uint32
-	Tail  uint64
+	// First is the first retained offset, Tail the committed tail.
+	First, Tail uint64
+}
+
+// SubscriptionLagged tells a subscription on a durable stream that it had
+// no room for a live batch (overflow under drop_new): the shard has dropped
+// it, and it ends with CodeLagged so its client resumes from ResumeFrom.
+type SubscriptionLagged struct {
+	ResumeFrom uint64
+}
+
+// RetentionApplied tells a shard that retention deleted its batches below
+// First.
+type RetentionApplied struct {
+	First uint64
 }

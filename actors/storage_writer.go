@@ -45,6 +45,10 @@ type storageWriter struct {
 	markerQueued bool
 	// failed is the sticky error after a failed commit.
 	failed error
+	// inflight is the group being committed; if the commit panics, the
+	// failed instance answers it (AppendFailed) before the restart, so no
+	// shard waits for, or is told about, a batch that was never written.
+	inflight []pendingWrite
 }
 
 // pendingWrite is one queued request: an append from a shard, a meta write
@@ -54,6 +58,7 @@ type pendingWrite struct {
 	append *AppendRequest
 	meta   *MetaWriteRequest
 	tail   *TailRequest
+	drop   *DropStreamRequest
 }
 
 // NewStorageWriterProps returns the props of a storage writer.
@@ -76,10 +81,23 @@ func (w *storageWriter) Receive(ctx actor.Context) {
 		w.enqueue(ctx, pendingWrite{from: ctx.Sender(), meta: m})
 	case *TailRequest:
 		w.enqueue(ctx, pendingWrite{from: ctx.Sender(), tail: m})
+	case *DropStreamRequest:
+		w.enqueue(ctx, pendingWrite{from: ctx.Sender(), drop: m})
 	case *commitNow:
 		w.markerQueued = false
 		w.commit(ctx)
-	case *actor.Started, *actor.Stopping, *actor.Restarting:
+	case *actor.Restarting:
+		// The commit of inflight panicked: its outcome is unknown, and every
+		// request still pending is answered too (the new instance starts
+		// empty).
+		err := fmt.Errorf("%w: the storage writer restarted during a commit", ErrStorageFailed)
+		if w.cfg.OnFailure != nil {
+			w.cfg.OnFailure(err)
+		}
+		w.answer(ctx, w.inflight, err)
+		w.answer(ctx, w.pending, err)
+		w.inflight, w.pending = nil, nil
+	case *actor.Started, *actor.Stopping:
 	case *actor.Stopped:
 		// Anything still pending is committed before the writer goes: the node
 		// stops the writer last, after the shards.
@@ -121,6 +139,7 @@ func (w *storageWriter) commit(ctx actor.Context) {
 		switch {
 		case p.append != nil:
 			appends = append(appends, storage.Append{Shard: p.append.Shard, Batch: p.append.Batch})
+			metas = append(metas, p.append.Metas...)
 		case p.meta != nil:
 			metas = append(metas, p.meta.Puts...)
 		}
@@ -128,7 +147,10 @@ func (w *storageWriter) commit(ctx actor.Context) {
 	err := w.failed
 	if err == nil && (len(appends) > 0 || len(metas) > 0) {
 		start := time.Now()
-		if cerr := w.cfg.Log.Commit(appends, metas); cerr != nil {
+		w.inflight = group
+		cerr := w.cfg.Log.Commit(appends, metas)
+		w.inflight = nil
+		if cerr != nil {
 			err = fmt.Errorf("%w: %w", ErrStorageFailed, cerr)
 			w.failed = err
 			ctx.Logger().Error("storage writer: commit failed; refusing further writes", slog.Any("error", cerr),
@@ -173,7 +195,7 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 		if err != nil {
 			ctx.Send(a.to, &AppendFailed{Shard: k, From: a.from, Err: err})
 		} else {
-			ctx.Send(a.to, &AppendsCommitted{Shard: k, Through: a.until})
+			ctx.Send(a.to, &AppendsCommitted{Shard: k, From: a.from, Through: a.until})
 		}
 	}
 	for _, p := range group {
@@ -181,11 +203,62 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 		case p.meta != nil && p.from != nil:
 			ctx.Send(p.from, &MetaWriteResponse{Err: err})
 		case p.tail != nil && p.from != nil:
-			resp := &TailResponse{Err: w.failed}
-			if resp.Err == nil {
-				resp.Tail, resp.Err = w.cfg.Log.Tail(p.tail.Shard)
+			ctx.Send(p.from, w.recoveryState(p.tail))
+		case p.drop != nil:
+			err := w.failed
+			if err == nil {
+				err = w.dropStream(p.drop)
 			}
-			ctx.Send(p.from, resp)
+			if p.from != nil {
+				ctx.Send(p.from, &MetaWriteResponse{Err: err})
+			}
 		}
 	}
+}
+
+// recoveryState reads what a (re)starting shard needs, after the commits
+// ahead of the request.
+func (w *storageWriter) recoveryState(r *TailRequest) *TailResponse {
+	resp := &TailResponse{Err: w.failed}
+	if resp.Err != nil {
+		return resp
+	}
+	if resp.Tail, resp.Err = w.cfg.Log.Tail(r.Shard); resp.Err != nil {
+		return resp
+	}
+	if resp.First, resp.Err = w.cfg.Log.First(r.Shard); resp.Err != nil {
+		return resp
+	}
+	if len(r.ProducerPrefix) > 0 {
+		resp.Err = w.cfg.Log.ScanMeta(r.ProducerPrefix, func(_, v []byte) error {
+			resp.Producers = append(resp.Producers, append([]byte(nil), v...))
+			return nil
+		})
+	}
+	return resp
+}
+
+// dropStream removes a deleted stream's batches and writes its metadata
+// deletes (the stream's config, its producers).
+func (w *storageWriter) dropStream(d *DropStreamRequest) error {
+	for _, k := range d.Shards {
+		log := w.cfg.Log
+		if !d.Durable && d.Memory != nil {
+			log = d.Memory
+		}
+		if err := log.DropShard(k); err != nil {
+			return err
+		}
+		prefix := ProducerPrefix(k)
+		if err := w.cfg.Log.ScanMeta(prefix, func(key, _ []byte) error {
+			d.Metas = append(d.Metas, storage.MetaPut{Key: append([]byte(nil), key...)})
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if len(d.Metas) == 0 {
+		return nil
+	}
+	return w.cfg.Log.Commit(nil, d.Metas)
 }

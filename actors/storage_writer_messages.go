@@ -10,13 +10,17 @@ import (
 type AppendRequest struct {
 	Shard storage.ShardKey
 	Batch storage.Batch
+	// Metas are written in the same commit (an idempotent producer's state).
+	Metas []storage.MetaPut
 }
 
-// AppendsCommitted tells a shard that every batch it sent for Shard up to
-// (not including) offset Through is durable.
+// AppendsCommitted tells a shard that the batches it sent for Shard from
+// offset From up to (not including) Through are durable. The shard checks
+// From against its oldest pending batch: commits are answered in order, so a
+// mismatch means a batch was lost on the way (it is then treated as failed).
 type AppendsCommitted struct {
-	Shard   storage.ShardKey
-	Through uint64
+	Shard         storage.ShardKey
+	From, Through uint64
 }
 
 // AppendFailed tells a shard that its batches from offset From on could not
@@ -40,20 +44,36 @@ type MetaWriteResponse struct {
 	Err error
 }
 
-// TailRequest asks the storage writer for a shard's tail once every append
-// queued before it has been committed, so a shard that (re)starts never
-// reuses an offset still on its way to disk. Answered with TailResponse.
+// TailRequest asks the storage writer for a shard's recovery state once
+// every append queued before it has been committed, so a shard that
+// (re)starts never reuses an offset still on its way to disk: its tail, its
+// first retained offset and its idempotent producers (metadata under
+// ProducerPrefix). Answered with TailResponse.
 type TailRequest struct {
-	Shard storage.ShardKey
+	Shard          storage.ShardKey
+	ProducerPrefix []byte
 }
 
 // TailResponse answers TailRequest.
 type TailResponse struct {
-	Tail uint64
-	Err  error
+	Tail, First uint64
+	// Producers holds the values found under the request's ProducerPrefix.
+	Producers [][]byte
+	Err       error
 }
 
 // commitNow is the storage writer's marker to itself: it is queued behind
 // whatever arrived before it, so when it is processed everything that queued
 // up is in the pending group.
 type commitNow struct{}
+
+// DropStreamRequest asks the storage writer to remove a deleted stream's
+// batches (durable ones from the log, ephemeral ones from Memory) and to
+// write Metas, after everything queued before it. Answered with
+// MetaWriteResponse.
+type DropStreamRequest struct {
+	Durable bool
+	Shards  []storage.ShardKey
+	Memory  storage.Log
+	Metas   []storage.MetaPut
+}

@@ -68,8 +68,8 @@ func TestStorageWriterGroupsWhatQueuesDuringACommit(t *testing.T) {
 		sys.Root.RequestWithCustomSender(writer, &AppendRequest{Shard: keyA, Batch: batch(uint64(1 + i))}, shardA)
 		sys.Root.RequestWithCustomSender(writer, &AppendRequest{Shard: keyB, Batch: batch(uint64(i))}, shardB)
 	}
-	// Let the writer's mailbox take them all before the first commit returns.
-	time.Sleep(50 * time.Millisecond) // not a timing assert: only lets the sends land; the result holds either way below
+	// The sends above are in the writer's mailbox already (Send enqueues
+	// synchronously), behind the commit that is held open.
 	log.gate <- struct{}{}
 	<-log.entered
 	log.gate <- struct{}{}

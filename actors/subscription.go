@@ -37,10 +37,12 @@ type SubscriptionConfig struct {
 	ReqID   uint64
 	// Stream is the subscription's QUIC stream; the subscription owns it.
 	Stream SubscriberStream
-	// Capacity is the granted queue capacity in batches; MaxBytes the
-	// records-bytes bound (0: none).
-	Capacity int
-	MaxBytes int64
+	// Capacity is the subscriber's requested queue capacity in batches (0:
+	// the stream's, else the node's default); it is clamped to
+	// [1, CapacityMax]. MaxBytes is the node's default records-bytes bound
+	// (0: none), overridden by the stream's.
+	Capacity, DefaultCapacity, CapacityMax int
+	MaxBytes                               int64
 	// Lane configures the subscription's writer lane (its W is Stream).
 	Lane LaneConfig
 	// ReadMaxBytes bounds one storage read (default 4 MiB).
@@ -58,6 +60,9 @@ type subscription struct {
 	shard *actor.PID
 	log   storage.Log
 	key   storage.ShardKey
+	// durable is the stream's durability: history missing from a durable
+	// log was deleted by retention and ends the subscription.
+	durable bool
 	// next is the next offset to send.
 	next uint64
 	// subscribed is true once the Subscribed frame was sent.
@@ -111,10 +116,16 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.readMore(ctx)
 	case *historyRead:
 		s.onHistory(ctx, m)
+	case *SubscriptionLagged:
+		s.end(ctx, &wire.Error{Code: wire.CodeLagged, Detail: m.ResumeFrom,
+			Message: fmt.Sprintf("the subscriber's queue overflowed; resume from offset %d", m.ResumeFrom)})
 	case *ShardRestarted:
 		// The new shard instance forgot us: register again from where we are.
 		ctx.Request(s.shard, &SubscribeShardRequest{Start: wire.StartOffset, Offset: s.next,
 			Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes})
+	case *actor.DeadLetterResponse:
+		// The shard is gone: its stream was deleted.
+		s.end(ctx, wire.Errorf(wire.CodeStreamNotFound, "the stream was deleted"))
 	case *LaneFailed:
 		s.end(ctx, nil)
 	case *subscriberLeft:
@@ -125,7 +136,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 			// The lane finished closing the stream (or died): we are done.
 			ctx.Stop(ctx.Self())
 		case s.shard != nil && m.Who.Id == s.shard.Id:
-			s.end(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the shard stopped"))
+			s.end(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the shard stopped (the stream was deleted, or the node is stopping)"))
 		}
 	case *actor.Stopping:
 		s.stopping.Store(true)
@@ -191,7 +202,19 @@ func (s *subscription) onLookup(ctx actor.Context, m *LookupStreamResponse) {
 	}
 	s.shard = h.Shards[s.cfg.Request.Shard]
 	s.log = h.Log
+	s.durable = h.Config.Durable
 	s.key = h.ShardKey(s.cfg.Request.Shard)
+	// The subscriber's own ask wins, then the stream's, then the node's.
+	if s.cfg.Capacity == 0 {
+		s.cfg.Capacity = int(h.Config.QueueCapacity)
+	}
+	if s.cfg.Capacity == 0 {
+		s.cfg.Capacity = s.cfg.DefaultCapacity
+	}
+	s.cfg.Capacity = min(max(s.cfg.Capacity, 1), max(s.cfg.CapacityMax, 1))
+	if h.Config.QueueMaxBytes > 0 {
+		s.cfg.MaxBytes = int64(min(h.Config.QueueMaxBytes, 1<<62))
+	}
 	ctx.Watch(s.shard)
 	ctx.Request(s.shard, &SubscribeShardRequest{Start: s.cfg.Request.Start, Offset: s.cfg.Request.Offset,
 		Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes})
@@ -219,7 +242,19 @@ func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
 }
 
 func (s *subscription) send(ctx actor.Context, secs []*wire.Section) {
-	if len(secs) == 0 || s.closed {
+	if s.closed {
+		return
+	}
+	// Nothing already sent goes again (a shard that restarted during a
+	// history read may push what storage just gave us).
+	kept := secs[:0:0]
+	for _, sec := range secs {
+		if sec.End() > s.next {
+			kept = append(kept, sec)
+		}
+	}
+	secs = kept
+	if len(secs) == 0 {
 		return
 	}
 	for _, sec := range secs {
@@ -278,6 +313,12 @@ func (s *subscription) onHistory(ctx actor.Context, m *historyRead) {
 			code = wire.CodeStorageFailure
 		}
 		s.end(ctx, wire.Errorf(code, "reading history from offset %d failed", s.next))
+		return
+	}
+	if s.durable && len(m.batches) > 0 && m.batches[0].Base > s.next {
+		// Retention deleted what this subscriber needed next.
+		s.end(ctx, &wire.Error{Code: wire.CodeOffsetOutOfRange, Detail: m.batches[0].Base,
+			Message: fmt.Sprintf("offset %d was deleted by retention; the first retained offset is %d", s.next, m.batches[0].Base)})
 		return
 	}
 	secs := make([]*wire.Section, 0, len(m.batches))

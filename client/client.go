@@ -45,6 +45,9 @@ type Client struct {
 		// stopping to it.
 		closing bool
 	}
+	// routes caches the shard count and routing of the streams this client
+	// publishes to.
+	routes *routeTable
 	// subscriptionCloses counts Subscription.Close calls in progress; Close
 	// waits for them before stopping the actors, so that no actor is asked
 	// to stop twice (the second Stop would be a dead letter).
@@ -206,6 +209,7 @@ func newClient(conn *quic.Conn, ctl *quic.Stream, w wire.Welcome, o *options) *C
 		sys:         sys,
 		connStopped: make(chan struct{}),
 		done:        make(chan struct{}),
+		routes:      newRouteTable(),
 	}
 	// A panic in the connection actor stops it (failing the connection)
 	// rather than restarting it with its pending calls forgotten.

@@ -35,9 +35,9 @@ type connectionActor struct {
 	// failed is the error calls fail with once the connection is unusable.
 	failed error
 
-	// routes maps a stream name to the publish-stream actor carrying its
-	// publishes.
-	routes map[wire.StreamName]*actor.PID
+	// routes maps a (stream, shard) to the publish-stream actor carrying
+	// its publishes.
+	routes map[publishRoute]*actor.PID
 	// publishers are the publish-stream actors, in spawn order.
 	publishers []*actor.PID
 	// subscriptions maps each subscription actor's id to the channel the
@@ -45,8 +45,8 @@ type connectionActor struct {
 	// child terminate, so a Subscription's Close returns only when its actor
 	// is gone from here too.
 	subscriptions map[string]chan struct{}
-	// nextShared is the index of the publisher the next new name shares once
-	// every publish stream is taken (round-robin).
+	// nextShared is the index of the publisher the next new route shares
+	// once every publish stream is taken (round-robin).
 	nextShared int
 }
 
@@ -57,7 +57,7 @@ func newConnectionProps(s *session, ctl *quic.Stream, stopped chan struct{}) *ac
 		ctl:     ctl,
 		stopped: stopped,
 		pending: make(map[uint64]*controlRequest),
-		routes:  make(map[wire.StreamName]*actor.PID),
+		routes:  make(map[publishRoute]*actor.PID),
 
 		subscriptions: make(map[string]chan struct{}),
 	}
@@ -139,6 +139,10 @@ func decodeControlFrame(f wire.Frame) (*controlFrameReceived, error) {
 		m.value, err = wire.DecodeStreamInfo(f.Body)
 	case wire.TypeStreamList:
 		m.value, err = wire.DecodeStreamList(f.Body)
+	case wire.TypeReadResult:
+		m.value, err = wire.DecodeReadResult(f.Body)
+	case wire.TypeOK:
+		m.value, err = struct{}{}, wire.DecodeOK(f.Body)
 	case wire.TypeError:
 		m.value, err = wire.DecodeError(f.Body)
 	case wire.TypeGoAway:
@@ -257,8 +261,8 @@ func (a *connectionActor) onStopped() {
 }
 
 // onTerminated handles a child's end: a subscription's Close may return; a
-// publish-stream actor that stopped (a panic) is forgotten, so its stream
-// names get a new one.
+// publish-stream actor that stopped (a panic) is forgotten, so its routes
+// get a new one.
 func (a *connectionActor) onTerminated(m *actor.Terminated) {
 	if ch, ok := a.subscriptions[m.Who.Id]; ok {
 		close(ch)
@@ -271,18 +275,18 @@ func (a *connectionActor) onTerminated(m *actor.Terminated) {
 			break
 		}
 	}
-	for name, p := range a.routes {
+	for r, p := range a.routes {
 		if p.Equal(m.Who) {
-			delete(a.routes, name)
+			delete(a.routes, r)
 		}
 	}
 }
 
-// route returns the publish-stream actor for name, assigning one if the name
-// has none: a new publish stream while fewer than publishStreams exist,
-// otherwise an existing one, round-robin.
-func (a *connectionActor) route(ctx actor.Context, name wire.StreamName) *actor.PID {
-	if pid, ok := a.routes[name]; ok {
+// route returns the publish-stream actor for r, assigning one if r has
+// none: a new publish stream while fewer than publishStreams exist (first
+// come first served), otherwise an existing one, round-robin.
+func (a *connectionActor) route(ctx actor.Context, r publishRoute) *actor.PID {
+	if pid, ok := a.routes[r]; ok {
 		return pid
 	}
 	var pid *actor.PID
@@ -293,7 +297,7 @@ func (a *connectionActor) route(ctx actor.Context, name wire.StreamName) *actor.
 		pid = a.publishers[a.nextShared%len(a.publishers)]
 		a.nextShared++
 	}
-	a.routes[name] = pid
+	a.routes[r] = pid
 	return pid
 }
 
@@ -302,11 +306,11 @@ func (a *connectionActor) onPublishRequest(ctx actor.Context, m *publishRequest)
 		m.finishUnsent(a.s, a.failed)
 		return
 	}
-	ctx.Send(a.route(ctx, m.name), m)
+	ctx.Send(a.route(ctx, m.route), m)
 }
 
 func (a *connectionActor) onPublishWithdrawn(ctx actor.Context, m *publishWithdrawn) {
-	if pid, ok := a.routes[m.req.name]; ok {
+	if pid, ok := a.routes[m.req.route]; ok {
 		ctx.Send(pid, m)
 	}
 }
@@ -316,13 +320,18 @@ func (a *connectionActor) onSubscriptionSpawn(ctx actor.Context, m *subscription
 		m.reply <- subscriptionSpawned{err: a.failed}
 		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.abandoned {
+		return
+	}
 	pid := ctx.SpawnPrefix(newSubscriptionProps(a.s, m.init), "subscription-")
 	a.subscriptions[pid.Id] = m.init.stopped
 	m.reply <- subscriptionSpawned{pid: pid}
 }
 
 func (a *connectionActor) onPublishStats(ctx actor.Context, m *publishStatsRequest) {
-	if pid, ok := a.routes[m.name]; ok {
+	if pid, ok := a.routes[m.route]; ok {
 		ctx.Send(pid, m)
 		return
 	}

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"sync"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -27,7 +29,8 @@ type controlRequest struct {
 }
 
 // controlResponse is the answer to a controlRequest: value is a
-// wire.StreamInfo (TypeStreamInfo) or a []wire.StreamInfo (TypeStreamList).
+// wire.StreamInfo (TypeStreamInfo), a []wire.StreamInfo (TypeStreamList), a
+// wire.ReadResult (TypeReadResult) or struct{}{} (TypeOK).
 type controlResponse struct {
 	value any
 	err   error
@@ -40,7 +43,8 @@ type controlFrameReceived struct {
 	// typ is the frame's type.
 	typ wire.Type
 	// value is the decoded body: wire.StreamInfo, []wire.StreamInfo,
-	// *wire.Error, or the GoAway reason (string).
+	// wire.ReadResult, struct{}{} (OK), *wire.Error, or the GoAway reason
+	// (string).
 	value any
 }
 
@@ -51,10 +55,16 @@ type controlStreamEnded struct {
 }
 
 // subscriptionSpawnRequest asks the connection actor to start a
-// subscription actor for an opened subscription stream.
+// subscription actor.
 type subscriptionSpawnRequest struct {
 	init  *subscriptionInit
-	reply chan subscriptionSpawned
+	reply chan subscriptionSpawned // capacity 1
+	// mu hands the request over between the caller and the connection
+	// actor: a caller that gives up (its context ended) sets abandoned under
+	// mu, and the actor spawns only under mu and if it is not set, so the
+	// caller then finds the reply of a spawn that did happen in reply.
+	mu        sync.Mutex
+	abandoned bool
 }
 
 // subscriptionSpawned answers subscriptionSpawnRequest.

@@ -1,6 +1,6 @@
-// Package client is Herald's Go client: Dial a node, create and describe
-// streams, publish records and subscribe to a shard's records, over one QUIC
-// connection.
+// Package client is Herald's Go client: Dial a node, manage streams,
+// publish records (keyed, conditional, idempotent), subscribe to them and
+// read ranges of them, over one QUIC connection.
 //
 // # Shape
 //
@@ -14,10 +14,22 @@
 //	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
 //	_, err = c.CreateStream(ctx, orders, client.StreamConfig{Shards: 4, Durable: true})
 //	ack, err := c.Publish(ctx, orders, []byte("hello"), client.WithKey([]byte("customer-7")))
-//	sub, err := c.Subscribe(ctx, orders, client.FromEarliest(), client.OnShard(ack.Shard))
+//	sub, err := c.Subscribe(ctx, orders, client.FromEarliest()) // every shard, merged
 //	ev, err := sub.Next(ctx)
+//	page, err := c.Read(ctx, orders, ack.Shard, ack.Offset, client.ReadToTail)
 //
 // # Publishing
+//
+// The client picks each publish's shard itself: it learns a stream's shard
+// count and routing with one DescribeStream on the first publish to it
+// (cached; refreshed when the node answers ErrInvalidShard or
+// ErrStreamNotFound), maps the key to a shard with wire.ShardFor (unkeyed
+// publishes go to shard 0) and sends the publish to that shard explicitly.
+// Each (stream, shard) it publishes to gets a QUIC publish stream of its own,
+// up to WithPublishStreams (publish_shard_streams, 4 by default; later ones
+// share them round-robin), so a stalled shard holds up only the publishes
+// that share its stream. All publishes of one client to one shard travel on
+// one QUIC stream, in the order they were issued.
 //
 // Acked publishes are pipelined: many may be in flight on one QUIC stream,
 // and each caller's result resolves when its ack arrives. PublishAsync
@@ -26,24 +38,35 @@
 // client's in-flight byte budget (WithPublishInflightBytes, 4 MiB by default;
 // a publish holds its bytes until its ack arrives) and the node's publish
 // window (Welcome.PublishWindow acked publishes unanswered per QUIC stream).
-// All publishes to one stream name travel on one QUIC stream, in the order
-// they were issued.
 //
 // A publish whose context ends after it was written may still be applied by
 // the node: the caller gets the context's error and the outcome is unknown
 // (wire.RetryOutcomeUnknown).
 //
-// # Subscribing
+// PublishIf is a conditional publish: written only if the shard's tail is
+// the offset the writer expects. A Producer is an idempotent producer: its
+// re-sends of a batch already written are recognised and not written twice.
 //
-// A Subscription receives one shard's records in offset order, each offset
-// at most once. It keeps a bounded number of received frames; past that it
-// stops reading its QUIC stream and flow control pushes back to the node.
+// # Reading
+//
+// Subscribe pushes records as they are written: a Subscription of one shard
+// (OnShard) or of every shard of a stream, merged, each shard in offset
+// order, each offset at most once. It keeps a bounded number of received
+// frames per shard; past that it stops reading the shard's QUIC stream and
+// flow control pushes back to the node. A subscription that falls behind
+// its queue on a durable stream is ended by the node with a *LaggedError;
+// with AutoResume it resubscribes there by itself.
+//
+// Read reads one page of a shard's committed records from an offset,
+// without subscribing.
 //
 // # Errors
 //
 // Errors the node sends are *Error values (an alias of wire.Error) with a
 // stable Code; compare them with errors.Is against the Err* sentinels, which
-// match by code. ErrClosed is returned after Close. A connection failure fails
+// match by code. Where callers need more, typed errors wrap them and say so:
+// *LaggedError, *OffsetOutOfRangeError and *ShardError from subscriptions,
+// *ProducerError from a Producer. ErrClosed is returned after Close. A connection failure fails
 // every pending call with an error wrapping its cause; a malformed frame from
 // the node closes the connection and fails calls with a *Error of
 // CodeMalformedFrame (or the decoder's code).
@@ -53,16 +76,22 @@
 // The client is actor-backed (protoactor-go), one actor system per Client:
 //
 //	connection actor        owns the control stream, pending control calls by
-//	│                       request id, and the routing of stream names to
-//	│                       publish streams
+//	│                       request id, and the routing of (stream, shard)
+//	│                       pairs to publish streams
 //	├── publish stream (≤ WithPublishStreams)
 //	│                       owns one QUIC publish stream's send side and its
 //	│                       unacknowledged publishes; a reader goroutine feeds
 //	│                       it acks
 //	└── subscription (one per Subscribe)
-//	                        owns one subscription stream and its received
-//	                        frames; a reader goroutine feeds it EventBatch
-//	                        frames, and Next asks it for the next event
+//	                        owns the subscription's QUIC streams (one per
+//	                        shard) and their received frames; per shard a
+//	                        reader goroutine opens the stream, subscribes and
+//	                        feeds it EventBatch frames, and Next asks it for
+//	                        the next event
+//
+// The shard descriptions publishes are routed with are a small cache shared
+// by the callers (routeTable), not an actor: a caller that misses it
+// describes the stream itself.
 //
 // The exported methods are the Go-shaped doors into these actors: they send a
 // message carrying a reply channel and wait on it, their context, and the

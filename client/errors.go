@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -36,7 +37,8 @@ var (
 	// ErrInvalidShard: the shard index is not below the stream's shard count.
 	ErrInvalidShard error = &wire.Error{Code: wire.CodeInvalidShard}
 	// ErrOffsetOutOfRange: the offset is beyond the tail or below what is
-	// retained; the *Error's Detail is the shard's tail.
+	// retained; the *Error's Detail is the shard's tail, or its first
+	// retained offset (see OffsetOutOfRangeError).
 	ErrOffsetOutOfRange error = &wire.Error{Code: wire.CodeOffsetOutOfRange}
 	// ErrStorageFailure: the node could not make a write durable; the outcome
 	// is unknown.
@@ -58,8 +60,25 @@ var (
 	// ErrSubscriptionAborted: the node ended the subscription; subscribe
 	// again from the next offset to continue.
 	ErrSubscriptionAborted error = &wire.Error{Code: wire.CodeSubscriptionAborted}
-	// ErrInvalidRequest: a request field is not acceptable.
+	// ErrInvalidRequest: a request field is not acceptable (for example a
+	// conditional publish to an ephemeral stream).
 	ErrInvalidRequest error = &wire.Error{Code: wire.CodeInvalidRequest}
+	// ErrConditionFailed: a conditional publish expected another tail; the
+	// *Error's Detail is the tail. PublishIf reports it as a refusal, not an
+	// error.
+	ErrConditionFailed error = &wire.Error{Code: wire.CodeConditionFailed}
+	// ErrSequenceGap: an idempotent publish skipped sequence numbers; the
+	// *Error's Detail is the sequence the node expects next. Nothing was
+	// written.
+	ErrSequenceGap error = &wire.Error{Code: wire.CodeSequenceGap}
+	// ErrLagged: a subscription fell behind its queue and the node ended it;
+	// the *Error's Detail is the offset to resume from. Subscription.Next
+	// returns it wrapped in a *LaggedError.
+	ErrLagged error = &wire.Error{Code: wire.CodeLagged}
+	// ErrDuplicateSequence: an idempotent re-send of a batch written too long
+	// ago for the node to answer with its offsets. It was written once;
+	// nothing was written again.
+	ErrDuplicateSequence error = &wire.Error{Code: wire.CodeDuplicateSequence}
 )
 
 // ErrClosed is returned by calls on a Client after Close, and by calls that
@@ -68,3 +87,96 @@ var ErrClosed = errors.New("herald: client closed")
 
 // ErrSubscriptionClosed is returned by Next after the Subscription's Close.
 var ErrSubscriptionClosed = errors.New("herald: subscription closed")
+
+// LaggedError is returned by Subscription.Next when the node ended a shard's
+// subscription because it fell behind its queue (the stream's overflow
+// policy dropped a batch for it, on a durable stream). The events before
+// ResumeFrom were delivered; subscribe to Shard again from ResumeFrom to
+// continue without a gap, or use AutoResume to have the subscription do it.
+// It unwraps to the node's *Error (ErrLagged).
+type LaggedError struct {
+	// Shard is the shard whose subscription ended.
+	Shard uint32
+	// ResumeFrom is the first offset not delivered.
+	ResumeFrom uint64
+	// Err is the node's error.
+	Err *Error
+}
+
+// Error implements error.
+func (e *LaggedError) Error() string {
+	return fmt.Sprintf("herald: shard %d lagged: resume from offset %d", e.Shard, e.ResumeFrom)
+}
+
+// Unwrap returns the node's error.
+func (e *LaggedError) Unwrap() error { return e.Err }
+
+// OffsetOutOfRangeError is the node's refusal of a subscription's start
+// offset, for one shard. Detail is the shard's first retained offset when
+// Offset was below it (BelowRetention), the shard's tail when Offset was
+// beyond it. It unwraps to the node's *Error (ErrOffsetOutOfRange).
+type OffsetOutOfRangeError struct {
+	// Shard is the refused shard.
+	Shard uint32
+	// Offset is the offset asked for.
+	Offset uint64
+	// Detail is the first retained offset or the tail (see above).
+	Detail uint64
+	// Err is the node's error.
+	Err *Error
+}
+
+// BelowRetention reports whether Offset was below the first retained
+// offset, which Detail then is.
+func (e *OffsetOutOfRangeError) BelowRetention() bool { return e.Offset < e.Detail }
+
+// Error implements error.
+func (e *OffsetOutOfRangeError) Error() string {
+	if e.BelowRetention() {
+		return fmt.Sprintf("herald: shard %d: offset %d is no longer retained; the first retained offset is %d", e.Shard, e.Offset, e.Detail)
+	}
+	return fmt.Sprintf("herald: shard %d: offset %d is beyond the tail %d", e.Shard, e.Offset, e.Detail)
+}
+
+// Unwrap returns the node's error.
+func (e *OffsetOutOfRangeError) Unwrap() error { return e.Err }
+
+// ShardError is another error that ended or refused one shard of a
+// subscription (for example ErrSubscriptionAborted, or ErrStreamNotFound
+// after the stream was deleted). It unwraps to Err.
+type ShardError struct {
+	// Shard is the shard concerned.
+	Shard uint32
+	// Err is the cause, usually the node's *Error.
+	Err error
+}
+
+// Error implements error.
+func (e *ShardError) Error() string { return fmt.Sprintf("herald: shard %d: %v", e.Shard, e.Err) }
+
+// Unwrap returns the cause.
+func (e *ShardError) Unwrap() error { return e.Err }
+
+// ProducerError is the failure of an idempotent producer's publish: the
+// batch carried Sequence on Shard. If Err's outcome is unknown (a connection
+// failure, the context ending after the publish was sent, or a code whose
+// Retry is wire.RetryOutcomeUnknown), re-send the same payloads with
+// Producer.PublishSequence and this Sequence: the node writes it if the first
+// attempt did not land, and answers with the original offsets
+// (PublishAck.Duplicate) if it did. It unwraps to Err.
+type ProducerError struct {
+	// Shard is the batch's shard.
+	Shard uint32
+	// Sequence is the batch's sequence number on Shard.
+	Sequence uint64
+	// Err is the cause.
+	Err error
+}
+
+// Error implements error.
+func (e *ProducerError) Error() string {
+	return fmt.Sprintf("herald: idempotent publish of sequence %d on shard %d: %v", e.Sequence, e.Shard, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ProducerError) Unwrap() error { return e.Err }

@@ -103,22 +103,7 @@ func (q *eventQueue) pop() (ev Event, ok bool, finished int) {
 			continue
 		}
 		q.next = off + 1
-		ev = Event{
-			Shard:     v.Shard,
-			Offset:    off,
-			Timestamp: time.Unix(0, v.Timestamp),
-			Key:       q.rec.Key,
-			Payload:   q.rec.Payload,
-		}
-		if len(ev.Key) == 0 {
-			ev.Key = nil
-		}
-		if len(q.rec.Headers) > 0 {
-			ev.Headers = make(map[string][]byte, len(q.rec.Headers))
-			for _, h := range q.rec.Headers {
-				ev.Headers[h.Key] = h.Value
-			}
-		}
+		ev = eventOf(v, off, &q.rec)
 		// Let the caller release a frame that this event finished.
 		if q.sec >= len(sections) {
 			q.frames[0] = nil
@@ -129,4 +114,27 @@ func (q *eventQueue) pop() (ev Event, ok bool, finished int) {
 		return ev, true, finished
 	}
 	return Event{}, false, finished
+}
+
+// eventOf returns the record rec at offset off of batch v as an Event. The
+// Event shares rec's key and payload (slices of the frame's body), not its
+// headers slice.
+func eventOf(v *wire.BatchView, off uint64, rec *wire.Record) Event {
+	ev := Event{
+		Shard:     v.Shard,
+		Offset:    off,
+		Timestamp: time.Unix(0, v.Timestamp),
+		Key:       rec.Key,
+		Payload:   rec.Payload,
+	}
+	if len(ev.Key) == 0 {
+		ev.Key = nil
+	}
+	if len(rec.Headers) > 0 {
+		ev.Headers = make(map[string][]byte, len(rec.Headers))
+		for _, h := range rec.Headers {
+			ev.Headers[h.Key] = h.Value
+		}
+	}
+	return ev
 }

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -54,6 +55,106 @@ func ExampleClient() {
 	}
 	defer sub.Close()
 	for range 3 {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%d %d %s\n", ev.Shard, ev.Offset, ev.Payload)
+	}
+}
+
+// ExampleClient_PublishIf is a single writer that publishes only if the
+// shard has not moved since it last wrote.
+func ExampleClient_PublishIf() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "127.0.0.1:7400", client.WithCAFile("data/tls/ca.pem"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	game := client.StreamName{Tenant: "acme", Namespace: "games", Stream: "match-7"}
+	next := uint64(0)
+	res, err := c.PublishIf(ctx, game, nil, [][]byte{[]byte("tick 120")}, next)
+	switch {
+	case err != nil:
+		log.Fatal(err) // the outcome may be unknown: read the shard at next to find out
+	case !res.Written:
+		log.Fatalf("lost the stream: its tail is %d", res.Tail)
+	}
+	next = res.Offset + 1
+	fmt.Println("next write expects", next)
+}
+
+// ExampleProducer publishes idempotently and re-sends after an error whose
+// outcome is unknown.
+func ExampleProducer() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "127.0.0.1:7400", client.WithCAFile("data/tls/ca.pem"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
+	p := c.NewProducer(orders, 42)
+	key, payloads := []byte("customer-7"), [][]byte{[]byte("order 1")}
+	ack, err := p.Publish(ctx, key, payloads)
+	var pe *client.ProducerError
+	if errors.As(err, &pe) {
+		// Same payloads, same sequence: written at most once.
+		ack, err = p.PublishSequence(ctx, key, pe.Sequence, payloads)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(ack.Shard, ack.Offset, ack.Duplicate)
+}
+
+// ExampleClient_Read reads a shard from an offset to its tail, page by page.
+func ExampleClient_Read() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "127.0.0.1:7400", client.WithCAFile("data/tls/ca.pem"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
+	for next := uint64(0); ; {
+		page, err := c.Read(ctx, orders, 0, next, client.ReadToTail, client.ReadMaxRecords(100))
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, ev := range page.Records {
+			fmt.Printf("%d %s\n", ev.Offset, ev.Payload)
+		}
+		if page.Next >= page.Tail || page.Next == next {
+			break
+		}
+		next = page.Next
+	}
+}
+
+// ExampleClient_Subscribe subscribes to every shard of a stream, resuming
+// lagged shards by itself.
+func ExampleClient_Subscribe() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "127.0.0.1:7400", client.WithCAFile("data/tls/ca.pem"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
+	// Resume shards 0 and 1 where the application left them; others from now.
+	sub, err := c.Subscribe(ctx, orders, client.FromLatest(),
+		client.FromOffsets(map[uint32]uint64{0: 1200, 1: 877}), client.AutoResume())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	for {
 		ev, err := sub.Next(ctx)
 		if err != nil {
 			log.Fatal(err)

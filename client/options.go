@@ -16,7 +16,7 @@ const (
 	// flight on a connection (WithPublishInflightBytes).
 	DefaultPublishInflightBytes = 4 << 20
 	// DefaultPublishStreams is how many QUIC publish streams a connection
-	// opens at most (WithPublishStreams).
+	// opens at most (publish_shard_streams, WithPublishStreams).
 	DefaultPublishStreams = 4
 	// DefaultClientName is the name a client gives the node in Hello.
 	DefaultClientName = "herald-go"
@@ -103,10 +103,14 @@ func WithPublishInflightBytes(n int64) Option {
 	}
 }
 
-// WithPublishStreams sets the most QUIC publish streams the connection opens
-// (default 4; n < 1 keeps the default). Each stream name is assigned to one
-// publish stream, first come first served; once all are taken, later names
-// share them round-robin. All publishes of one stream name travel on one
+// WithPublishStreams sets publish_shard_streams: the most QUIC publish
+// streams the connection opens (default 4; n < 1 keeps the default). Each
+// (stream, shard) the client publishes to gets a publish stream of its own,
+// first come first served, so a shard whose node-side storage stalls holds
+// up only its own publishes. Once n streams are open, later (stream, shard)
+// pairs share them round-robin, and a stalled pooled shard can hold up the
+// others on its stream; raise n for clients that publish to many shards at
+// once. Whatever n is, all publishes of one client to one shard travel on one
 // QUIC stream, in issue order.
 func WithPublishStreams(n int) Option {
 	return func(o *options) {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -36,6 +37,10 @@ type PublishAck struct {
 	// Offsets holds each record's offset, in payload order, for AckPerMessage
 	// (whose records need not be contiguous); nil otherwise.
 	Offsets []uint64
+	// Duplicate is set when an idempotent producer's re-send was recognised:
+	// nothing was written again, and Offset and Count are those of the
+	// original write.
+	Duplicate bool
 }
 
 // PublishOption configures a publish.
@@ -51,8 +56,9 @@ type publishOptions struct {
 // WithAck sets the ack mode (default AckPerBatch).
 func WithAck(m AckMode) PublishOption { return func(o *publishOptions) { o.ack = m } }
 
-// WithKey routes the publish by key (records with one key go to one shard)
-// and sets it as every record's key. Without a key the records go to shard 0.
+// WithKey routes the publish by key (records with one key go to one shard,
+// picked by the stream's routing) and sets it as every record's key. Without
+// a key the records go to shard 0.
 func WithKey(key []byte) PublishOption { return func(o *publishOptions) { o.key = key } }
 
 // WithHeaders adds the headers to every record, in key order.
@@ -69,6 +75,16 @@ func WithHeaders(h map[string]string) PublishOption {
 	}
 }
 
+// publishSpec is what a publish carries beyond its options: a conditional
+// publish's expected offset, an idempotent one's producer and sequence.
+type publishSpec struct {
+	conditional bool
+	expected    uint64
+	idempotent  bool
+	producer    uint64
+	sequence    uint64
+}
+
 // Publish publishes one payload to name and waits for its ack (see
 // PublishBatch).
 func (c *Client) Publish(ctx context.Context, name StreamName, payload []byte, opts ...PublishOption) (PublishAck, error) {
@@ -81,40 +97,130 @@ func (c *Client) Publish(ctx context.Context, name StreamName, payload []byte, o
 // call returns ctx's error and the outcome is unknown. With AckPerMessage the
 // call fails with the first record's error, and records before or after it
 // may have been written.
+//
+// The client picks the shard itself (see PublishAsync). If the node refuses
+// an AckPerBatch publish with ErrInvalidShard or ErrStreamNotFound, nothing
+// was written: the client describes the stream again and re-sends once.
 func (c *Client) PublishBatch(ctx context.Context, name StreamName, payloads [][]byte, opts ...PublishOption) (PublishAck, error) {
-	f, err := c.PublishAsync(ctx, name, payloads, opts...)
-	if err != nil {
-		return PublishAck{}, err
-	}
-	ack, err := f.Wait(ctx)
-	if err != nil && ctx.Err() != nil && err == ctx.Err() {
-		f.withdraw(err)
-	}
-	return ack, err
-}
-
-// PublishAsync queues a publish of payloads to name and returns a future for
-// its ack, so one goroutine can keep many publishes in flight. It blocks,
-// honouring ctx, only while the client's in-flight byte budget has no room
-// (WithPublishInflightBytes); ctx does not bound the publish after it
-// returned. Publishes to one name are written in the order PublishAsync
-// returned.
-func (c *Client) PublishAsync(ctx context.Context, name StreamName, payloads [][]byte, opts ...PublishOption) (*PublishFuture, error) {
-	if err := c.usable(); err != nil {
-		return nil, err
-	}
-	if err := name.Validate(); err != nil {
-		return nil, err
-	}
 	o := publishOptions{ack: AckPerBatch}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	frames, err := c.encodePublish(name, payloads, &o)
+	res := c.publishSync(ctx, name, payloads, &o, publishSpec{})
+	return res.ack, res.err
+}
+
+// publishSync publishes and waits for the result, re-sending once, with a
+// fresh description of the stream, a publish with an explicit shard that the
+// node refused as stale (isRouteError).
+func (c *Client) publishSync(ctx context.Context, name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec) publishResult {
+	for attempt := 0; ; attempt++ {
+		f, t, err := c.publishAsync(ctx, name, payloads, o, spec)
+		if err != nil {
+			return publishResult{err: err}
+		}
+		res := f.wait(ctx)
+		if res.err != nil && ctx.Err() != nil && res.err == ctx.Err() {
+			f.withdraw(res.err)
+		}
+		// Only a single batch is re-sent: of several AckPerMessage
+		// publishes, some may have been written.
+		if attempt == 0 && !t.anyShard && o.ack == AckPerBatch && res.refused && isRouteError(res.err) {
+			continue
+		}
+		return res
+	}
+}
+
+// PublishAsync queues a publish of payloads to name and returns a future for
+// its ack, so one goroutine can keep many publishes in flight. It blocks,
+// honouring ctx, while the client's in-flight byte budget has no room
+// (WithPublishInflightBytes) and, on the first publish to name, for one
+// DescribeStream round trip; ctx does not bound the publish after it
+// returned.
+//
+// The client learns each stream's shard count and routing (and caches them),
+// picks the publish's shard from its key (wire.ShardFor; unkeyed publishes
+// go to shard 0) and sends it on that shard's QUIC publish stream (see
+// WithPublishStreams), so one client's publishes to one shard are written in
+// the order PublishAsync returned. A publish to a stream the node does not
+// know is sent for the node to route (wire.AnyShard): a node that
+// auto-creates streams creates it, and the client describes it again once
+// those publishes are answered.
+//
+// If the node refuses the publish with ErrInvalidShard or ErrStreamNotFound,
+// the future fails with that error, and the client drops its cached
+// description so that the next publish describes the stream again.
+func (c *Client) PublishAsync(ctx context.Context, name StreamName, payloads [][]byte, opts ...PublishOption) (*PublishFuture, error) {
+	o := publishOptions{ack: AckPerBatch}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f, _, err := c.publishAsync(ctx, name, payloads, &o, publishSpec{})
+	return f, err
+}
+
+// publishAsync picks the publish's shard and starts it.
+func (c *Client) publishAsync(ctx context.Context, name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec) (*PublishFuture, publishTarget, error) {
+	if err := c.usable(); err != nil {
+		return nil, publishTarget{}, err
+	}
+	if err := name.Validate(); err != nil {
+		return nil, publishTarget{}, err
+	}
+	if err := checkPublish(payloads, o, spec); err != nil {
+		return nil, publishTarget{}, err
+	}
+	t, err := c.target(ctx, name, o.key)
+	if err != nil {
+		return nil, publishTarget{}, err
+	}
+	f, err := c.startPublish(ctx, name, payloads, o, spec, t)
+	return f, t, err
+}
+
+// checkPublish validates a publish before anything is sent.
+func checkPublish(payloads [][]byte, o *publishOptions, spec publishSpec) error {
+	switch {
+	case len(payloads) == 0:
+		return wire.Errorf(wire.CodeInvalidRequest, "a publish needs at least one payload")
+	case len(payloads) > wire.MaxRecordsInBatch:
+		return wire.Errorf(wire.CodeBatchTooLarge, "%d records, at most %d allowed", len(payloads), wire.MaxRecordsInBatch)
+	case len(o.key) > wire.MaxKeyBytes:
+		return wire.Errorf(wire.CodeInvalidRequest, "key of %d bytes, at most %d allowed", len(o.key), wire.MaxKeyBytes)
+	}
+	switch o.ack {
+	case AckNone, AckPerBatch, AckPerMessage:
+	default:
+		return wire.Errorf(wire.CodeInvalidRequest, "unknown ack mode %d", o.ack)
+	}
+	if (spec.conditional || spec.idempotent) && o.ack != AckPerBatch {
+		return wire.Errorf(wire.CodeInvalidRequest, "conditional and idempotent publishes are one acked batch (AckPerBatch)")
+	}
+	return nil
+}
+
+// startPublish encodes the publish for t, takes its budget and hands it to
+// the connection actor.
+func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget) (*PublishFuture, error) {
+	frames, err := c.encodePublish(name, payloads, o, spec, t)
 	if err != nil {
 		return nil, err
 	}
-	req := &publishRequest{name: name, mode: o.ack, frames: frames, reply: make(chan publishResult, 1)}
+	req := &publishRequest{
+		route:  publishRoute{name: name, shard: t.shard},
+		mode:   o.ack,
+		frames: frames,
+		reply:  make(chan publishResult, 1),
+		onDone: func(res publishResult) {
+			switch {
+			case t.anyShard:
+				c.routes.anySettled(name, t.route)
+			case res.refused && isRouteError(res.err):
+				c.routes.invalidate(name, t.route)
+			}
+		},
+	}
 	if o.ack != AckNone {
 		for _, f := range frames {
 			req.held += int64(len(f))
@@ -123,38 +229,35 @@ func (c *Client) PublishAsync(ctx context.Context, name StreamName, payloads [][
 			return nil, err
 		}
 	}
+	if t.anyShard {
+		c.routes.anySent(t.route)
+	}
 	c.send(c.conn, req)
 	return &PublishFuture{c: c, req: req, done: make(chan struct{})}, nil
 }
 
 // encodePublish encodes the Publish frames of a publish, with request id 0.
-func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOptions) ([][]byte, error) {
-	if len(payloads) == 0 {
-		return nil, wire.Errorf(wire.CodeInvalidRequest, "a publish needs at least one payload")
-	}
-	if len(payloads) > wire.MaxRecordsInBatch {
-		return nil, wire.Errorf(wire.CodeBatchTooLarge, "%d records, at most %d allowed", len(payloads), wire.MaxRecordsInBatch)
-	}
-	if len(o.key) > wire.MaxKeyBytes {
-		return nil, wire.Errorf(wire.CodeInvalidRequest, "key of %d bytes, at most %d allowed", len(o.key), wire.MaxKeyBytes)
-	}
-	switch o.ack {
-	case AckNone, AckPerBatch, AckPerMessage:
-	default:
-		return nil, wire.Errorf(wire.CodeInvalidRequest, "unknown ack mode %d", o.ack)
-	}
+func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget) ([][]byte, error) {
 	recs := make([]wire.Record, len(payloads))
 	for i, p := range payloads {
 		recs[i] = wire.Record{Key: o.key, Headers: o.headers, Payload: p}
+	}
+	p := wire.Publish{
+		Name: name, Ack: o.ack, Shard: t.shard, Key: o.key,
+		Conditional: spec.conditional, ExpectedOffset: spec.expected,
+		Idempotent: spec.idempotent, ProducerID: spec.producer, Sequence: spec.sequence,
+	}
+	if t.anyShard {
+		p.Shard = wire.AnyShard
 	}
 	var frames [][]byte
 	if o.ack == AckPerMessage {
 		frames = make([][]byte, len(recs))
 		for i := range recs {
-			frames[i] = appendPublishFrame(name, o, recs[i:i+1])
+			frames[i] = appendPublishFrame(p, recs[i:i+1])
 		}
 	} else {
-		frames = [][]byte{appendPublishFrame(name, o, recs)}
+		frames = [][]byte{appendPublishFrame(p, recs)}
 	}
 	for _, f := range frames {
 		if n := len(f) - wire.HeaderSize; n > int(c.s.maxSend) {
@@ -165,13 +268,58 @@ func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOpt
 	return frames, nil
 }
 
-// appendPublishFrame encodes one Publish frame of recs, with request id 0.
-func appendPublishFrame(name StreamName, o *publishOptions, recs []wire.Record) []byte {
-	block := wire.AppendRecords(make([]byte, 0, wire.RecordsSize(recs)), recs)
-	size := wire.HeaderSize + 3 + len(name.Tenant) + len(name.Namespace) + len(name.Stream) + 1 + 2 + len(o.key) + 4 + len(block)
-	return wire.AppendPublish(make([]byte, 0, size), 0, wire.Publish{
-		Name: name, Ack: o.ack, Key: o.key, Count: uint32(len(recs)), Records: block,
-	})
+// publishFrameOverhead bounds the bytes of a Publish frame besides its name,
+// key and records block: header, name lengths, ack, flags, shard, key length,
+// expected offset, producer id, sequence and count.
+const publishFrameOverhead = wire.HeaderSize + 3 + 1 + 1 + 4 + 2 + 8 + 8 + 8 + 4
+
+// appendPublishFrame encodes one Publish frame of p with recs as its
+// records, with request id 0.
+func appendPublishFrame(p wire.Publish, recs []wire.Record) []byte {
+	p.Records = wire.AppendRecords(make([]byte, 0, wire.RecordsSize(recs)), recs)
+	p.Count = uint32(len(recs))
+	size := publishFrameOverhead + len(p.Name.Tenant) + len(p.Name.Namespace) + len(p.Name.Stream) + len(p.Key) + len(p.Records)
+	return wire.AppendPublish(make([]byte, 0, size), 0, p)
+}
+
+// ConditionalResult is the outcome of PublishIf.
+type ConditionalResult struct {
+	// Written reports whether the batch was written.
+	Written bool
+	// Shard is the shard the batch was for.
+	Shard uint32
+	// Offset is the offset of the batch's first record, when written.
+	Offset uint64
+	// Tail is the shard's tail when the publish was refused: the offset to
+	// expect next time.
+	Tail uint64
+}
+
+// PublishIf publishes payloads with key as one batch, written only if the
+// key's shard's tail (the offset the batch would start at) is
+// expectedOffset. The node checks it where it assigns offsets, so of two
+// writers expecting the same offset exactly one is written. A refusal is a
+// result with Written false and Tail set, and a nil error; it consumes no
+// offset. Other failures are errors; conditional publishes need a durable
+// stream (ErrInvalidRequest otherwise).
+//
+// If the outcome is unknown (the connection failed, or ctx ended after the
+// publish was sent), do not re-send blindly: a re-send would be refused by
+// your own write. Read the shard at expectedOffset to see whether it landed.
+func (c *Client) PublishIf(ctx context.Context, name StreamName, key []byte, payloads [][]byte, expectedOffset uint64) (ConditionalResult, error) {
+	if c.s.welcome.Features&wire.FeaturePublishConditional == 0 {
+		return ConditionalResult{}, wire.Errorf(wire.CodeInvalidRequest, "the node does not support conditional publishes")
+	}
+	o := publishOptions{ack: AckPerBatch, key: key}
+	res := c.publishSync(ctx, name, payloads, &o, publishSpec{conditional: true, expected: expectedOffset})
+	if res.err != nil {
+		var we *wire.Error
+		if res.refused && errors.As(res.err, &we) && we.Code == wire.CodeConditionFailed {
+			return ConditionalResult{Shard: res.shard, Tail: we.Detail}, nil
+		}
+		return ConditionalResult{}, res.err
+	}
+	return ConditionalResult{Written: true, Shard: res.ack.Shard, Offset: res.ack.Offset}, nil
 }
 
 // PublishFuture is the pending result of PublishAsync.
@@ -180,19 +328,24 @@ type PublishFuture struct {
 	req *publishRequest
 	// once stores the result the first time it is received.
 	once sync.Once
-	// done is closed once ack and err hold the result.
+	// done is closed once res holds the result.
 	done chan struct{}
-	ack  PublishAck
-	err  error
+	res  publishResult
 }
 
 // Wait waits for the publish's ack, or for ctx to end (then it returns ctx's
 // error and the publish goes on: Wait may be called again). It is safe to
 // call from several goroutines.
 func (f *PublishFuture) Wait(ctx context.Context) (PublishAck, error) {
+	res := f.wait(ctx)
+	return res.ack, res.err
+}
+
+// wait is Wait returning the whole result.
+func (f *PublishFuture) wait(ctx context.Context) publishResult {
 	select {
 	case <-f.done:
-		return f.ack, f.err
+		return f.res
 	default:
 	}
 	select {
@@ -200,7 +353,7 @@ func (f *PublishFuture) Wait(ctx context.Context) (PublishAck, error) {
 		f.resolve(r)
 	case <-f.done:
 	case <-ctx.Done():
-		return PublishAck{}, ctx.Err()
+		return publishResult{err: ctx.Err()}
 	case <-f.c.connStopped:
 		select {
 		case r := <-f.req.reply:
@@ -210,13 +363,13 @@ func (f *PublishFuture) Wait(ctx context.Context) (PublishAck, error) {
 			f.resolve(publishResult{err: f.c.stoppedErr()})
 		}
 	}
-	return f.ack, f.err
+	return f.res
 }
 
 // resolve stores the first result and wakes every Wait.
 func (f *PublishFuture) resolve(r publishResult) {
 	f.once.Do(func() {
-		f.ack, f.err = r.ack, r.err
+		f.res = r
 		close(f.done)
 	})
 }

@@ -14,11 +14,11 @@ import (
 )
 
 // publishStreamActor owns one QUIC publish stream: it writes the Publish
-// frames of the names routed to it, in the order their requests arrived
-// (blocking on the write is allowed: it owns that send side), keeps at most
-// the node's publish window of acked frames unanswered, and resolves each
-// request as its acks arrive. A reader goroutine per stream decodes the
-// node's answers and sends them here.
+// frames of the (stream, shard) routes assigned to it, in the order their
+// requests arrived (blocking on the write is allowed: it owns that send
+// side), keeps at most the node's publish window of acked frames
+// unanswered, and resolves each request as its acks arrive. A reader
+// goroutine per stream decodes the node's answers and sends them here.
 //
 // The stream is opened on first use. If the node ends it while the
 // connection lives, the frames in flight on it fail and the next frame opens
@@ -235,7 +235,7 @@ func (a *publishStreamActor) onPublishRefused(ctx actor.Context, m *publishRefus
 	}
 	if f, ok := a.inflight[m.id]; ok {
 		delete(a.inflight, m.id)
-		f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, m.err)
+		f.req.frameRefused(a.s, f.idx, m.err)
 		a.confirmed(m.id)
 		a.pump(ctx)
 		return

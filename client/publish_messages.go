@@ -17,13 +17,21 @@ func (*publishStatsRequest) IgnoreDeadLetterLogging() {}
 func (*publishDrainRequest) IgnoreDeadLetterLogging() {}
 func (*publishersRequest) IgnoreDeadLetterLogging()   {}
 
-// publishRequest is one Publish, PublishBatch or PublishAsync call: its
-// encoded frames, in order. The caller builds it, sends it to the connection
-// actor (which routes it by name) and then touches only reply; from then on
-// the fields below reply are owned by the publish-stream actor.
+// publishRoute is what a publish is routed by to a publish-stream actor:
+// each (stream, shard) the client publishes to has one.
+type publishRoute struct {
+	name  wire.StreamName
+	shard uint32
+}
+
+// publishRequest is one publish call: its encoded frames, in order. The
+// caller builds it, sends it to the connection actor (which routes it by
+// route) and then touches only reply; from then on the fields below reply
+// are owned by the publish-stream actor.
 type publishRequest struct {
-	// name is the stream the frames publish to.
-	name wire.StreamName
+	// route is the stream and shard the frames publish to (shard 0 for an
+	// AnyShard publish).
+	route publishRoute
 	// mode is the ack mode of every frame.
 	mode wire.AckMode
 	// frames are complete Publish frames encoded with request id 0; the
@@ -32,6 +40,9 @@ type publishRequest struct {
 	// held is the budget bytes the caller acquired (0 for AckNone); the
 	// actor releases each frame's share when it is answered or failed.
 	held int64
+	// onDone, if set, is called once with the result, by the actor that
+	// settles the request, before reply is sent. It must not block.
+	onDone func(publishResult)
 	// reply receives exactly one result; capacity 1.
 	reply chan publishResult
 
@@ -44,6 +55,9 @@ type publishRequest struct {
 	acks []wire.PublishAck
 	// err is the first failure.
 	err error
+	// refused is set when err is the node's answer to one of the frames (an
+	// Error frame with its request id), not a local or connection failure.
+	refused bool
 	// done is set once reply was sent.
 	done bool
 }
@@ -52,6 +66,24 @@ type publishRequest struct {
 type publishResult struct {
 	ack PublishAck
 	err error
+	// refused: err is the node's answer to the publish (see
+	// publishRequest.refused).
+	refused bool
+	// shard is the shard the publish was routed to.
+	shard uint32
+}
+
+// finish resolves the request with res (once).
+func (r *publishRequest) finish(res publishResult) {
+	if r.done {
+		return
+	}
+	r.done = true
+	res.shard = r.route.shard
+	if r.onDone != nil {
+		r.onDone(res)
+	}
+	r.reply <- res
 }
 
 // finishUnsent fails a request none of whose frames were written, giving
@@ -62,8 +94,15 @@ func (r *publishRequest) finishUnsent(s *session, err error) {
 	}
 	s.budget.release(r.held)
 	r.held = 0
-	r.done = true
-	r.reply <- publishResult{err: err}
+	r.finish(publishResult{err: err})
+}
+
+// frameRefused records that the node answered frame i with err.
+func (r *publishRequest) frameRefused(s *session, i int, err *wire.Error) {
+	if r.err == nil {
+		r.refused = true
+	}
+	r.frameSettled(s, i, wire.PublishAck{}, err)
 }
 
 // frameSettled records that frame i reached a final state, with its ack or
@@ -91,12 +130,11 @@ func (r *publishRequest) frameSettled(s *session, i int, ack wire.PublishAck, er
 	if r.answered < len(r.frames) {
 		return
 	}
-	r.done = true
 	if r.err != nil {
-		r.reply <- publishResult{err: r.err}
+		r.finish(publishResult{err: r.err, refused: r.refused})
 		return
 	}
-	r.reply <- publishResult{ack: r.result()}
+	r.finish(publishResult{ack: r.result()})
 }
 
 // result builds the caller's PublishAck from the frames' acks.
@@ -104,7 +142,7 @@ func (r *publishRequest) result() PublishAck {
 	switch r.mode {
 	case wire.AckPerBatch:
 		a := r.acks[0]
-		return PublishAck{Shard: a.Shard, Offset: a.Offset, Count: int(a.Count)}
+		return PublishAck{Shard: a.Shard, Offset: a.Offset, Count: int(a.Count), Duplicate: a.Duplicate}
 	case wire.AckPerMessage:
 		out := PublishAck{Shard: r.acks[0].Shard, Offset: r.acks[0].Offset, Offsets: make([]uint64, len(r.acks))}
 		for i, a := range r.acks {
@@ -146,10 +184,10 @@ type publishStreamEnded struct {
 	err error
 }
 
-// publishStatsRequest asks the publish-stream actor carrying name how many
+// publishStatsRequest asks the publish-stream actor carrying route how many
 // frames it holds (for tests and debugging).
 type publishStatsRequest struct {
-	name  wire.StreamName
+	route publishRoute
 	reply chan publishStats // capacity 1
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,8 +49,10 @@ func (f pubFrame) records(t *testing.T) []wire.Record {
 	return out
 }
 
-// publishNode scripts the node to hand every Publish frame to the test.
+// publishNode scripts the node to hand every Publish frame to the test;
+// orders exists with one shard.
 func publishNode(t *testing.T, srv *testServer) chan pubFrame {
+	srv.addStream(orders, wire.StreamConfig{Shards: 1, Durable: true})
 	frames := make(chan pubFrame, 1024)
 	srv.onStream = func(sc *serverConn, st *quic.Stream, f wire.Frame) {
 		for {
@@ -85,10 +86,18 @@ func recv(t *testing.T, frames chan pubFrame) pubFrame {
 	}
 }
 
-// publishStats asks the publish-stream actor carrying name what it holds.
+// publishStats asks the publish-stream actor carrying shard 0 of name what
+// it holds.
 func (c *Client) publishStats(t *testing.T, name StreamName) publishStats {
 	t.Helper()
-	req := &publishStatsRequest{name: name, reply: make(chan publishStats, 1)}
+	return c.shardPublishStats(t, name, 0)
+}
+
+// shardPublishStats asks the publish-stream actor carrying shard of name
+// what it holds.
+func (c *Client) shardPublishStats(t *testing.T, name StreamName, shard uint32) publishStats {
+	t.Helper()
+	req := &publishStatsRequest{route: publishRoute{name: name, shard: shard}, reply: make(chan publishStats, 1)}
 	c.send(c.conn, req)
 	select {
 	case s := <-req.reply:
@@ -175,7 +184,7 @@ func TestPublishPipelined(t *testing.T) {
 }
 
 func equalAck(a, b PublishAck) bool {
-	if a.Shard != b.Shard || a.Offset != b.Offset || a.Count != b.Count || len(a.Offsets) != len(b.Offsets) {
+	if a.Shard != b.Shard || a.Offset != b.Offset || a.Count != b.Count || a.Duplicate != b.Duplicate || len(a.Offsets) != len(b.Offsets) {
 		return false
 	}
 	for i := range a.Offsets {
@@ -222,9 +231,9 @@ func TestPublishAckModes(t *testing.T) {
 			res <- err
 		}()
 		f := recv(t, frames)
-		_, _ = f.st.Write(wire.AppendError(nil, f.h.RequestID, wire.Errorf(wire.CodeStreamNotFound, "gone")))
-		if err := <-res; !errors.Is(err, ErrStreamNotFound) {
-			t.Fatalf("Publish: %v, want ErrStreamNotFound", err)
+		_, _ = f.st.Write(wire.AppendError(nil, f.h.RequestID, wire.Errorf(wire.CodePermissionDenied, "not yours")))
+		if err := <-res; !errors.Is(err, ErrPermissionDenied) {
+			t.Fatalf("Publish: %v, want ErrPermissionDenied", err)
 		}
 	})
 
@@ -398,46 +407,6 @@ func TestPublishInflightBytes(t *testing.T) {
 	big.ack(t, 0, 0)
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestPublishStreamsRouting: names take publish streams first come first
-// served, then share them round-robin; a name always uses the same stream.
-func TestPublishStreamsRouting(t *testing.T) {
-	srv := newTestServer(t)
-	var mu sync.Mutex
-	streamOf := map[string]quic.StreamID{}
-	srv.onStream = func(sc *serverConn, st *quic.Stream, f wire.Frame) {
-		for {
-			p, err := wire.DecodePublish(f.Body)
-			if err != nil {
-				t.Errorf("decode: %v", err)
-				return
-			}
-			mu.Lock()
-			if id, ok := streamOf[p.Name.Stream]; ok && id != st.StreamID() {
-				t.Errorf("%s moved from stream %d to %d", p.Name.Stream, id, st.StreamID())
-			}
-			streamOf[p.Name.Stream] = st.StreamID()
-			mu.Unlock()
-			_, _ = st.Write(wire.AppendPublishAck(nil, f.Header.RequestID, wire.PublishAck{Count: p.Count}))
-			if f, err = wire.ReadFrame(st, wire.DefaultMaxFrameBytes); err != nil {
-				return
-			}
-		}
-	}
-	srv.start()
-	c := srv.dial(t, WithPublishStreams(2))
-	ctx := testCtx(t)
-	for _, s := range []string{"a", "b", "c", "d", "a", "c", "b", "d"} {
-		if _, err := c.Publish(ctx, StreamName{Tenant: "t", Namespace: "n", Stream: s}, []byte(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if streamOf["a"] == streamOf["b"] || streamOf["c"] != streamOf["a"] || streamOf["d"] != streamOf["b"] {
-		t.Fatalf("streams: %v; want a, b on their own streams, c sharing a's, d sharing b's", streamOf)
 	}
 }
 

@@ -75,8 +75,18 @@ type testServer struct {
 	// onHello may refuse the Hello with an error.
 	onHello func(h wire.Hello) *wire.Error
 	// onControl handles each control frame after the handshake, on the
-	// connection's control goroutine.
+	// connection's control goroutine; nil means defaultControl.
 	onControl func(sc *serverConn, f wire.Frame)
+	// onRead answers Read frames for defaultControl.
+	onRead func(sc *serverConn, f wire.Frame, r wire.Read)
+	// cat is defaultControl's catalog.
+	cat struct {
+		sync.Mutex
+		// streams are the streams that exist.
+		streams map[wire.StreamName]wire.StreamInfo
+		// describes counts DescribeStream frames per name.
+		describes map[wire.StreamName]int
+	}
 	// onStream handles each stream the client opens, on its own goroutine,
 	// given the stream's first frame.
 	onStream func(sc *serverConn, st *quic.Stream, first wire.Frame)
@@ -113,8 +123,103 @@ func newTestServer(t *testing.T) *testServer {
 			PublishWindow: 64, NodeID: "test-node"},
 		conns: make(chan *serverConn, 4),
 	}
+	s.cat.streams = make(map[wire.StreamName]wire.StreamInfo)
+	s.cat.describes = make(map[wire.StreamName]int)
 	t.Cleanup(s.stop)
 	return s
+}
+
+// addStream adds a stream to defaultControl's catalog.
+func (s *testServer) addStream(name wire.StreamName, cfg wire.StreamConfig) {
+	s.cat.Lock()
+	defer s.cat.Unlock()
+	s.cat.streams[name] = wire.StreamInfo{Name: name, Config: cfg, CreatedUnixNano: 1e18, Tails: make([]uint64, cfg.Shards)}
+}
+
+// describeCount returns how many DescribeStream frames named name.
+func (s *testServer) describeCount(name wire.StreamName) int {
+	s.cat.Lock()
+	defer s.cat.Unlock()
+	return s.cat.describes[name]
+}
+
+// defaultControl answers control frames from the catalog: CreateStream,
+// DescribeStream, ListStreams, DeleteStream, and Read through onRead.
+func (s *testServer) defaultControl(sc *serverConn, f wire.Frame) {
+	id := f.Header.RequestID
+	notFound := func(n wire.StreamName) {
+		sc.writeCtl(wire.AppendError(nil, id, wire.Errorf(wire.CodeStreamNotFound, "%s", n)))
+	}
+	s.cat.Lock()
+	defer s.cat.Unlock()
+	switch f.Header.Type {
+	case wire.TypeCreateStream:
+		cs, err := wire.DecodeCreateStream(f.Body)
+		if err != nil {
+			s.t.Errorf("decode create: %v", err)
+			return
+		}
+		info := wire.StreamInfo{Name: cs.Name, Config: cs.Config, CreatedUnixNano: 1e18, Tails: make([]uint64, cs.Config.Shards)}
+		if old, ok := s.cat.streams[cs.Name]; ok {
+			if old.Config != cs.Config {
+				sc.writeCtl(wire.AppendError(nil, id, wire.Errorf(wire.CodeStreamExists, "%s", cs.Name)))
+				return
+			}
+			info = old
+		}
+		s.cat.streams[cs.Name] = info
+		sc.writeCtl(wire.AppendStreamInfo(nil, id, info))
+	case wire.TypeDescribeStream:
+		n, err := wire.DecodeDescribeStream(f.Body)
+		if err != nil {
+			s.t.Errorf("decode describe: %v", err)
+			return
+		}
+		s.cat.describes[n]++
+		if info, ok := s.cat.streams[n]; ok {
+			sc.writeCtl(wire.AppendStreamInfo(nil, id, info))
+		} else {
+			notFound(n)
+		}
+	case wire.TypeListStreams:
+		l, err := wire.DecodeListStreams(f.Body)
+		if err != nil {
+			s.t.Errorf("decode list: %v", err)
+			return
+		}
+		var out []wire.StreamInfo
+		for n, info := range s.cat.streams {
+			if n.Tenant == l.Tenant && (l.Namespace == "" || n.Namespace == l.Namespace) {
+				out = append(out, info)
+			}
+		}
+		sc.writeCtl(wire.AppendStreamList(nil, id, out))
+	case wire.TypeDeleteStream:
+		n, err := wire.DecodeDeleteStream(f.Body)
+		if err != nil {
+			s.t.Errorf("decode delete: %v", err)
+			return
+		}
+		if _, ok := s.cat.streams[n]; !ok {
+			notFound(n)
+			return
+		}
+		delete(s.cat.streams, n)
+		sc.writeCtl(wire.AppendOK(nil, id))
+	case wire.TypeRead:
+		r, err := wire.DecodeRead(f.Body)
+		if err != nil {
+			s.t.Errorf("decode read: %v", err)
+			return
+		}
+		if s.onRead == nil {
+			s.t.Errorf("unexpected read %+v", r)
+			return
+		}
+		s.onRead(sc, f, r)
+	default:
+		s.t.Errorf("unexpected control frame %v", f.Header.Type)
+	}
 }
 
 // start accepts connections until the test ends.
@@ -207,7 +312,7 @@ func (s *testServer) serveConn(conn *quic.Conn) {
 			return
 		}
 		if s.onControl == nil {
-			s.t.Errorf("unexpected control frame %v", f.Header.Type)
+			s.defaultControl(sc, f)
 			continue
 		}
 		s.onControl(sc, f)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -17,13 +18,126 @@ type StreamName = wire.StreamName
 // name.
 func ParseStreamName(s string) (StreamName, error) { return wire.ParseStreamName(s) }
 
-// StreamConfig is a stream's configuration.
+// Routing says how a keyed publish picks its shard. Both routings hash the
+// key with 64-bit FNV-1a (wire.KeyHash); an unkeyed publish goes to shard 0.
+type Routing = wire.Routing
+
+// Routings.
+const (
+	// RoutingHash (the default): shard = hash(key) % shards.
+	RoutingHash = wire.RoutingHash
+	// RoutingJump: jump consistent hashing of the same hash, so growing the
+	// shard count moves the fewest keys.
+	RoutingJump = wire.RoutingJump
+)
+
+// Overflow is what a stream does for a subscriber whose queue is full when
+// a live batch arrives.
+type Overflow = wire.Overflow
+
+// Overflow policies.
+const (
+	// OverflowDropNew (the default): the subscriber misses the arriving
+	// batch. On a durable stream its subscription ends with a *LaggedError
+	// (see AutoResume); on an ephemeral one it sees an offset gap.
+	OverflowDropNew = wire.OverflowDropNew
+	// OverflowDropOld: the oldest queued batch is dropped instead.
+	OverflowDropOld = wire.OverflowDropOld
+	// OverflowBlock: the shard waits until the subscriber has room, holding
+	// up every publisher of the shard meanwhile.
+	OverflowBlock = wire.OverflowBlock
+)
+
+// StreamConfig is a stream's configuration. The zero value of every field
+// but Durable means "the default".
 type StreamConfig struct {
 	// Shards is the number of shards; 0 means 1.
 	Shards int
 	// Durable streams are written to disk and survive restarts; ephemeral
 	// ones live in memory.
 	Durable bool
+	// Routing picks a keyed publish's shard (default RoutingHash).
+	Routing Routing
+	// Overflow is the policy for a subscriber whose queue is full (default
+	// OverflowDropNew).
+	Overflow Overflow
+	// QueueCapacity bounds each subscription's queue, in batches (0: the
+	// node's default). A subscriber may ask for another capacity with the
+	// QueueCapacity subscribe option.
+	QueueCapacity int
+	// QueueMaxBytes bounds each subscription's queue by the payload bytes
+	// of the batches it holds (0: the node's default).
+	QueueMaxBytes int64
+	// RetentionAge deletes whole batches older than this (0: keep them
+	// forever). It travels in milliseconds; a positive age below one
+	// millisecond is rounded up to one.
+	RetentionAge time.Duration
+	// RetentionBytes deletes a shard's oldest whole batches while it holds
+	// more than this many record bytes (0: no bound).
+	RetentionBytes int64
+}
+
+// toWire checks cfg and converts it; Shards 0 becomes 1.
+func (cfg StreamConfig) toWire() (wire.StreamConfig, error) {
+	switch {
+	case cfg.Shards < 0 || int64(cfg.Shards) > math.MaxUint32:
+		return wire.StreamConfig{}, wire.Errorf(wire.CodeInvalidConfig, "shards %d out of range", cfg.Shards)
+	case cfg.Routing > RoutingJump:
+		return wire.StreamConfig{}, wire.Errorf(wire.CodeInvalidConfig, "unknown routing %d", cfg.Routing)
+	case cfg.Overflow > OverflowBlock:
+		return wire.StreamConfig{}, wire.Errorf(wire.CodeInvalidConfig, "unknown overflow policy %d", cfg.Overflow)
+	case cfg.QueueCapacity < 0 || int64(cfg.QueueCapacity) > math.MaxUint32:
+		return wire.StreamConfig{}, wire.Errorf(wire.CodeInvalidConfig, "queue capacity %d out of range", cfg.QueueCapacity)
+	case cfg.QueueMaxBytes < 0:
+		return wire.StreamConfig{}, wire.Errorf(wire.CodeInvalidConfig, "queue max bytes %d is negative", cfg.QueueMaxBytes)
+	case cfg.RetentionAge < 0:
+		return wire.StreamConfig{}, wire.Errorf(wire.CodeInvalidConfig, "retention age %v is negative", cfg.RetentionAge)
+	case cfg.RetentionBytes < 0:
+		return wire.StreamConfig{}, wire.Errorf(wire.CodeInvalidConfig, "retention bytes %d is negative", cfg.RetentionBytes)
+	}
+	shards := uint32(cfg.Shards)
+	if shards == 0 {
+		shards = 1
+	}
+	// Round a positive age up to whole milliseconds, so that it never
+	// becomes 0 ("forever").
+	ageMillis := uint64((cfg.RetentionAge + time.Millisecond - 1) / time.Millisecond)
+	return wire.StreamConfig{
+		Shards:             shards,
+		Durable:            cfg.Durable,
+		Routing:            cfg.Routing,
+		Overflow:           cfg.Overflow,
+		QueueCapacity:      uint32(cfg.QueueCapacity),
+		QueueMaxBytes:      uint64(cfg.QueueMaxBytes),
+		RetentionAgeMillis: ageMillis,
+		RetentionBytes:     uint64(cfg.RetentionBytes),
+	}, nil
+}
+
+// configFromWire converts a config the node sent. Values beyond what the
+// Go types hold are clamped.
+func configFromWire(w wire.StreamConfig) StreamConfig {
+	age := time.Duration(math.MaxInt64)
+	if w.RetentionAgeMillis <= uint64(math.MaxInt64/int64(time.Millisecond)) {
+		age = time.Duration(w.RetentionAgeMillis) * time.Millisecond
+	}
+	return StreamConfig{
+		Shards:         int(w.Shards),
+		Durable:        w.Durable,
+		Routing:        w.Routing,
+		Overflow:       w.Overflow,
+		QueueCapacity:  int(w.QueueCapacity),
+		QueueMaxBytes:  clampInt64(w.QueueMaxBytes),
+		RetentionAge:   age,
+		RetentionBytes: clampInt64(w.RetentionBytes),
+	}
+}
+
+func clampInt64(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
 }
 
 // StreamInfo describes a stream.
@@ -39,7 +153,7 @@ type StreamInfo struct {
 func infoFromWire(i wire.StreamInfo) StreamInfo {
 	return StreamInfo{
 		Name:    i.Name,
-		Config:  StreamConfig{Shards: int(i.Config.Shards), Durable: i.Config.Durable},
+		Config:  configFromWire(i.Config),
 		Created: time.Unix(0, i.CreatedUnixNano),
 		Tails:   i.Tails,
 	}
@@ -47,39 +161,67 @@ func infoFromWire(i wire.StreamInfo) StreamInfo {
 
 // CreateStream creates the stream name with cfg and returns its info.
 // Creating a stream that exists with the same config succeeds; with another
-// config it fails with ErrStreamExists.
+// config it fails with ErrStreamExists. A config value out of range fails
+// with ErrInvalidConfig (locally, or from the node).
 func (c *Client) CreateStream(ctx context.Context, name StreamName, cfg StreamConfig) (StreamInfo, error) {
 	if err := name.Validate(); err != nil {
 		return StreamInfo{}, err
 	}
-	if cfg.Shards < 0 || int64(cfg.Shards) > 1<<32-1 {
-		return StreamInfo{}, wire.Errorf(wire.CodeInvalidConfig, "shards %d out of range", cfg.Shards)
+	wc, err := cfg.toWire()
+	if err != nil {
+		return StreamInfo{}, err
 	}
-	if cfg.Shards == 0 {
-		cfg.Shards = 1
-	}
-	req := wire.CreateStream{Name: name, Config: wire.StreamConfig{Shards: uint32(cfg.Shards), Durable: cfg.Durable}}
+	req := wire.CreateStream{Name: name, Config: wc}
 	v, err := c.call(ctx, wire.TypeStreamInfo, func(dst []byte, id uint64) []byte {
 		return wire.AppendCreateStream(dst, id, req)
 	})
 	if err != nil {
 		return StreamInfo{}, err
 	}
-	return infoFromWire(v.(wire.StreamInfo)), nil
+	info := v.(wire.StreamInfo)
+	c.routes.learn(info)
+	return infoFromWire(info), nil
 }
 
 // DescribeStream returns the info of the stream name, or ErrStreamNotFound.
+// It also refreshes the shard count and routing the client publishes to
+// name with.
 func (c *Client) DescribeStream(ctx context.Context, name StreamName) (StreamInfo, error) {
-	if err := name.Validate(); err != nil {
+	info, err := c.describe(ctx, name)
+	if err != nil {
 		return StreamInfo{}, err
+	}
+	c.routes.learn(info)
+	return infoFromWire(info), nil
+}
+
+// describe asks the node for name's info.
+func (c *Client) describe(ctx context.Context, name StreamName) (wire.StreamInfo, error) {
+	if err := name.Validate(); err != nil {
+		return wire.StreamInfo{}, err
 	}
 	v, err := c.call(ctx, wire.TypeStreamInfo, func(dst []byte, id uint64) []byte {
 		return wire.AppendDescribeStream(dst, id, name)
 	})
 	if err != nil {
-		return StreamInfo{}, err
+		return wire.StreamInfo{}, err
 	}
-	return infoFromWire(v.(wire.StreamInfo)), nil
+	return v.(wire.StreamInfo), nil
+}
+
+// DeleteStream deletes the stream name and its records. Subscriptions to it
+// end; later publishes get ErrStreamNotFound (unless the node auto-creates
+// streams). Deleting a stream that does not exist fails with
+// ErrStreamNotFound.
+func (c *Client) DeleteStream(ctx context.Context, name StreamName) error {
+	if err := name.Validate(); err != nil {
+		return err
+	}
+	_, err := c.call(ctx, wire.TypeOK, func(dst []byte, id uint64) []byte {
+		return wire.AppendDeleteStream(dst, id, name)
+	})
+	c.routes.forget(name)
+	return err
 }
 
 // ListStreams returns the streams of tenant ("" means "default"), of one

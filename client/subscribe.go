@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"maps"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -15,56 +17,100 @@ type SubscribeOption func(*subscribeOptions)
 
 // subscribeOptions is what the SubscribeOptions set.
 type subscribeOptions struct {
+	// start and offset say where every shard starts, unless offsets has
+	// the shard.
 	start  wire.StartKind
 	offset uint64
-	shard  uint32
-	queue  uint32
+	// offsets are per-shard start offsets (FromOffsets).
+	offsets map[uint32]uint64
+	// oneShard is set by OnShard; shard is then the only shard.
+	oneShard bool
+	shard    uint32
+	queue    uint32
+	// autoResume resubscribes a lagged shard by itself.
+	autoResume bool
 }
 
-// FromEarliest starts the subscription at the shard's first retained record
+// FromEarliest starts every subscribed shard at its first retained record
 // (the default).
 func FromEarliest() SubscribeOption {
 	return func(o *subscribeOptions) { o.start, o.offset = wire.StartEarliest, 0 }
 }
 
-// FromLatest starts the subscription at the shard's tail: only records
+// FromLatest starts every subscribed shard at its tail: only records
 // published from now on.
 func FromLatest() SubscribeOption {
 	return func(o *subscribeOptions) { o.start, o.offset = wire.StartLatest, 0 }
 }
 
-// FromOffset starts the subscription at offset (at most the tail; past it
-// the node answers ErrOffsetOutOfRange).
+// FromOffset starts every subscribed shard at offset (which must be
+// retained and at most the shard's tail; otherwise Subscribe fails with an
+// *OffsetOutOfRangeError). It is meant for one shard (OnShard); for several
+// shards use FromOffsets.
 func FromOffset(offset uint64) SubscribeOption {
 	return func(o *subscribeOptions) { o.start, o.offset = wire.StartOffset, offset }
 }
 
-// OnShard subscribes to shard n (default 0).
-func OnShard(n uint32) SubscribeOption { return func(o *subscribeOptions) { o.shard = n } }
+// FromOffsets starts each shard in offsets at its offset: per-shard resume
+// positions, typically each shard's last seen offset plus one. Shards not in
+// the map start where FromEarliest, FromLatest or FromOffset say (by default
+// at the earliest retained record), so FromLatest() with FromOffsets(m)
+// resumes the shards the application knows and starts any other from now
+// on. Offsets of shards not subscribed are ignored.
+func FromOffsets(offsets map[uint32]uint64) SubscribeOption {
+	m := maps.Clone(offsets)
+	return func(o *subscribeOptions) { o.offsets = m }
+}
 
-// QueueCapacity asks the node for a subscription queue of n batches (0: the
-// stream's default). The node clamps it; Subscription.QueueCapacity returns
-// the grant.
+// OnShard subscribes to shard n only. Without it, Subscribe subscribes to
+// every shard of the stream.
+func OnShard(n uint32) SubscribeOption {
+	return func(o *subscribeOptions) { o.oneShard, o.shard = true, n }
+}
+
+// QueueCapacity asks the node for a subscription queue of n batches per
+// shard (0: the stream's default). The node clamps it;
+// Subscription.QueueCapacity returns the grant.
 func QueueCapacity(n uint32) SubscribeOption { return func(o *subscribeOptions) { o.queue = n } }
 
-// Subscription receives one shard's records, pushed by the node. Next
-// returns them in offset order, each offset at most once. Its methods are
-// safe for concurrent use; Close it when done.
+// AutoResume makes the subscription resubscribe a shard that the node ended
+// as lagged (its queue overflowed, on a durable stream) from the offset the
+// node gave, by itself: the application sees contiguous offsets and never
+// the *LaggedError. Subscription.Resumes counts the resubscriptions. If the
+// resume offset is no longer retained, the shard ends with an
+// *OffsetOutOfRangeError.
+func AutoResume() SubscribeOption { return func(o *subscribeOptions) { o.autoResume = true } }
+
+// Subscription receives the records of one or more shards of a stream,
+// pushed by the node, each shard on its own QUIC stream. Next returns them
+// merged, each shard's in offset order, each offset at most once. Its
+// methods are safe for concurrent use; Close it when done.
 type Subscription struct {
 	c   *Client
 	pid *actor.PID
 	// stopped is closed when the subscription's actor has stopped.
 	stopped chan struct{}
-	// granted is the node's Subscribed.
-	granted wire.Subscribed
+	// shards are the subscribed shards, in ascending order.
+	shards []uint32
+	// granted holds each shard's Subscribed.
+	granted map[uint32]wire.Subscribed
+	// resumes counts automatic resubscriptions (the actor adds).
+	resumes *atomic.Int64
 	// closed is closed by Close.
 	closed    chan struct{}
 	closeOnce sync.Once
 }
 
-// Subscribe subscribes to a shard of name and returns once the node has
-// accepted the subscription (or refused it: ErrStreamNotFound,
-// ErrInvalidShard, ErrOffsetOutOfRange, ...). ctx bounds only that wait.
+// Subscribe subscribes to name and returns once the node has accepted the
+// subscription of every shard (or refused one: ErrStreamNotFound,
+// ErrInvalidShard, an *OffsetOutOfRangeError, ...; the error names the
+// shard). ctx bounds only that wait.
+//
+// With OnShard(n) it subscribes to shard n. Without it, it describes the
+// stream and subscribes to every shard, one subscription stream each, and
+// Next merges them. (If the node does not know the stream, it subscribes to
+// shard 0 and lets the node answer: a node that auto-creates streams creates
+// it with one shard.)
 func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...SubscribeOption) (*Subscription, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -79,26 +125,33 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 	if !c.s.subscribeQueue {
 		o.queue = 0
 	}
-	st, err := c.s.conn.OpenStreamSync(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	shards := []uint32{o.shard}
+	if !o.oneShard {
+		info, err := c.describe(ctx, name)
+		switch {
+		case err == nil:
+			shards = make([]uint32, max(info.Config.Shards, 1))
+			for i := range shards {
+				shards[i] = uint32(i)
+			}
+		case errors.Is(err, ErrStreamNotFound):
+		default:
+			return nil, err
 		}
-		return nil, c.s.lost(err)
 	}
-	id := c.s.nextID()
-	frame := wire.AppendSubscribe(nil, id, wire.Subscribe{
-		Name: name, Shard: o.shard, Start: o.start, Offset: o.offset, QueueCapacity: o.queue,
-	})
-	if _, err := st.Write(frame); err != nil {
-		st.CancelRead(0)
-		st.CancelWrite(0)
-		return nil, fmt.Errorf("herald: subscribe: %w", connCause(err))
+	starts := make([]shardStart, len(shards))
+	for i, n := range shards {
+		starts[i] = shardStart{shard: n, start: o.start, offset: o.offset}
+		if off, ok := o.offsets[n]; ok {
+			starts[i].start, starts[i].offset = wire.StartOffset, off
+		}
 	}
 
 	stopped := make(chan struct{})
+	resumes := new(atomic.Int64)
 	spawn := &subscriptionSpawnRequest{
-		init:  &subscriptionInit{shard: o.shard, reqID: id, stream: st, stopped: stopped},
+		init: &subscriptionInit{name: name, shards: starts, queue: o.queue, autoResume: o.autoResume,
+			resumes: resumes, stopped: stopped},
 		reply: make(chan subscriptionSpawned, 1),
 	}
 	c.send(c.conn, spawn)
@@ -108,20 +161,25 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 	case <-ctx.Done():
 		spawned.err = ctx.Err()
 	case <-c.connStopped:
-		select {
-		case spawned = <-spawn.reply:
-		default:
-			spawned.err = c.stoppedErr()
-		}
+		spawned.err = c.stoppedErr()
 	}
-	if spawned.err != nil {
-		// If the actor is spawned after all, its reader fails at once.
-		st.CancelRead(0)
-		st.CancelWrite(0)
+	if spawned.err != nil && spawned.pid == nil {
+		spawn.mu.Lock()
+		spawn.abandoned = true
+		spawn.mu.Unlock()
+		select {
+		case r := <-spawn.reply:
+			if r.pid != nil {
+				// Spawned after all: end its subscriptions.
+				sub := &Subscription{c: c, pid: r.pid, stopped: stopped, closed: make(chan struct{})}
+				_ = sub.Close()
+			}
+		default:
+		}
 		return nil, spawned.err
 	}
 
-	sub := &Subscription{c: c, pid: spawned.pid, stopped: stopped, closed: make(chan struct{})}
+	sub := &Subscription{c: c, pid: spawned.pid, stopped: stopped, shards: shards, resumes: resumes, closed: make(chan struct{})}
 	await := &subscribeAwait{reply: make(chan subscribeAnswer, 1)}
 	c.send(sub.pid, await)
 	var ans subscribeAnswer
@@ -140,24 +198,48 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 		_ = sub.Close()
 		return nil, ans.err
 	}
-	sub.granted = ans.sub
+	sub.granted = ans.granted
 	return sub, nil
 }
 
-// Shard returns the subscribed shard.
-func (sub *Subscription) Shard() uint32 { return sub.granted.Shard }
+// Shard returns the subscribed shard; with several, the first (see Shards).
+func (sub *Subscription) Shard() uint32 { return sub.shards[0] }
+
+// Shards returns the subscribed shards, in ascending order.
+func (sub *Subscription) Shards() []uint32 { return append([]uint32(nil), sub.shards...) }
 
 // StartOffset returns the offset delivery started at (the node resolved
-// FromEarliest and FromLatest to it).
-func (sub *Subscription) StartOffset() uint64 { return sub.granted.Offset }
+// FromEarliest and FromLatest to it); with several shards, the first
+// shard's (see StartOffsets).
+func (sub *Subscription) StartOffset() uint64 { return sub.granted[sub.shards[0]].Offset }
 
-// QueueCapacity returns the queue capacity, in batches, the node granted.
-func (sub *Subscription) QueueCapacity() uint32 { return sub.granted.QueueCapacity }
+// StartOffsets returns, per subscribed shard, the offset delivery started at.
+func (sub *Subscription) StartOffsets() map[uint32]uint64 {
+	out := make(map[uint32]uint64, len(sub.granted))
+	for n, g := range sub.granted {
+		out[n] = g.Offset
+	}
+	return out
+}
 
-// Next returns the next event, waiting for one until ctx ends. Events come in
-// offset order, each offset at most once. When the node ends the
-// subscription, Next returns the events still held and then the node's
-// *Error (ErrSubscriptionAborted, ...); after Close it returns
+// QueueCapacity returns the queue capacity, in batches, the node granted
+// (the first shard's, with several).
+func (sub *Subscription) QueueCapacity() uint32 { return sub.granted[sub.shards[0]].QueueCapacity }
+
+// Resumes returns how many times AutoResume resubscribed a lagged shard.
+func (sub *Subscription) Resumes() int { return int(sub.resumes.Load()) }
+
+// Next returns the next event of any subscribed shard, waiting for one until
+// ctx ends. Each shard's events come in offset order, each offset at most
+// once; the shards take turns.
+//
+// When the node ends a shard's subscription, Next returns that shard's held
+// events and then its error, once: a *LaggedError (the shard fell behind;
+// resume it from ResumeFrom, or use AutoResume), an *OffsetOutOfRangeError,
+// or a *ShardError (ErrSubscriptionAborted, ErrStreamNotFound, ...); the
+// other shards go on. Once every shard has ended, Next returns the last of
+// those errors on every call. A connection failure ends every shard: Next
+// returns the held events, then the failure. After Close it returns
 // ErrSubscriptionClosed, after the client's Close ErrClosed.
 func (sub *Subscription) Next(ctx context.Context) (Event, error) {
 	select {
@@ -210,9 +292,9 @@ func (sub *Subscription) stoppedErr() error {
 	return ErrSubscriptionClosed
 }
 
-// Close ends the subscription: it closes the stream's send side (the node's
-// signal to unsubscribe), stops reading, and stops the subscription's actor
-// and reader, waiting for them. Pending and later Next calls return
+// Close ends the subscription: it closes each stream's send side (the
+// node's signal to unsubscribe), stops reading, and stops the subscription's
+// actor and readers, waiting for them. Pending and later Next calls return
 // ErrSubscriptionClosed. It is idempotent and returns nil.
 func (sub *Subscription) Close() error {
 	sub.closeOnce.Do(func() {
@@ -228,7 +310,7 @@ func (sub *Subscription) Close() error {
 			return
 		default:
 		}
-		// The actor stops itself once its reader has exited.
+		// The actor stops itself once its readers have exited.
 		sub.c.send(sub.pid, &unsubscribeRequest{})
 		<-sub.stopped
 	})

@@ -127,6 +127,10 @@ func TestSubscribeRefused(t *testing.T) {
 	if !errors.As(err, &we) || we.Detail != 42 {
 		t.Fatalf("error detail: %+v", we)
 	}
+	var oe *OffsetOutOfRangeError
+	if !errors.As(err, &oe) || oe.Shard != 0 || oe.Offset != 1000 || oe.Detail != 42 || oe.BelowRetention() {
+		t.Fatalf("typed error: %+v", oe)
+	}
 }
 
 // TestSubscribeClose: Close closes the send side (the unsubscribe signal)

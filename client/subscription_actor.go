@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,58 +14,98 @@ import (
 )
 
 // maxHeldFrames is how many received EventBatch frames a subscription holds
-// before its reader stops reading the QUIC stream, so that flow control
-// pushes back to the node.
-const maxHeldFrames = 64
+// before its readers stop reading their QUIC streams, so that flow control
+// pushes back to the node. A subscription of several shards splits it among
+// them, each getting at least minHeldFramesPerShard.
+const (
+	maxHeldFrames         = 64
+	minHeldFramesPerShard = 8
+)
 
-// subscriptionActor owns one subscription stream and the frames received on
-// it. A reader goroutine decodes the node's frames and sends them here; Next
-// asks the actor for the next event. The reader takes a slot before reading
-// each EventBatch frame and the actor gives it back when the frame is
-// consumed, so at most maxHeldFrames frames are held.
+// subscriptionActor owns the subscription streams of one Subscription, one
+// per subscribed shard, and the frames received on them. Per shard, a reader
+// goroutine opens the stream, writes Subscribe, and decodes the node's
+// frames into messages for the actor; Next asks the actor for the next
+// event, which it takes from the shards in turn (each shard's in offset
+// order). A reader takes one of its shard's slots before reading each
+// EventBatch frame and the actor gives it back when the frame is consumed,
+// so each shard holds a bounded number of frames.
 //
-// The actor outlives its reader: the reader's last message is
-// subscriptionEnded. Once the Subscription's Close asked to end the
-// subscription and that message arrived, the actor stops itself; otherwise
-// its parent stops it when the client closes.
+// A shard the node ends with lagged is, with AutoResume, subscribed again
+// from the offset the node gave (a new attempt: a new stream and reader);
+// the shard's event queue carries over, so the application sees contiguous
+// offsets. Otherwise the shard ends: Next reports its error once, after the
+// shard's held events, while the other shards go on.
+//
+// The actor outlives its readers: each reader's last message is shardEnded.
+// Once the Subscription's Close asked to end the subscription and every
+// reader has exited, the actor stops itself; otherwise its parent stops it
+// when the client closes.
 //
 // All fields are owned by the actor and touched only in Receive.
 type subscriptionActor struct {
 	// s is the shared connection state.
 	s *session
-	// in is the stream, its Subscribe request and the shared handle.
+	// in is what the subscription was asked for.
 	in *subscriptionInit
-	// slots holds the reader's frame slots (capacity maxHeldFrames).
-	slots chan struct{}
-	// quit is closed to stop the reader waiting for a slot.
-	quit chan struct{}
-	// unsubscribed is set once the stream was closed from this side.
+	// ctx bounds the readers' opens and reads; cancel is called when the
+	// subscription is ended from this side.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// shards holds each subscribed shard's state, in in.shards order.
+	shards []*shardState
+	// readers is how many reader goroutines have not yet sent shardEnded.
+	readers int
+
+	// unsubscribed is set once the subscription was ended from this side.
 	unsubscribed bool
 	// closeRequested is set when the Subscription's Close asked to end the
-	// subscription: the actor then stops itself once its reader exited.
+	// subscription: the actor then stops itself once its readers exited.
 	// Without it the actor is stopped by its parent, when the client closes.
 	closeRequested bool
 	// stopping is set once the actor is stopping (then it must not ask to
 	// stop again: that Stop would reach a dead actor).
 	stopping bool
-	// readerExited is set once the reader's last message arrived (or it
-	// never started).
-	readerExited bool
 
-	// answered is set once the node's Subscribed arrived.
-	answered bool
-	// sub is the node's Subscribed.
-	sub wire.Subscribed
-	// awaiting are calls waiting for the answer to Subscribe.
+	// awaiting are calls waiting for every shard's answer to Subscribe.
 	awaiting []*subscribeAwait
-
-	// q holds received frames; nil until Subscribed.
-	q *eventQueue
 	// waiters are Next calls waiting for an event, oldest first.
 	waiters []*nextRequest
-	// endErr is set once the subscription ended: Next returns it when no
-	// event is left.
+	// turn is the index of the shard Next looks at first.
+	turn int
+	// endErr ends the whole subscription (a local or connection failure, or
+	// a shard's refusal before every shard answered): Next returns it once
+	// no event is held.
 	endErr error
+	// lastErr is the last shard error Next reported; once every shard has
+	// ended, Next returns it on every call.
+	lastErr error
+}
+
+// shardState is one subscribed shard.
+type shardState struct {
+	// start is the shard and where the subscription started it.
+	start shardStart
+	// gen counts the shard's attempts (Subscribe frames); reader messages of
+	// another attempt are stale.
+	gen int
+	// asked is the offset the current attempt asked for (StartOffset).
+	asked uint64
+	// stream is the current attempt's stream once its reader opened it.
+	stream *quic.Stream
+	// slots holds the shard readers' frame slots.
+	slots chan struct{}
+	// answered is set once the node's first Subscribed arrived; granted is
+	// that answer.
+	answered bool
+	granted  wire.Subscribed
+	// q holds the received frames; nil until answered. It carries over
+	// automatic resumes.
+	q *eventQueue
+	// err is set once the shard ended for good; reported once Next
+	// returned it.
+	err      error
+	reported bool
 }
 
 // newSubscriptionProps returns the props of a subscription actor.
@@ -80,7 +121,7 @@ func (a *subscriptionActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.onStarted(ctx)
 	case *actor.Stopping:
-		a.onStopping(ctx)
+		a.onStopping()
 	case *actor.Stopped, *actor.Restarting:
 	case *subscribeAwait:
 		a.onSubscribeAwait(m)
@@ -90,38 +131,88 @@ func (a *subscriptionActor) Receive(ctx actor.Context) {
 		a.onNextCancelled(m)
 	case *unsubscribeRequest:
 		a.onUnsubscribe(ctx)
+	case *shardStreamOpened:
+		a.onStreamOpened(m)
 	case *subscribedReceived:
 		a.onSubscribed(m)
 	case *eventsReceived:
 		a.onEvents(m)
-	case *subscriptionEnded:
-		a.onEnded(ctx, m)
+	case *shardEnded:
+		a.onShardEnded(ctx, m)
 	default:
 		a.s.log.Warn("herald: subscription actor: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
 }
 
 func (a *subscriptionActor) onStarted(ctx actor.Context) {
-	a.slots = make(chan struct{}, maxHeldFrames)
-	for range maxHeldFrames {
-		a.slots <- struct{}{}
+	if a.shards != nil {
+		return
 	}
-	a.quit = make(chan struct{})
-	s, root, self, in, slots, quit := a.s, ctx.ActorSystem().Root, ctx.Self(), a.in, a.slots, a.quit
-	if !s.goroutines.Go(func() { readSubscription(s, root, self, in, slots, quit) }) {
-		// The client is closing and will stop this actor.
-		a.readerExited = true
-		a.unsubscribe(ErrClosed)
+	a.ctx, a.cancel = context.WithCancel(a.s.ctx)
+	perShard := max(minHeldFramesPerShard, maxHeldFrames/max(len(a.in.shards), 1))
+	a.shards = make([]*shardState, len(a.in.shards))
+	for i, st := range a.in.shards {
+		sh := &shardState{start: st, slots: make(chan struct{}, perShard)}
+		for range perShard {
+			sh.slots <- struct{}{}
+		}
+		a.shards[i] = sh
+	}
+	for i, sh := range a.shards {
+		if !a.startAttempt(ctx, i, sh.start.start, sh.start.offset) {
+			// The client is closing and will stop this actor.
+			a.unsubscribe(ErrClosed)
+			return
+		}
 	}
 }
 
-// readSubscription is a subscription stream's reader: the node's answer to
-// Subscribe, then EventBatch frames, each after taking a slot, until the
-// stream ends, the node sends an Error, or quit is closed.
-func readSubscription(s *session, root *actor.RootContext, pid *actor.PID, in *subscriptionInit,
-	slots <-chan struct{}, quit <-chan struct{}) {
-	st := in.stream
-	end := func(err error, fromNode bool) { root.Send(pid, &subscriptionEnded{err: err, fromNode: fromNode}) }
+// shardAttempt is what a reader needs for one Subscribe on one shard.
+type shardAttempt struct {
+	idx, gen int
+	sub      wire.Subscribe
+	slots    chan struct{}
+	ctx      context.Context
+}
+
+// startAttempt starts a reader that subscribes shard idx from start/offset.
+// It reports false when the client is closing.
+func (a *subscriptionActor) startAttempt(ctx actor.Context, idx int, start wire.StartKind, offset uint64) bool {
+	sh := a.shards[idx]
+	sh.gen++
+	sh.stream = nil
+	sh.asked = offset
+	at := shardAttempt{
+		idx: idx, gen: sh.gen, slots: sh.slots, ctx: a.ctx,
+		sub: wire.Subscribe{Name: a.in.name, Shard: sh.start.shard, Start: start, Offset: offset, QueueCapacity: a.in.queue},
+	}
+	s, root, self := a.s, ctx.ActorSystem().Root, ctx.Self()
+	if !s.goroutines.Go(func() { readShard(s, root, self, at) }) {
+		return false
+	}
+	a.readers++
+	return true
+}
+
+// readShard is one attempt's reader: it opens a subscription stream, writes
+// Subscribe, reads the node's answer, then EventBatch frames, each after
+// taking a slot, until the stream ends, the node sends an Error, or the
+// attempt's context ends.
+func readShard(s *session, root *actor.RootContext, pid *actor.PID, at shardAttempt) {
+	end := func(err error, fromNode bool) {
+		root.Send(pid, &shardEnded{idx: at.idx, gen: at.gen, err: err, fromNode: fromNode})
+	}
+	st, err := s.conn.OpenStreamSync(at.ctx)
+	if err != nil {
+		end(err, false)
+		return
+	}
+	root.Send(pid, &shardStreamOpened{idx: at.idx, gen: at.gen, stream: st})
+	id := s.nextID()
+	if _, err := st.Write(wire.AppendSubscribe(nil, id, at.sub)); err != nil {
+		end(connCause(err), false)
+		return
+	}
 
 	f, err := wire.ReadFrame(st, s.maxRecv)
 	if err != nil {
@@ -130,8 +221,8 @@ func readSubscription(s *session, root *actor.RootContext, pid *actor.PID, in *s
 	}
 	switch f.Header.Type {
 	case wire.TypeSubscribed:
-		if f.Header.RequestID != in.reqID {
-			end(protocolViolation("subscribed with request id %d, want %d", f.Header.RequestID, in.reqID), false)
+		if f.Header.RequestID != id {
+			end(protocolViolation("subscribed with request id %d, want %d", f.Header.RequestID, id), false)
 			return
 		}
 		sub, err := wire.DecodeSubscribed(f.Body)
@@ -139,11 +230,11 @@ func readSubscription(s *session, root *actor.RootContext, pid *actor.PID, in *s
 			end(err, false)
 			return
 		}
-		if sub.Shard != in.shard {
-			end(protocolViolation("subscribed to shard %d, asked for %d", sub.Shard, in.shard), false)
+		if sub.Shard != at.sub.Shard {
+			end(protocolViolation("subscribed to shard %d, asked for %d", sub.Shard, at.sub.Shard), false)
 			return
 		}
-		root.Send(pid, &subscribedReceived{sub: sub})
+		root.Send(pid, &subscribedReceived{idx: at.idx, gen: at.gen, sub: sub})
 	case wire.TypeError:
 		e, err := wire.DecodeError(f.Body)
 		if err != nil {
@@ -159,12 +250,9 @@ func readSubscription(s *session, root *actor.RootContext, pid *actor.PID, in *s
 
 	for {
 		select {
-		case <-slots:
-		case <-quit:
-			root.Send(pid, &subscriptionEnded{quit: true})
-			return
-		case <-s.ctx.Done():
-			end(s.ctx.Err(), false)
+		case <-at.slots:
+		case <-at.ctx.Done():
+			end(at.ctx.Err(), false)
 			return
 		}
 		f, err := wire.ReadFrame(st, s.maxRecv)
@@ -180,12 +268,12 @@ func readSubscription(s *session, root *actor.RootContext, pid *actor.PID, in *s
 				return
 			}
 			for _, v := range sections {
-				if v.Shard != in.shard {
-					end(protocolViolation("event batch for shard %d on a subscription to shard %d", v.Shard, in.shard), false)
+				if v.Shard != at.sub.Shard {
+					end(protocolViolation("event batch for shard %d on a subscription to shard %d", v.Shard, at.sub.Shard), false)
 					return
 				}
 			}
-			root.Send(pid, &eventsReceived{sections: sections})
+			root.Send(pid, &eventsReceived{idx: at.idx, gen: at.gen, sections: sections})
 		case wire.TypeError:
 			e, err := wire.DecodeError(f.Body)
 			if err != nil {
@@ -201,36 +289,76 @@ func readSubscription(s *session, root *actor.RootContext, pid *actor.PID, in *s
 	}
 }
 
-func (a *subscriptionActor) onSubscribed(m *subscribedReceived) {
-	if a.endErr != nil {
+// closeStream closes st's send side (the node's signal to unsubscribe) and
+// stops reading it.
+func closeStream(st *quic.Stream) {
+	_ = st.Close()
+	st.CancelRead(0)
+}
+
+func (a *subscriptionActor) onStreamOpened(m *shardStreamOpened) {
+	sh := a.shards[m.idx]
+	if a.unsubscribed || m.gen != sh.gen {
+		closeStream(m.stream)
 		return
 	}
-	a.answered = true
-	a.sub = m.sub
-	a.q = newEventQueue(m.sub.Offset)
+	sh.stream = m.stream
+}
+
+func (a *subscriptionActor) onSubscribed(m *subscribedReceived) {
+	sh := a.shards[m.idx]
+	if a.unsubscribed || a.endErr != nil || m.gen != sh.gen {
+		return
+	}
+	if sh.answered {
+		// An automatic resume: the queue carries over and drops what was
+		// delivered already.
+		return
+	}
+	sh.answered, sh.granted = true, m.sub
+	sh.q = newEventQueue(m.sub.Offset)
+	for _, s := range a.shards {
+		if !s.answered {
+			return
+		}
+	}
+	ans := a.answer()
 	for _, w := range a.awaiting {
-		w.reply <- subscribeAnswer{sub: a.sub}
+		w.reply <- ans
 	}
 	a.awaiting = nil
 }
 
-func (a *subscriptionActor) onSubscribeAwait(m *subscribeAwait) {
-	switch {
-	case a.answered:
-		m.reply <- subscribeAnswer{sub: a.sub}
-	case a.endErr != nil:
-		m.reply <- subscribeAnswer{err: a.endErr}
-	default:
-		a.awaiting = append(a.awaiting, m)
+// answer returns every shard's Subscribed (all have answered).
+func (a *subscriptionActor) answer() subscribeAnswer {
+	granted := make(map[uint32]wire.Subscribed, len(a.shards))
+	for _, sh := range a.shards {
+		granted[sh.start.shard] = sh.granted
 	}
+	return subscribeAnswer{granted: granted}
+}
+
+func (a *subscriptionActor) onSubscribeAwait(m *subscribeAwait) {
+	if a.endErr != nil {
+		m.reply <- subscribeAnswer{err: a.endErr}
+		return
+	}
+	for _, sh := range a.shards {
+		if !sh.answered {
+			a.awaiting = append(a.awaiting, m)
+			return
+		}
+	}
+	m.reply <- a.answer()
 }
 
 func (a *subscriptionActor) onEvents(m *eventsReceived) {
-	if a.unsubscribed || a.q == nil {
-		a.releaseSlots(1)
+	sh := a.shards[m.idx]
+	if a.unsubscribed || sh.q == nil || m.gen != sh.gen {
+		releaseSlots(sh.slots, 1)
 		return
 	}
-	a.q.push(m.sections)
+	sh.q.push(m.sections)
 	a.serve()
 }
 
@@ -253,73 +381,145 @@ func (a *subscriptionActor) onNextCancelled(m *nextCancelled) {
 	m.ack <- struct{}{}
 }
 
-// serve answers waiting Next calls with held events, and with endErr once
-// none is left after the subscription ended.
+// serve answers waiting Next calls with held events and errors.
 func (a *subscriptionActor) serve() {
 	for len(a.waiters) > 0 {
-		var ev Event
-		ok := false
-		if a.q != nil {
-			var finished int
-			ev, ok, finished = a.q.pop()
-			a.releaseSlots(finished)
-		}
+		r, ok := a.next()
 		if !ok {
-			break
+			return
 		}
-		a.waiters[0].reply <- nextResult{ev: ev}
+		a.waiters[0].reply <- r
 		a.waiters[0] = nil
 		a.waiters = a.waiters[1:]
 	}
-	if a.endErr != nil {
-		for _, w := range a.waiters {
-			w.reply <- nextResult{err: a.endErr}
-		}
-		a.waiters = nil
-	}
 }
 
-// releaseSlots gives the reader n frame slots back. It never blocks: the
-// reader took every slot it gives back.
-func (a *subscriptionActor) releaseSlots(n int) {
+// next returns what the next Next call gets, if anything is ready: the
+// shards take turns, and at its turn a shard gives its next held event, or,
+// once it has none left and it ended, its error (once). When no shard has
+// anything, it is the subscription's end error, or, once every shard ended,
+// the last shard error reported.
+func (a *subscriptionActor) next() (nextResult, bool) {
+	n := len(a.shards)
+	for i := range n {
+		k := (a.turn + i) % n
+		sh := a.shards[k]
+		if sh.q != nil {
+			ev, ok, finished := sh.q.pop()
+			releaseSlots(sh.slots, finished)
+			if ok {
+				a.turn = (k + 1) % n
+				return nextResult{ev: ev}, true
+			}
+		}
+		if sh.err != nil && !sh.reported {
+			sh.reported = true
+			a.lastErr = sh.err
+			a.turn = (k + 1) % n
+			return nextResult{err: sh.err}, true
+		}
+	}
+	if a.endErr != nil {
+		return nextResult{err: a.endErr}, true
+	}
+	for _, sh := range a.shards {
+		if sh.err == nil {
+			return nextResult{}, false
+		}
+	}
+	return nextResult{err: a.lastErr}, a.lastErr != nil
+}
+
+// releaseSlots gives a reader n frame slots back. It never blocks: the
+// readers took every slot given back.
+func releaseSlots(slots chan struct{}, n int) {
 	for range n {
 		select {
-		case a.slots <- struct{}{}:
+		case slots <- struct{}{}:
 		default:
 		}
 	}
 }
 
-func (a *subscriptionActor) onEnded(ctx actor.Context, m *subscriptionEnded) {
-	a.readerExited = true
+func (a *subscriptionActor) onShardEnded(ctx actor.Context, m *shardEnded) {
+	a.readers--
 	if a.unsubscribed {
 		a.maybeStop(ctx)
 		return
 	}
+	sh := a.shards[m.idx]
+	if m.gen != sh.gen {
+		return
+	}
+	st := sh.stream
+	sh.stream = nil
+	if st != nil {
+		// The node is done with the stream, or the stream failed; close
+		// this side too.
+		closeStream(st)
+	}
 	if a.endErr != nil {
 		return
 	}
-	var err error
 	var se *quic.StreamError
 	switch {
 	case m.fromNode:
-		err = m.err
+		we := m.err.(*wire.Error)
+		if sh.answered && we.Code == wire.CodeLagged && a.in.autoResume {
+			a.in.resumes.Add(1)
+			a.s.log.Debug("herald: subscription lagged; resuming", slog.String("stream", a.in.name.String()),
+				slog.Uint64("shard", uint64(sh.start.shard)), slog.Uint64("offset", we.Detail))
+			if !a.startAttempt(ctx, m.idx, wire.StartOffset, we.Detail) {
+				a.fail(ErrClosed)
+			}
+			return
+		}
+		a.shardFailed(sh, a.shardError(sh, we))
 	case fatalFrame(m.err):
 		a.s.fail(m.err)
-		err = a.s.failure()
+		a.fail(a.s.failure())
 	case a.s.ctx.Err() != nil:
-		err = a.s.failure()
+		a.fail(a.s.failure())
 	case errors.Is(m.err, io.EOF):
-		err = &wire.Error{Code: wire.CodeSubscriptionAborted, Message: "the node ended the subscription stream"}
+		a.shardFailed(sh, &ShardError{Shard: sh.start.shard,
+			Err: &wire.Error{Code: wire.CodeSubscriptionAborted, Message: "the node ended the subscription stream"}})
 	case errors.As(m.err, &se):
-		err = fmt.Errorf("herald: subscription stream reset: %w", m.err)
+		a.shardFailed(sh, &ShardError{Shard: sh.start.shard, Err: fmt.Errorf("herald: subscription stream reset: %w", m.err)})
 	default:
-		err = a.s.lost(m.err)
+		a.fail(a.s.lost(m.err))
+	}
+}
+
+// shardError wraps the node's error that ended or refused sh.
+func (a *subscriptionActor) shardError(sh *shardState, we *wire.Error) error {
+	switch we.Code {
+	case wire.CodeLagged:
+		return &LaggedError{Shard: sh.start.shard, ResumeFrom: we.Detail, Err: we}
+	case wire.CodeOffsetOutOfRange:
+		return &OffsetOutOfRangeError{Shard: sh.start.shard, Offset: sh.asked, Detail: we.Detail, Err: we}
+	default:
+		return &ShardError{Shard: sh.start.shard, Err: we}
+	}
+}
+
+// shardFailed ends sh with err. Before every shard has answered, it ends
+// the subscription (Subscribe returns err).
+func (a *subscriptionActor) shardFailed(sh *shardState, err error) {
+	if !sh.answered {
+		a.fail(err)
+		return
+	}
+	sh.err = err
+	a.serve()
+}
+
+// fail ends the whole subscription with err: Subscribe, if waiting, returns
+// it, and Next returns it once no event is held.
+func (a *subscriptionActor) fail(err error) {
+	if a.endErr != nil {
+		return
 	}
 	a.endErr = err
-	// The node is done with the stream; close this side too.
-	a.in.stream.CancelRead(0)
-	_ = a.in.stream.Close()
 	for _, w := range a.awaiting {
 		w.reply <- subscribeAnswer{err: err}
 	}
@@ -327,9 +527,9 @@ func (a *subscriptionActor) onEnded(ctx actor.Context, m *subscriptionEnded) {
 	a.serve()
 }
 
-// unsubscribe ends the subscription from this side: it closes the send side
-// (the node's signal to unsubscribe), cancels reading, stops the reader and
-// fails waiting calls with err.
+// unsubscribe ends the subscription from this side: it stops the readers,
+// closes every stream's send side (the node's signal to unsubscribe),
+// cancels reading, and fails waiting calls with err.
 func (a *subscriptionActor) unsubscribe(err error) {
 	if a.unsubscribed {
 		return
@@ -338,11 +538,16 @@ func (a *subscriptionActor) unsubscribe(err error) {
 	if a.endErr == nil {
 		a.endErr = err
 	}
-	if a.quit != nil {
-		close(a.quit)
+	if a.cancel != nil {
+		a.cancel()
 	}
-	_ = a.in.stream.Close()
-	a.in.stream.CancelRead(0)
+	for _, sh := range a.shards {
+		if sh.stream != nil {
+			closeStream(sh.stream)
+			sh.stream = nil
+		}
+		sh.q = nil
+	}
 	for _, w := range a.awaiting {
 		w.reply <- subscribeAnswer{err: err}
 	}
@@ -351,7 +556,6 @@ func (a *subscriptionActor) unsubscribe(err error) {
 		w.reply <- nextResult{err: err}
 	}
 	a.waiters = nil
-	a.q = nil
 }
 
 func (a *subscriptionActor) onUnsubscribe(ctx actor.Context) {
@@ -361,16 +565,16 @@ func (a *subscriptionActor) onUnsubscribe(ctx actor.Context) {
 }
 
 // maybeStop stops the actor once the Subscription's Close asked for it and
-// the reader has exited (so no message of the reader can reach a stopped
+// every reader has exited (so no message of a reader can reach a stopped
 // actor), unless it is stopping already.
 func (a *subscriptionActor) maybeStop(ctx actor.Context) {
-	if a.closeRequested && a.readerExited && !a.stopping {
+	if a.closeRequested && a.readers == 0 && !a.stopping {
 		a.stopping = true
 		ctx.Stop(ctx.Self())
 	}
 }
 
-func (a *subscriptionActor) onStopping(ctx actor.Context) {
+func (a *subscriptionActor) onStopping() {
 	a.stopping = true
 	err := a.s.failure()
 	if err == nil {

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"sync/atomic"
+
 	"github.com/quic-go/quic-go"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -16,30 +18,43 @@ func (*nextRequest) IgnoreDeadLetterLogging()        {}
 func (*nextCancelled) IgnoreDeadLetterLogging()      {}
 func (*unsubscribeRequest) IgnoreDeadLetterLogging() {}
 
-// subscriptionInit is what a subscription actor starts with: an opened
-// subscription stream on which Subscribe was already written.
+// subscriptionInit is what a subscription actor starts with.
 type subscriptionInit struct {
-	// shard is the subscribed shard.
-	shard uint32
-	// reqID is the Subscribe frame's request id.
-	reqID uint64
-	// stream is the subscription stream; the actor owns it.
-	stream *quic.Stream
+	// name is the subscribed stream.
+	name wire.StreamName
+	// shards are the subscribed shards and where each starts, in the order
+	// the Subscription reports them.
+	shards []shardStart
+	// queue is the queue capacity to ask the node for (0: the stream's).
+	queue uint32
+	// autoResume: resubscribe a shard that ended lagged, from its resume
+	// offset, instead of ending it.
+	autoResume bool
+	// resumes counts automatic resubscriptions; the actor adds, the
+	// Subscription reads.
+	resumes *atomic.Int64
 	// stopped is closed by the connection actor once the subscription actor
 	// has stopped; the Subscription waits on it besides replies.
 	stopped chan struct{}
 }
 
-// subscribeAwait asks for the node's answer to Subscribe.
+// shardStart is one subscribed shard and where it starts.
+type shardStart struct {
+	shard  uint32
+	start  wire.StartKind
+	offset uint64
+}
+
+// subscribeAwait asks for the node's answers to the Subscribe frames.
 type subscribeAwait struct {
 	reply chan subscribeAnswer // capacity 1
 }
 
-// subscribeAnswer is the node's Subscribed, or the error that ended the
-// subscription before it.
+// subscribeAnswer is every shard's Subscribed, or the error that ended the
+// subscription before they all came.
 type subscribeAnswer struct {
-	sub wire.Subscribed
-	err error
+	granted map[uint32]wire.Subscribed
+	err     error
 }
 
 // nextRequest asks for the next event.
@@ -61,26 +76,40 @@ type nextCancelled struct {
 }
 
 // unsubscribeRequest asks the actor to end the subscription: close the send
-// side, cancel reading, fail waiting calls, and stop once the reader exited.
+// sides, cancel reading, fail waiting calls, and stop once the readers
+// exited.
 type unsubscribeRequest struct{}
+
+// The reader messages below carry the index of their shard in
+// subscriptionInit.shards and the generation of the attempt (the actor's
+// count of Subscribe frames for that shard) they belong to.
+
+// shardStreamOpened: a reader opened its subscription stream (and is about
+// to write Subscribe on it). The actor owns the stream from here on.
+type shardStreamOpened struct {
+	idx, gen int
+	stream   *quic.Stream
+}
 
 // subscribedReceived: the reader decoded the node's Subscribed.
 type subscribedReceived struct {
-	sub wire.Subscribed
+	idx, gen int
+	sub      wire.Subscribed
 }
 
 // eventsReceived: the reader decoded an EventBatch frame. It holds one of
-// the reader's frame slots until the actor releases it.
+// the shard's frame slots until the actor releases it.
 type eventsReceived struct {
+	idx, gen int
 	sections []wire.BatchView
 }
 
-// subscriptionEnded is the reader's last message, sent as it exits. fromNode
-// says err is the node's Error frame; quit says the actor asked it to stop;
-// otherwise err is a read error or a *wire.Error for a frame the reader
-// could not accept.
-type subscriptionEnded struct {
+// shardEnded is a reader's last message, sent as it exits. fromNode says
+// err is the node's Error frame; otherwise err is a read, open or write
+// error, a *wire.Error for a frame the reader could not accept, or the
+// subscription's context error once the actor asked the readers to stop.
+type shardEnded struct {
+	idx, gen int
 	err      error
 	fromNode bool
-	quit     bool
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +37,8 @@ type BadgerOptions struct {
 	// ValueThreshold is the value size in bytes from which values are kept in
 	// the value log rather than in the LSM tree. The default (1024) sends
 	// batch envelopes to the value log, which makes synced commits of many
-	// batches much faster (LIBRARIES.md §5).
+	// batches much faster (LIBRARIES.md §5), while the small index entries
+	// (17 bytes) stay in the LSM tree; keep it above 17.
 	ValueThreshold int64
 	// NumCompactors is the number of compaction goroutines.
 	NumCompactors int
@@ -176,24 +178,37 @@ func (badgerLogger) Infof(string, ...any) {}
 func (badgerLogger) Debugf(string, ...any) {}
 
 // BadgerLog is the durable Log, stored in a Badger database: a batch per key
-// (see the package documentation) and metadata under its own prefix.
+// with its index entry beside it (see the package documentation) and
+// metadata under its own prefix.
 //
 // Commit writes everything it is given in one Badger transaction, synced once
 // when SyncWrites is set. If that is more than one transaction may hold
 // (badger.ErrTxnTooBig: about 15% of MemTableSize, or as many entries), it is
 // split into several transactions committed in order, appends first then
-// metadata puts, each in the order given: atomicity is then per transaction,
-// and a failure part way leaves the earlier transactions written.
+// metadata puts, each in the order given: atomicity is then per transaction
+// (a batch and its index entry are always in the same one), and a failure
+// part way leaves the earlier transactions written.
+//
+// Retention (DeleteBefore, Retain) walks only the batch index and deletes the
+// oldest batches with their index entries, each pair in one transaction, in
+// offset order, after raising the shard's floor: the offset below which
+// everything is deleted, which keeps the tail of a shard left with no batch.
 //
 // Recovery: a torn or corrupt batch at the end of a shard's log (for example
-// the last write before a crash) is truncated by Tail, which deletes it with
-// a synced write, logs a warning and reports the tail after the previous
-// intact batch; such a batch is never served. A corrupt batch in the middle
+// the last write before a crash) is truncated by Tail, which deletes it and
+// its index entry with a synced write, logs a warning and reports the tail
+// after the previous intact batch (or the shard's floor); such a batch is
+// never served. A corrupt batch in the middle
 // of a log is left in place and makes Read return ErrCorrupt when it reaches
 // it.
 //
+// A database written before the batch index existed is indexed once by
+// OpenBadger (which reads every batch then).
+//
 // A background goroutine owned by the log runs value-log garbage collection;
 // Close stops it and waits for it.
+//
+// Lock order: mu (shared) before deletes.
 type BadgerLog struct {
 	// db is the database; safe for concurrent use, closed by Close.
 	db *badger.DB
@@ -214,6 +229,14 @@ type BadgerLog struct {
 		// closed is set by Close.
 		closed bool
 	}
+
+	// deletes serializes the calls that delete batches other than by
+	// Commit, and read and write floors: DeleteBefore, Retain, DropShard and
+	// the truncation of a torn tail. Each decides what to delete from a
+	// snapshot and must not race with another doing the same (a floor could
+	// go down, or a dropped shard get a floor back). Commit does not take
+	// it: it only adds batches past the tail, which these never touch.
+	deletes sync.Mutex
 }
 
 // Compile-time check that BadgerLog implements Log.
@@ -238,6 +261,10 @@ func OpenBadger(opts BadgerOptions) (*BadgerLog, error) {
 	}
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)
+	}
+	if err := l.upgrade(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("storage: open badger in %s: %w", opts.Dir, err)
 	}
 	if opts.ValueLogGCInterval > 0 {
 		l.gcDone.Add(1)
@@ -288,10 +315,10 @@ func (l *BadgerLog) acquire() error {
 }
 
 // validateAppends returns ErrInvalidBatch (wrapped) for the first batch with
-// no records.
+// no records, or with more Records bytes than the index can record.
 func validateAppends(appends []Append) error {
 	for _, a := range appends {
-		if a.Batch.Count == 0 || len(a.Batch.Records) == 0 {
+		if a.Batch.Count == 0 || len(a.Batch.Records) == 0 || int64(len(a.Batch.Records)) > math.MaxUint32 {
 			return fmt.Errorf("%w: stream %d shard %d base %d: %d records in %d bytes",
 				ErrInvalidBatch, a.Shard.Stream, a.Shard.Shard, a.Batch.Base, a.Batch.Count, len(a.Batch.Records))
 		}
@@ -299,10 +326,10 @@ func validateAppends(appends []Append) error {
 	return nil
 }
 
-// Commit writes appends then metas in one synced transaction, or in several
-// in order when they do not fit in one (see BadgerLog). It refuses a batch
-// with a zero Count or no Records bytes with ErrInvalidBatch before writing
-// anything. Commit does not retain appends, metas or their slices after it
+// Commit writes appends (each batch with its index entry) then metas in one
+// synced transaction, or in several in order when they do not fit in one (see
+// BadgerLog). It refuses a batch with a zero Count or no Records bytes with
+// ErrInvalidBatch before writing anything. Commit does not retain appends, metas or their slices after it
 // returns.
 func (l *BadgerLog) Commit(appends []Append, metas []MetaPut) error {
 	if err := validateAppends(appends); err != nil {
@@ -318,21 +345,22 @@ func (l *BadgerLog) Commit(appends []Append, metas []MetaPut) error {
 	w := newSplitWriter(l.db)
 	defer w.discard()
 	for _, a := range appends {
-		// Fresh key and value per entry: Badger keeps them until the commit.
-		e := badger.NewEntry(batchKey(a.Shard, a.Batch.Base), encodeEnvelope(a.Batch))
-		if err := w.set(e); err != nil {
+		// Fresh keys and values per entry: Badger keeps them until the commit.
+		err := w.write(
+			setOp(batchKey(a.Shard, a.Batch.Base), encodeEnvelope(a.Batch)),
+			setOp(indexKey(a.Shard, a.Batch.Base), encodeIndex(infoOf(a.Batch))),
+		)
+		if err != nil {
 			return fmt.Errorf("storage: commit stream %d shard %d base %d: %w",
 				a.Shard.Stream, a.Shard.Shard, a.Batch.Base, err)
 		}
 	}
 	for _, m := range metas {
-		var err error
-		if m.Value == nil {
-			err = w.delete(metaKey(m.Key))
-		} else {
-			err = w.set(badger.NewEntry(metaKey(m.Key), m.Value))
+		op := deleteOp(metaKey(m.Key))
+		if m.Value != nil {
+			op = setOp(metaKey(m.Key), m.Value)
 		}
-		if err != nil {
+		if err := w.write(op); err != nil {
 			return fmt.Errorf("storage: commit meta %q: %w", m.Key, err)
 		}
 	}
@@ -342,16 +370,52 @@ func (l *BadgerLog) Commit(appends []Append, metas []MetaPut) error {
 	return nil
 }
 
-// splitWriter writes entries in as few transactions as Badger allows:
-// when a transaction is full (badger.ErrTxnTooBig) it commits it and starts
-// the next one.
+// writeOp is one write of a splitWriter: a set, or a delete when del is set.
+// Its slices are kept by Badger until the transaction commits.
+type writeOp struct {
+	// key is the key written.
+	key []byte
+	// value is the value set; unused by a delete.
+	value []byte
+	// del makes the write a delete of key.
+	del bool
+}
+
+// setOp returns the write setting key to value.
+func setOp(key, value []byte) writeOp { return writeOp{key: key, value: value} }
+
+// deleteOp returns the write deleting key.
+func deleteOp(key []byte) writeOp { return writeOp{key: key, del: true} }
+
+// applyOps applies ops to txn, in order, until one fails.
+func applyOps(txn *badger.Txn, ops []writeOp) error {
+	for _, o := range ops {
+		var err error
+		if o.del {
+			err = txn.Delete(o.key)
+		} else {
+			err = txn.SetEntry(badger.NewEntry(o.key, o.value))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitWriter writes groups of writes in as few transactions as Badger
+// allows, each group whole in one transaction: when a group does not fit in
+// the open transaction (badger.ErrTxnTooBig), that transaction, which may
+// hold part of the group, is discarded, the earlier groups are written again
+// into a new one and committed, and the group starts the next transaction.
+// Transactions are committed in order.
 type splitWriter struct {
 	// db is the database written to.
 	db *badger.DB
 	// txn is the open transaction.
 	txn *badger.Txn
-	// n is the number of writes in txn.
-	n int
+	// ops are the writes of the groups in txn, kept to write them again.
+	ops []writeOp
 }
 
 // newSplitWriter opens the first transaction.
@@ -359,60 +423,106 @@ func newSplitWriter(db *badger.DB) *splitWriter {
 	return &splitWriter{db: db, txn: db.NewTransaction(true)}
 }
 
-// set writes e.
-func (w *splitWriter) set(e *badger.Entry) error {
-	return w.do(func(txn *badger.Txn) error { return txn.SetEntry(e) })
-}
-
-// delete deletes key.
-func (w *splitWriter) delete(key []byte) error {
-	return w.do(func(txn *badger.Txn) error { return txn.Delete(key) })
-}
-
-// do applies op to the open transaction, or, when the transaction is full,
-// commits it and applies op to a new one.
-func (w *splitWriter) do(op func(*badger.Txn) error) error {
-	err := op(w.txn)
-	if errors.Is(err, badger.ErrTxnTooBig) && w.n > 0 {
+// write adds group, writes that must be in the same transaction. A group too
+// big for a transaction of its own returns badger.ErrTxnTooBig.
+func (w *splitWriter) write(group ...writeOp) error {
+	err := applyOps(w.txn, group)
+	if errors.Is(err, badger.ErrTxnTooBig) && len(w.ops) > 0 {
+		w.txn.Discard()
+		w.txn = w.db.NewTransaction(true)
+		// The same writes in the same order fit, as they did before.
+		if err := applyOps(w.txn, w.ops); err != nil {
+			return err
+		}
 		if err := w.commit(); err != nil {
 			return err
 		}
 		w.txn = w.db.NewTransaction(true)
-		err = op(w.txn)
+		err = applyOps(w.txn, group)
 	}
 	if err != nil {
 		return err
 	}
-	w.n++
+	w.ops = append(w.ops, group...)
 	return nil
 }
 
 // commit commits the open transaction (syncing it when the database syncs
 // writes). The writer must not be used afterwards except by discard or, in
-// do, after a new transaction replaces it.
+// write, after a new transaction replaces it.
 func (w *splitWriter) commit() error {
-	w.n = 0
+	w.ops = w.ops[:0]
 	return w.txn.Commit()
 }
 
 // discard discards the open transaction; a no-op after commit.
 func (w *splitWriter) discard() { w.txn.Discard() }
 
-// Tail returns the End of the shard's last intact batch, or 0 when the shard
-// is empty. Corrupt batches at the end of the log are deleted (synced) and a
+// writeDurably writes groups (see splitWriter) and returns once they are
+// durable: synced by the commits when the database syncs writes, by db.Sync
+// otherwise.
+func (l *BadgerLog) writeDurably(groups [][]writeOp) error {
+	w := newSplitWriter(l.db)
+	defer w.discard()
+	for _, g := range groups {
+		if err := w.write(g...); err != nil {
+			return err
+		}
+	}
+	if err := w.commit(); err != nil {
+		return err
+	}
+	if !l.syncWrites {
+		return l.db.Sync()
+	}
+	return nil
+}
+
+// Tail returns the End of the shard's last intact batch, or the shard's
+// floor (0 unless DeleteBefore raised it) when it has none. Corrupt batches at
+// the end of the log are deleted with their index entries (synced) and a
 // warning is logged: see BadgerLog.
 func (l *BadgerLog) Tail(shard ShardKey) (uint64, error) {
 	if err := l.acquire(); err != nil {
 		return 0, err
 	}
 	defer l.mu.RUnlock()
-	var (
-		tail uint64
-		torn [][]byte // keys of corrupt batches at the end, newest first
-		errs []error  // why each was corrupt
-	)
+	tail, torn, err := l.findTail(shard)
+	if err == nil && len(torn) > 0 {
+		// Truncate under deletes, after looking again: a concurrent deleter
+		// may have removed some of the batches or raised the floor.
+		l.deletes.Lock()
+		defer l.deletes.Unlock()
+		tail, torn, err = l.findTail(shard)
+		if err == nil && len(torn) > 0 {
+			err = l.truncateLocked(shard, torn)
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("storage: tail of stream %d shard %d: %w", shard.Stream, shard.Shard, err)
+	}
+	return tail, nil
+}
+
+// tornBatch is a corrupt batch found at the end of a shard's log.
+type tornBatch struct {
+	// key is the batch's key.
+	key []byte
+	// err says why the batch is corrupt.
+	err error
+}
+
+// findTail returns the shard's tail after its last intact batch (at least its
+// floor) and the corrupt batches after that one, newest first. It reads the
+// last batches' values to check them.
+func (l *BadgerLog) findTail(shard ShardKey) (tail uint64, torn []tornBatch, err error) {
 	prefix := shardPrefix(shard)
-	err := l.db.View(func(txn *badger.Txn) error {
+	err = l.db.View(func(txn *badger.Txn) error {
+		floor, err := readFloor(txn, shard)
+		if err != nil {
+			return err
+		}
+		tail = floor
 		o := badger.DefaultIteratorOptions
 		o.Prefix = prefix
 		o.Reverse = true
@@ -423,50 +533,38 @@ func (l *BadgerLog) Tail(shard ShardKey) (uint64, error) {
 			item := it.Item()
 			b, err := readBatch(item)
 			if errors.Is(err, ErrCorrupt) {
-				torn = append(torn, item.KeyCopy(nil))
-				errs = append(errs, err)
+				torn = append(torn, tornBatch{key: item.KeyCopy(nil), err: err})
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			tail = b.End()
+			tail = max(tail, b.End())
 			return nil
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("storage: tail of stream %d shard %d: %w", shard.Stream, shard.Shard, err)
-	}
-	if len(torn) > 0 {
-		if err := l.truncate(shard, torn, errs); err != nil {
-			return 0, err
-		}
-	}
-	return tail, nil
+	return tail, torn, err
 }
 
-// truncate deletes the corrupt batches at the end of a shard's log, durably,
-// and logs a warning for each.
-func (l *BadgerLog) truncate(shard ShardKey, keys [][]byte, causes []error) error {
-	w := newSplitWriter(l.db)
-	defer w.discard()
-	for _, k := range keys {
-		if err := w.delete(k); err != nil {
-			return fmt.Errorf("storage: truncate stream %d shard %d: %w", shard.Stream, shard.Shard, err)
+// truncateLocked deletes the corrupt batches at the end of a shard's log and
+// their index entries, durably, and logs a warning for each. The caller holds
+// deletes.
+func (l *BadgerLog) truncateLocked(shard ShardKey, torn []tornBatch) error {
+	groups := make([][]writeOp, len(torn))
+	for i, t := range torn {
+		groups[i] = []writeOp{deleteOp(t.key)}
+		if base, err := batchKeyBase(t.key); err == nil {
+			groups[i] = append(groups[i], deleteOp(indexKey(shard, base)))
 		}
 	}
-	err := w.commit()
-	if err == nil && !l.syncWrites {
-		err = l.db.Sync()
+	if err := l.writeDurably(groups); err != nil {
+		return fmt.Errorf("truncate: %w", err)
 	}
-	if err != nil {
-		return fmt.Errorf("storage: truncate stream %d shard %d: %w", shard.Stream, shard.Shard, err)
-	}
-	for i, k := range keys {
-		base, _ := batchKeyBase(k)
+	for _, t := range torn {
+		base, _ := batchKeyBase(t.key)
 		l.logger.Warn("storage: truncated corrupt batch at the tail of a shard log",
-			"stream", shard.Stream, "shard", shard.Shard, "base", base, "err", causes[i])
+			"stream", shard.Stream, "shard", shard.Shard, "base", base, "err", t.err)
 	}
 	return nil
 }
@@ -484,27 +582,18 @@ func readBatch(item *badger.Item) (Batch, error) {
 	return decodeEnvelope(base, v)
 }
 
-// First returns the base of the shard's first stored batch, or 0 (the tail
-// of an empty shard) when it has none. It does not read the batch.
+// First returns the base of the shard's first stored batch, or its floor
+// (the tail of a shard with no batch: 0 unless DeleteBefore raised it) when it
+// has none. It does not read the batch.
 func (l *BadgerLog) First(shard ShardKey) (uint64, error) {
 	if err := l.acquire(); err != nil {
 		return 0, err
 	}
 	defer l.mu.RUnlock()
 	var first uint64
-	prefix := shardPrefix(shard)
 	err := l.db.View(func(txn *badger.Txn) error {
-		o := badger.DefaultIteratorOptions
-		o.Prefix = prefix
-		o.PrefetchValues = false
-		it := txn.NewIterator(o)
-		defer it.Close()
-		it.Seek(prefix)
-		if !it.ValidForPrefix(prefix) {
-			return nil
-		}
 		var err error
-		first, err = batchKeyBase(it.Item().Key())
+		first, err = firstOf(txn, shard)
 		return err
 	})
 	if err != nil {
@@ -641,40 +730,34 @@ func (l *BadgerLog) ScanMeta(prefix []byte, fn func(key, value []byte) error) er
 	return nil
 }
 
-// DropShard deletes every batch of the shard, in as many transactions as
-// needed (not atomically: a crash part way leaves a suffix of the log, which
-// a second DropShard removes). It does not use badger's DropPrefix, which
-// blocks all writes while it runs and would fail a concurrent Commit with
-// badger.ErrBlockedWrites.
+// DropShard deletes every batch of the shard, its index entries and its
+// floor, durably, in as many transactions as needed (not atomically: a crash
+// part way leaves a suffix of the log, which a second DropShard removes). It
+// does not use badger's DropPrefix, which blocks all writes while it runs
+// and would fail a concurrent Commit with badger.ErrBlockedWrites.
 func (l *BadgerLog) DropShard(shard ShardKey) error {
 	if err := l.acquire(); err != nil {
 		return err
 	}
 	defer l.mu.RUnlock()
-	var keys [][]byte
-	prefix := shardPrefix(shard)
+	l.deletes.Lock()
+	defer l.deletes.Unlock()
+	var groups [][]writeOp
 	err := l.db.View(func(txn *badger.Txn) error {
-		o := badger.DefaultIteratorOptions
-		o.Prefix = prefix
-		o.PrefetchValues = false
-		it := txn.NewIterator(o)
-		defer it.Close()
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
+		bases, err := storedBases(txn, shard, 0, true)
+		if err != nil {
+			return err
+		}
+		groups = batchDeletes(shard, bases)
+		if _, err := txn.Get(floorKey(shard)); err == nil {
+			groups = append(groups, []writeOp{deleteOp(floorKey(shard))})
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
 		}
 		return nil
 	})
-	if err == nil && len(keys) > 0 {
-		w := newSplitWriter(l.db)
-		defer w.discard()
-		for _, k := range keys {
-			if err = w.delete(k); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = w.commit()
-		}
+	if err == nil && len(groups) > 0 {
+		err = l.writeDurably(groups)
 	}
 	if err != nil {
 		return fmt.Errorf("storage: drop stream %d shard %d: %w", shard.Stream, shard.Shard, err)

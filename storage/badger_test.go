@@ -201,6 +201,9 @@ func TestBadgerTornTail(t *testing.T) {
 			}
 			wantRead(t, l, s, 0, 0, 0, good)
 			wantRead(t, l, s, tt.tail, 0, 0, nil)
+			// The torn batches' index entries went with them.
+			wantRawBases(t, l, s, good)
+			checkIndex(t, l, s)
 			wantTailFirst(t, l, other, 7, 0)
 			wantRead(t, l, other, 0, 0, 0, ob)
 

@@ -143,3 +143,51 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		}
 	})
 }
+
+func TestIndexValue(t *testing.T) {
+	b := BatchInfo{Base: 9, Count: 0x01020304, Timestamp: -2, Bytes: 0xa0b0c0d0}
+	v := encodeIndex(b)
+	want := []byte{1, 1, 2, 3, 4, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, 0xa0, 0xb0, 0xc0, 0xd0}
+	if !bytes.Equal(v, want) {
+		t.Fatalf("encodeIndex = %x, want %x", v, want)
+	}
+	if got, err := decodeIndex(9, v); err != nil || got != b {
+		t.Fatalf("decodeIndex = %+v, %v; want %+v", got, err, b)
+	}
+	for name, bad := range map[string][]byte{
+		"nil":           nil,
+		"short":         v[:indexValueLen-1],
+		"long":          append(bytes.Clone(v), 0),
+		"wrong version": append([]byte{2}, v[1:]...),
+		"zero count":    append([]byte{1, 0, 0, 0, 0}, v[5:]...),
+	} {
+		if got, err := decodeIndex(9, bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: decodeIndex = %+v, %v; want ErrCorrupt", name, got, err)
+		}
+	}
+}
+
+func TestIndexAndFloorKeys(t *testing.T) {
+	s := ShardKey{Stream: 0x0102030405060708, Shard: 0x0a0b0c0d}
+	k := indexKey(s, 0x1112131415161718)
+	if !bytes.Equal(k[1:], batchKey(s, 0x1112131415161718)[1:]) || k[0] != 'i' {
+		t.Fatalf("indexKey = %x", k)
+	}
+	if base, err := batchKeyBase(k); err != nil || base != 0x1112131415161718 {
+		t.Fatalf("batchKeyBase(index key) = %x, %v", base, err)
+	}
+	if f := floorKey(s); !bytes.Equal(f, append([]byte{'f'}, batchKey(s, 0)[1:shardPrefixLen]...)) {
+		t.Fatalf("floorKey = %x", f)
+	}
+	if v, err := decodeFloor(encodeFloor(1 << 50)); err != nil || v != 1<<50 {
+		t.Fatalf("floor round trip = %d, %v", v, err)
+	}
+	if _, err := decodeFloor([]byte{1}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("decodeFloor(short) err = %v", err)
+	}
+	// The keyspaces are distinct from each other and from metadata.
+	prefixes := map[byte]bool{recordPrefix: true, indexPrefix: true, floorPrefix: true, metaPrefix: true, formatKey[0]: true}
+	if len(prefixes) != 5 || len(formatKey) != 1 {
+		t.Fatalf("key prefixes collide: %v", prefixes)
+	}
+}

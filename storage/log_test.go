@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // testRecords returns n deterministic bytes standing for encoded records.
@@ -401,7 +402,16 @@ func testLogConformance(t *testing.T, open func(t *testing.T) Log) {
 		check("ScanMeta", l.ScanMeta(nil, func(k, v []byte) error { return nil }))
 		check("DropShard", l.DropShard(a))
 		check("Sync", l.Sync())
+		check("ScanBatches", l.ScanBatches(a, 0, func(BatchInfo) bool { return true }))
+		_, err = l.DeleteBefore(a, 1)
+		check("DeleteBefore", err)
+		_, err = l.Retain(a, RetentionPolicy{MaxBytes: 1}, time.Now())
+		check("Retain", err)
+		_, err = l.Stats(a)
+		check("Stats", err)
 	})
+
+	testRetentionConformance(t, open)
 }
 
 func TestMemoryLogConformance(t *testing.T) {

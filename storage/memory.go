@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // MemoryOptions configures a MemoryLog.
@@ -19,6 +20,11 @@ type MemoryOptions struct {
 
 // MemoryLog is a Log kept in memory, for ephemeral streams and tests. Nothing
 // survives Close; Sync is a no-op.
+//
+// Its batch index is the shard's slice of batches itself: ScanBatches,
+// Retain and Stats look only at the Batch headers and the shard's byte
+// count, which Commit, eviction, DeleteBefore and Retain keep together, so
+// the index cannot disagree with the records.
 //
 // Commit stores the Records slices it is given without copying them (the
 // caller must not modify them afterwards, as Batch says), and Read returns
@@ -35,7 +41,9 @@ type MemoryLog struct {
 		sync.Mutex
 		// closed is set by Close.
 		closed bool
-		// shards holds each shard's batches; an empty shard has no entry.
+		// shards holds each shard's batches; a shard never written (or
+		// dropped) has no entry, while one emptied by DeleteBefore or Retain
+		// keeps its entry for its floor.
 		shards map[ShardKey]*memShard
 		// meta holds the metadata, keyed by string(key).
 		meta map[string][]byte
@@ -44,10 +52,52 @@ type MemoryLog struct {
 
 // memShard is one shard's log in a MemoryLog, guarded by MemoryLog.mu.
 type memShard struct {
-	// batches are in offset order; never empty.
+	// batches are in offset order; empty only after DeleteBefore or Retain
+	// deleted them all.
 	batches []Batch
 	// bytes is the sum of len(Records) over batches.
 	bytes int64
+	// floor is the offset below which every batch was deleted (by
+	// DeleteBefore, Retain or eviction): the shard's tail and First when
+	// batches is empty.
+	floor uint64
+}
+
+// tail returns the End of the last batch, or the floor when there is none.
+func (s *memShard) tail() uint64 {
+	if len(s.batches) == 0 {
+		return s.floor
+	}
+	return s.batches[len(s.batches)-1].End()
+}
+
+// first returns the Base of the first batch, or the floor when there is none.
+func (s *memShard) first() uint64 {
+	if len(s.batches) == 0 {
+		return s.floor
+	}
+	return s.batches[0].Base
+}
+
+// deleteFirst deletes the first n batches, raises the floor past them, and
+// returns their Records bytes.
+func (s *memShard) deleteFirst(n int) int64 {
+	if n == 0 {
+		return 0
+	}
+	var bytes int64
+	for i := range n {
+		bytes += int64(len(s.batches[i].Records))
+	}
+	if n == len(s.batches) {
+		s.floor = max(s.floor, s.batches[n-1].End())
+	} else {
+		s.floor = max(s.floor, s.batches[n].Base)
+	}
+	clear(s.batches[:n]) // release the records
+	s.batches = s.batches[n:]
+	s.bytes -= bytes
+	return bytes
 }
 
 // Compile-time check that MemoryLog implements Log.
@@ -98,13 +148,12 @@ func (l *MemoryLog) evictLocked(s *memShard) {
 	if l.maxShardBytes <= 0 {
 		return
 	}
-	n := 0
-	for s.bytes > l.maxShardBytes && n < len(s.batches)-1 {
-		s.bytes -= int64(len(s.batches[n].Records))
-		s.batches[n] = Batch{} // release the records
+	n, bytes := 0, s.bytes
+	for bytes > l.maxShardBytes && n < len(s.batches)-1 {
+		bytes -= int64(len(s.batches[n].Records))
 		n++
 	}
-	s.batches = s.batches[n:]
+	s.deleteFirst(n)
 }
 
 // Tail implements Log.Tail.
@@ -118,11 +167,11 @@ func (l *MemoryLog) Tail(shard ShardKey) (uint64, error) {
 	if s == nil {
 		return 0, nil
 	}
-	return s.batches[len(s.batches)-1].End(), nil
+	return s.tail(), nil
 }
 
-// First implements Log.First: the base of the oldest batch not evicted, or
-// 0 for an empty shard.
+// First implements Log.First: the base of the oldest batch not evicted or
+// deleted, or the tail when there is none.
 func (l *MemoryLog) First(shard ShardKey) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -133,7 +182,7 @@ func (l *MemoryLog) First(shard ShardKey) (uint64, error) {
 	if s == nil {
 		return 0, nil
 	}
-	return s.batches[0].Base, nil
+	return s.first(), nil
 }
 
 // Read implements Log.Read. A maxBatches or maxBytes of 0 or less means no
@@ -213,6 +262,80 @@ func (l *MemoryLog) ScanMeta(prefix []byte, fn func(key, value []byte) error) er
 		}
 	}
 	return nil
+}
+
+// ScanBatches implements Log.ScanBatches. It snapshots the descriptions of
+// the matching batches, then calls fn without holding any lock.
+func (l *MemoryLog) ScanBatches(shard ShardKey, from uint64, fn func(BatchInfo) bool) error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	var infos []BatchInfo
+	if s := l.mu.shards[shard]; s != nil {
+		i := sort.Search(len(s.batches), func(i int) bool { return s.batches[i].End() > from })
+		infos = make([]BatchInfo, 0, len(s.batches)-i)
+		for _, b := range s.batches[i:] {
+			infos = append(infos, infoOf(b))
+		}
+	}
+	l.mu.Unlock()
+	for _, b := range infos {
+		if !fn(b) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// DeleteBefore implements Log.DeleteBefore.
+func (l *MemoryLog) DeleteBefore(shard ShardKey, offset uint64) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return 0, ErrClosed
+	}
+	s := l.mu.shards[shard]
+	if s == nil {
+		return 0, nil
+	}
+	s.deleteFirst(sort.Search(len(s.batches), func(i int) bool { return s.batches[i].End() > offset }))
+	return s.first(), nil
+}
+
+// Retain implements Log.Retain.
+func (l *MemoryLog) Retain(shard ShardKey, p RetentionPolicy, now time.Time) (RetainResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return RetainResult{}, ErrClosed
+	}
+	s := l.mu.shards[shard]
+	if s == nil {
+		return RetainResult{}, nil
+	}
+	plan := newRetainPlan(p, now, len(s.batches), s.bytes)
+	n := 0
+	for n < len(s.batches) && plan.deletes(infoOf(s.batches[n])) {
+		n++
+	}
+	bytes := s.deleteFirst(n)
+	return RetainResult{First: s.first(), DeletedBatches: n, DeletedBytes: bytes}, nil
+}
+
+// Stats implements Log.Stats.
+func (l *MemoryLog) Stats(shard ShardKey) (ShardStats, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return ShardStats{}, ErrClosed
+	}
+	s := l.mu.shards[shard]
+	if s == nil {
+		return ShardStats{}, nil
+	}
+	return ShardStats{First: s.first(), Tail: s.tail(), Batches: len(s.batches), Bytes: s.bytes}, nil
 }
 
 // DropShard implements Log.DropShard.

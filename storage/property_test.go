@@ -7,11 +7,14 @@ import (
 	"maps"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestBadgerMatchesMemory runs the same random operations against a
 // BadgerLog and an unbounded MemoryLog (the model) and checks that every
-// answer is the same, reopening the Badger log now and then.
+// answer is the same, reopening the Badger log now and then. Batch
+// timestamps follow a clock that mostly moves forward, as a shard's do, so
+// that age retention deletes some batches and not others.
 func TestBadgerMatchesMemory(t *testing.T) {
 	const ops = 1500
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -25,6 +28,8 @@ func TestBadgerMatchesMemory(t *testing.T) {
 	metaKeys := []string{"a", "a/1", "a/2", "b", "b/x", ""}
 	randShard := func() ShardKey { return shards[rng.IntN(len(shards))] }
 	var commits, refused, reads, batchesRead, reopens int // to check the test is not vacuous
+	var deletes, retains, batchesDeleted, scanned int     // idem, for retention
+	clock := int64(1_700_000_000_000_000_000)             // batch timestamps, in ns
 
 	// check compares one answer of both logs.
 	check := func(i int, what string, mv, bv any, merr, berr error) {
@@ -39,7 +44,7 @@ func TestBadgerMatchesMemory(t *testing.T) {
 
 	for i := range ops {
 		switch p := rng.IntN(100); {
-		case p < 40: // commit
+		case p < 35: // commit
 			var appends []Append
 			next := maps.Clone(tails)
 			for range rng.IntN(5) {
@@ -48,7 +53,9 @@ func TestBadgerMatchesMemory(t *testing.T) {
 				if rng.IntN(50) == 0 {
 					count = 0 // invalid: the whole commit is refused
 				}
-				b := Batch{Base: next[s], Count: count, Timestamp: rng.Int64(), Records: randBytes(rng, 1+rng.IntN(3000))}
+				clock += int64(rng.IntN(1000))
+				ts := clock - int64(rng.IntN(300)) // now and then older than the batch before
+				b := Batch{Base: next[s], Count: count, Timestamp: ts, Records: randBytes(rng, 1+rng.IntN(3000))}
 				appends = append(appends, Append{Shard: s, Batch: b})
 				next[s] = b.End()
 			}
@@ -69,7 +76,7 @@ func TestBadgerMatchesMemory(t *testing.T) {
 			} else {
 				refused++
 			}
-		case p < 70: // read
+		case p < 55: // read
 			s := randShard()
 			from := uint64(rng.IntN(int(tails[s]) + 10))
 			maxBatches, maxBytes := rng.IntN(6), rng.IntN(8000)
@@ -78,7 +85,7 @@ func TestBadgerMatchesMemory(t *testing.T) {
 			check(i, fmt.Sprintf("Read(%v, %d, %d, %d)", s, from, maxBatches, maxBytes), "", sameBatches(bb, mb), merr, berr)
 			reads++
 			batchesRead += len(mb)
-		case p < 80: // tail and first
+		case p < 63: // tail and first
 			s := randShard()
 			mt, merr := ml.Tail(s)
 			bt, berr := bl.Tail(s)
@@ -89,7 +96,7 @@ func TestBadgerMatchesMemory(t *testing.T) {
 			mf, merr := ml.First(s)
 			bf, berr := bl.First(s)
 			check(i, "First", mf, bf, merr, berr)
-		case p < 88: // metadata
+		case p < 70: // metadata
 			k := []byte(metaKeys[rng.IntN(len(metaKeys))])
 			mv, merr := ml.GetMeta(k)
 			bv, berr := bl.GetMeta(k)
@@ -97,16 +104,65 @@ func TestBadgerMatchesMemory(t *testing.T) {
 			ms, merr := scanAll(ml, k)
 			bs, berr := scanAll(bl, k)
 			check(i, fmt.Sprintf("ScanMeta(%q)", k), ms, bs, merr, berr)
-		case p < 92: // drop a shard
+		case p < 73: // drop a shard
 			s := randShard()
 			check(i, "DropShard", nil, nil, ml.DropShard(s), bl.DropShard(s))
 			tails[s] = 0
-		case p < 94: // reopen the Badger log
+		case p < 75: // reopen the Badger log
 			if err := bl.Close(); err != nil {
 				t.Fatalf("op %d: Close: %v", i, err)
 			}
 			bl = openTestBadger(t, dir)
 			reopens++
+		case p < 82: // delete before an offset; the tail stays
+			s := randShard()
+			off := uint64(rng.IntN(int(tails[s]) + 5))
+			before, _ := ml.Stats(s)
+			mf, merr := ml.DeleteBefore(s, off)
+			bf, berr := bl.DeleteBefore(s, off)
+			check(i, fmt.Sprintf("DeleteBefore(%v, %d)", s, off), mf, bf, merr, berr)
+			after, _ := ml.Stats(s)
+			if after.Tail != tails[s] {
+				t.Fatalf("op %d: model tail %d after DeleteBefore, want %d", i, after.Tail, tails[s])
+			}
+			deletes++
+			batchesDeleted += before.Batches - after.Batches
+		case p < 89: // retention
+			s := randShard()
+			var policy RetentionPolicy
+			if rng.IntN(3) > 0 {
+				policy.MaxAge = time.Duration(rng.IntN(20_000))
+			}
+			if rng.IntN(3) > 0 {
+				policy.MaxBytes = int64(rng.IntN(20_000))
+			}
+			now := time.Unix(0, clock+int64(rng.IntN(2000)))
+			mr, merr := ml.Retain(s, policy, now)
+			br, berr := bl.Retain(s, policy, now)
+			check(i, fmt.Sprintf("Retain(%v, %+v, %d)", s, policy, now.UnixNano()), mr, br, merr, berr)
+			retains++
+			batchesDeleted += mr.DeletedBatches
+		case p < 95: // scan the index
+			s := randShard()
+			from := uint64(rng.IntN(int(tails[s]) + 5))
+			limit := rng.IntN(5) // 0: all
+			scan := func(l Log) ([]BatchInfo, error) {
+				var out []BatchInfo
+				err := l.ScanBatches(s, from, func(b BatchInfo) bool {
+					out = append(out, b)
+					return limit == 0 || len(out) < limit
+				})
+				return out, err
+			}
+			mi, merr := scan(ml)
+			bi, berr := scan(bl)
+			check(i, fmt.Sprintf("ScanBatches(%v, %d)", s, from), mi, bi, merr, berr)
+			scanned += len(mi)
+		case p < 98: // stats
+			s := randShard()
+			ms, merr := ml.Stats(s)
+			bs, berr := bl.Stats(s)
+			check(i, fmt.Sprintf("Stats(%v)", s), ms, bs, merr, berr)
 		default: // sync
 			check(i, "Sync", nil, nil, ml.Sync(), bl.Sync())
 		}
@@ -117,12 +173,16 @@ func TestBadgerMatchesMemory(t *testing.T) {
 		mb, merr := ml.Read(s, 0, 0, 0)
 		bb, berr := bl.Read(s, 0, 0, 0)
 		check(ops, fmt.Sprintf("final Read(%v)", s), "", sameBatches(bb, mb), merr, berr)
+		checkIndex(t, ml, s)
+		checkIndex(t, bl, s)
 	}
 	ms, merr := scanAll(ml, nil)
 	bs, berr := scanAll(bl, nil)
 	check(ops, "final ScanMeta", ms, bs, merr, berr)
 	t.Logf("%d commits, %d refused, %d reads returning %d batches, %d reopens", commits, refused, reads, batchesRead, reopens)
-	if commits < ops/4 || refused == 0 || batchesRead < reads || reopens == 0 {
+	t.Logf("%d deletes and %d retains deleting %d batches, %d batches scanned", deletes, retains, batchesDeleted, scanned)
+	if commits < ops/4 || refused == 0 || batchesRead < reads || reopens == 0 ||
+		deletes == 0 || retains == 0 || batchesDeleted < (deletes+retains)/2 || scanned == 0 {
 		t.Fatal("the random operations did not cover enough ground")
 	}
 }

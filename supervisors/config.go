@@ -46,15 +46,22 @@ type Config struct {
 	// 0 means no byte bound. A batch larger than the bound still enters an
 	// empty queue.
 	SubscriberQueueMaxBytes int64 `yaml:"subscriber_queue_max_bytes"`
-	// ReplayRingBatches is how many recent committed batches a shard keeps in
-	// memory so subscribers that fall a little behind catch up without
-	// reading storage.
-	ReplayRingBatches int `yaml:"replay_ring_batches"`
-	// ReplayRingMaxBytes bounds a shard's replay ring by payload bytes.
+	// ReplayRingRecords is how many of its most recent committed records a
+	// shard keeps in memory (in whole batches) so resumes and subscribers
+	// that fall a little behind are served without reading storage.
+	ReplayRingRecords int `yaml:"replay_ring_records"`
+	// ReplayRingMaxBytes bounds a shard's replay ring by records bytes.
 	ReplayRingMaxBytes int64 `yaml:"replay_ring_max_bytes"`
 	// EphemeralShardMaxBytes bounds what an ephemeral shard keeps in memory;
 	// the oldest batches go first.
 	EphemeralShardMaxBytes int64 `yaml:"ephemeral_shard_max_bytes"`
+	// RetentionCheckInterval is how often streams' retention (by age and by
+	// bytes) is enforced, in whole batches.
+	RetentionCheckInterval time.Duration `yaml:"retention_check_interval"`
+	// ReadMaxRecords and ReadMaxBytes cap one range-read page.
+	ReadMaxRecords int `yaml:"read_max_records"`
+	// ReadMaxBytes caps the records bytes of one range-read page.
+	ReadMaxBytes int `yaml:"read_max_bytes"`
 	// HandshakeTimeout bounds the QUIC handshake and the Hello exchange.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
 	// IdleTimeout closes a QUIC connection that has been silent this long
@@ -100,7 +107,10 @@ func DefaultConfig() Config {
 		SubscriberQueueCapacity:    512,
 		SubscriberQueueCapacityMax: 4096,
 		SubscriberQueueMaxBytes:    128 << 20,
-		ReplayRingBatches:          1024,
+		ReplayRingRecords:          1024,
+		RetentionCheckInterval:     30 * time.Second,
+		ReadMaxRecords:             1000,
+		ReadMaxBytes:               1 << 20,
 		ReplayRingMaxBytes:         64 << 20,
 		EphemeralShardMaxBytes:     64 << 20,
 		HandshakeTimeout:           5 * time.Second,
@@ -158,8 +168,14 @@ func (c *Config) Validate() error {
 	if c.SubscriberQueueMaxBytes < 0 {
 		bad("subscriber_queue_max_bytes", "must not be negative")
 	}
-	if c.ReplayRingBatches < 0 {
-		bad("replay_ring_batches", "must not be negative")
+	if c.ReplayRingRecords < 0 {
+		bad("replay_ring_records", "must not be negative")
+	}
+	if c.ReadMaxRecords < 1 {
+		bad("read_max_records", "must be at least 1")
+	}
+	if c.ReadMaxBytes < 1024 {
+		bad("read_max_bytes", "must be at least 1024")
 	}
 	if c.ReplayRingMaxBytes < 0 {
 		bad("replay_ring_max_bytes", "must not be negative")
@@ -170,12 +186,18 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"handshake_timeout", c.HandshakeTimeout}, {"idle_timeout", c.IdleTimeout}, {"shutdown_timeout", c.ShutdownTimeout}} {
+	}{{"handshake_timeout", c.HandshakeTimeout}, {"idle_timeout", c.IdleTimeout}, {"shutdown_timeout", c.ShutdownTimeout},
+		{"retention_check_interval", c.RetentionCheckInterval}} {
 		if d.v <= 0 {
 			bad(d.key, "must be positive")
 		}
 	}
 	b := c.Badger
+	// A batch is one Badger value: it must fit a value-log file, or one
+	// valid publish would fail storage for everyone.
+	if int64(c.MaxFrameBytes)+4096 > b.ValueLogFileSize {
+		bad("max_frame_bytes", "%d does not fit badger.value_log_file_size %d (leave 4 KiB)", c.MaxFrameBytes, b.ValueLogFileSize)
+	}
 	for _, r := range []struct {
 		key      string
 		v, least int64

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/wire"
 )
 
 func dialClient(t testing.TB, n *Node, opts ...client.Option) *client.Client {
@@ -48,7 +49,10 @@ func TestEndToEndPublishersAndSubscribers(t *testing.T) {
 	var subWG sync.WaitGroup
 	for i := range subscribers {
 		sc := dialClient(t, n)
-		sub, err := sc.Subscribe(ctx, name, client.FromEarliest())
+		// A subscriber slower than three publishers lags (drop_new); it
+		// resumes from the offset the node names, so it still sees each
+		// record once.
+		sub, err := sc.Subscribe(ctx, name, client.FromEarliest(), client.AutoResume())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,6 +73,55 @@ func TestEndToEndPublishersAndSubscribers(t *testing.T) {
 		}()
 	}
 
+	// One more subscriber speaks the wire protocol by hand: the client drops
+	// records it has seen, so this one proves the node itself sends each
+	// batch once and in order.
+	raw := dialRaw(t, n)
+	rawSub := raw.subscribeRaw(name, wire.StartEarliest)
+	_ = rawSub.SetReadDeadline(time.Time{})
+	rawErr := make(chan error, 1)
+	go func() {
+		next := uint64(0)
+		for next < total {
+			f, err := wire.ReadFrame(rawSub, 1<<24)
+			if err != nil {
+				rawErr <- err
+				return
+			}
+			if f.Header.Type == wire.TypeError {
+				// A slow reader lags (drop_new): resume where the node says.
+				e, err := wire.DecodeError(f.Body)
+				if err != nil || e.Code != wire.CodeLagged || e.Detail != next {
+					rawErr <- fmt.Errorf("raw subscriber ended: %v %v (next %d)", e, err, next)
+					return
+				}
+				rawSub = raw.stream()
+				if _, err := rawSub.Write(wire.AppendSubscribe(nil, 99, wire.Subscribe{Name: name, Start: wire.StartOffset, Offset: next})); err != nil {
+					rawErr <- err
+					return
+				}
+				if f, err := wire.ReadFrame(rawSub, 1<<24); err != nil || f.Header.Type != wire.TypeSubscribed {
+					rawErr <- fmt.Errorf("resubscribe at %d: %v", next, err)
+					return
+				}
+				continue
+			}
+			views, err := wire.DecodeEventBatch(f.Body)
+			if err != nil {
+				rawErr <- err
+				return
+			}
+			for _, v := range views {
+				if v.Base != next {
+					rawErr <- fmt.Errorf("raw subscriber: batch at %d, want %d", v.Base, next)
+					return
+				}
+				next += uint64(v.Count)
+			}
+		}
+		rawErr <- nil
+	}()
+
 	// Publishers pipeline single-record acked publishes.
 	acked := make([]map[uint64]string, publishers)
 	var pubWG sync.WaitGroup
@@ -79,16 +132,17 @@ func TestEndToEndPublishersAndSubscribers(t *testing.T) {
 		pubWG.Add(1)
 		go func() {
 			defer pubWG.Done()
-			futures := make(chan *client.PublishFuture, 512)
-			payloads := make(chan string, 512)
+			pctx, stop := context.WithCancel(ctx)
+			defer stop()
+			futures := make(chan *client.PublishFuture, perPublisher)
+			payloads := make(chan string, perPublisher)
 			go func() {
 				defer close(futures)
 				for i := range perPublisher {
 					payload := fmt.Sprintf("p%d-%05d", p, i)
-					f, err := pc.PublishAsync(ctx, name, [][]byte{[]byte(payload)}, client.WithAck(client.AckPerBatch))
+					f, err := pc.PublishAsync(pctx, name, [][]byte{[]byte(payload)}, client.WithAck(client.AckPerBatch))
 					if err != nil {
-						errs <- err
-						return
+						return // the waiting side reports the failure that stopped it
 					}
 					payloads <- payload
 					futures <- f
@@ -130,6 +184,9 @@ func TestEndToEndPublishersAndSubscribers(t *testing.T) {
 	}
 
 	subWG.Wait()
+	if err := <-rawErr; err != nil {
+		t.Fatal(err)
+	}
 	for i, r := range results {
 		if r.err != nil {
 			t.Fatalf("subscriber %d after %d records: %v", i, len(r.offsets), r.err)
@@ -149,7 +206,7 @@ func TestEndToEndPublishersAndSubscribers(t *testing.T) {
 // then follows live publishes with no gap and no duplicate.
 func TestSubscribeFromOffsetThenLive(t *testing.T) {
 	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) {
-		c.ReplayRingBatches = 4 // force the history read path
+		c.ReplayRingRecords = 4 // force the history read path
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/quic-go/quic-go"
 
 	"github.com/heraldmq/herald/actors"
@@ -37,6 +38,12 @@ type Options struct {
 	SubscriptionProps func(*actor.Props) *actor.Props
 	ShardProps        func(*actor.Props) *actor.Props
 	ConnectionProps   func(*actor.Props) *actor.Props
+	// Now is the clock batches are stamped with and retention compares
+	// against; nil means time.Now. Tests inject one.
+	Now func() time.Time
+	// WrapMemoryLog, if set, wraps the ephemeral streams' log (tests make a
+	// shard's storage stall with it).
+	WrapMemoryLog func(storage.Log) storage.Log
 }
 
 // Node is a running Herald broker: storage, the actor tree, the QUIC
@@ -46,9 +53,17 @@ type Node struct {
 	cfg    Config
 	logger *slog.Logger
 	nodeID string
+	now    func() time.Time
+	// stop is closed when Shutdown begins; background loops end on it.
+	stop chan struct{}
+	// deadLetters is the event-stream subscription that answers publishes
+	// sent to a shard that is gone.
+	deadLetters *eventstream.Subscription
 
 	durable *storage.BadgerLog
 	memory  *storage.MemoryLog
+	// ephemeral is the log ephemeral streams use: memory, possibly wrapped.
+	ephemeral storage.Log
 
 	sys      *actor.ActorSystem
 	root     *actor.PID
@@ -79,14 +94,18 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, logger: opts.Logger}
+	n = &Node{cfg: cfg, logger: opts.Logger, now: opts.Now, stop: make(chan struct{})}
+	if n.now == nil {
+		n.now = time.Now
+	}
 	if n.logger == nil {
 		n.logger = NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
 	}
 	defer func() {
 		if err != nil {
 			n.stopping.Store(true)
-			n.closeResources()
+			close(n.stop)
+			_ = n.closeResources()
 		}
 	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -114,6 +133,10 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 		return nil, fmt.Errorf("node: open storage: %w", err)
 	}
 	n.memory = storage.NewMemoryLog(storage.MemoryOptions{MaxShardBytes: cfg.EphemeralShardMaxBytes})
+	n.ephemeral = n.memory
+	if opts.WrapMemoryLog != nil {
+		n.ephemeral = opts.WrapMemoryLog(n.memory)
+	}
 
 	actorLogger := n.logger.With(slog.String("component", "actor"))
 	n.sys = actor.NewActorSystem(
@@ -134,11 +157,12 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 		},
 		catalog: actors.CatalogConfig{
 			Durable:       n.durable,
-			Memory:        n.memory,
+			Memory:        n.ephemeral,
 			DefaultConfig: wire.StreamConfig{Shards: 1, Durable: true},
-			RingBatches:   cfg.ReplayRingBatches,
+			RingRecords:   cfg.ReplayRingRecords,
 			RingBytes:     cfg.ReplayRingMaxBytes,
 			ShardProps:    opts.ShardProps,
+			Now:           n.now,
 		},
 		listener: actors.ConnectionConfig{
 			NodeID:            n.nodeID,
@@ -149,6 +173,8 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			QueueCapacityMax:  cfg.SubscriberQueueCapacityMax,
 			QueueMaxBytes:     cfg.SubscriberQueueMaxBytes,
 			HandshakeTimeout:  cfg.HandshakeTimeout,
+			ReadMaxRecords:    cfg.ReadMaxRecords,
+			ReadMaxBytes:      cfg.ReadMaxBytes,
 			SubscriptionProps: opts.SubscriptionProps,
 			ConnectionProps:   opts.ConnectionProps,
 		},
@@ -168,6 +194,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 		return nil, fmt.Errorf("node: actor tree: %w", err)
 	}
 	n.children = *res.(*nodeChildren)
+	n.deadLetters = n.sys.EventStream.Subscribe(n.onDeadLetter)
 
 	if err := n.listen(tlsConf); err != nil {
 		return nil, err
@@ -265,12 +292,83 @@ func (n *Node) listen(tlsConf *tls.Config) error {
 			}
 		}()
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
 		n.acceptLoop()
 	}()
+	go func() {
+		defer n.wg.Done()
+		n.retentionLoop()
+	}()
 	return nil
+}
+
+// onDeadLetter answers a publish that reached a shard that is gone (its
+// stream was deleted after the connection looked it up): the publisher gets
+// stream_not_found instead of waiting forever.
+func (n *Node) onDeadLetter(evt any) {
+	dl, ok := evt.(*actor.DeadLetterEvent)
+	if !ok {
+		return
+	}
+	if p, ok := dl.Message.(*actors.PublishRequest); ok && p.ReplyTo != nil {
+		n.sys.Root.Send(p.ReplyTo, &actors.PublishRejected{ReqID: p.ReqID, Ack: p.Ack,
+			Err: wire.Errorf(wire.CodeStreamNotFound, "the stream was deleted")})
+	}
+}
+
+// retentionLoop enforces retention every retention_check_interval until the
+// node stops.
+func (n *Node) retentionLoop() {
+	t := time.NewTicker(n.cfg.RetentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			if err := n.ApplyRetention(); err != nil {
+				n.logger.Error("retention pass failed", slog.Any("error", err))
+			}
+		}
+	}
+}
+
+// ApplyRetention runs one retention pass now: for every stream with a
+// retention age or byte bound, each shard's oldest whole batches past the
+// bound are deleted and the shard is told its new first offset. The node
+// runs it every retention_check_interval; tests call it directly with an
+// injected clock.
+func (n *Node) ApplyRetention() error {
+	res, err := n.sys.Root.RequestFuture(n.children.Catalog, &actors.AllStreamsRequest{}, 10*time.Second).Result()
+	if err != nil {
+		return fmt.Errorf("retention: catalog: %w", err)
+	}
+	now := n.now()
+	var errs []error
+	for _, h := range res.(*actors.AllStreamsResponse).Streams {
+		policy := storage.RetentionPolicy{
+			MaxAge:   time.Duration(h.Config.RetentionAgeMillis) * time.Millisecond,
+			MaxBytes: int64(min(h.Config.RetentionBytes, 1<<62)),
+		}
+		if policy.MaxAge == 0 && policy.MaxBytes == 0 {
+			continue
+		}
+		for i, pid := range h.Shards {
+			r, err := h.Log.Retain(h.ShardKey(uint32(i)), policy, now)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("retention %s/%d: %w", h.Name, i, err))
+				continue
+			}
+			if r.DeletedBatches > 0 {
+				n.sys.Root.Send(pid, &actors.RetentionApplied{First: r.First})
+				n.logger.Debug("retention deleted batches", slog.String("stream", h.Name.String()), slog.Int("shard", i),
+					slog.Int("batches", r.DeletedBatches), slog.Int64("bytes", r.DeletedBytes), slog.Uint64("first", r.First))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (n *Node) acceptLoop() {
@@ -343,6 +441,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 
 func (n *Node) shutdown(ctx context.Context) error {
 	n.stopping.Store(true)
+	close(n.stop)
 	n.ready.Store(false)
 	n.logger.Info("herald node shutting down")
 	if n.quicLn != nil {
@@ -351,7 +450,10 @@ func (n *Node) shutdown(ctx context.Context) error {
 	start := time.Now()
 	n.drain(ctx)
 	n.logger.Debug("drain finished", slog.Duration("took", time.Since(start)))
-	n.closeResources()
+	if err := n.closeResources(); err != nil {
+		n.logger.Error("herald node stopped with an error", slog.Any("error", err))
+		return err
+	}
 	n.logger.Info("herald node stopped")
 	return nil
 }
@@ -397,23 +499,29 @@ func (n *Node) drain(ctx context.Context) {
 	for _, r := range all(res.(*actors.ConnectionsResponse).Connections, &actors.LanesRequest{}) {
 		lanes = append(lanes, r.(*actors.LanesResponse).Lanes...)
 	}
-	// Barrier 2: everything the shards handed the storage writer is durable.
+	// Barrier 2: every shard has handled the publishes sent to it before
+	// the drain (and handed durable ones to the storage writer).
+	var shards []*actor.PID
+	if r, err := root.RequestFuture(n.children.Catalog, &actors.AllShardsRequest{}, timeout()).Result(); err == nil {
+		shards = r.(*actors.AllShardsResponse).Shards
+	}
+	all(shards, &actors.ShardInfoRequest{})
+	// Barrier 3: everything the shards handed the storage writer is durable.
 	if _, err := root.RequestFuture(n.children.Writer, &actors.MetaWriteRequest{}, timeout()).Result(); err != nil {
 		return
 	}
-	// Barrier 3: every shard has processed its commits (and sent the acks).
-	if r, err := root.RequestFuture(n.children.Catalog, &actors.AllShardsRequest{}, timeout()).Result(); err == nil {
-		all(r.(*actors.AllShardsResponse).Shards, &actors.ShardInfoRequest{})
-	}
-	// Barrier 4: every lane has written what it was given.
+	// Barrier 4: every shard has processed its commits (and sent the acks).
+	all(shards, &actors.ShardInfoRequest{})
+	// Barrier 5: every lane has written what it was given.
 	all(lanes, &actors.LaneSyncRequest{})
 }
 
 // drainStepTimeout caps each drain barrier's wait.
 const drainStepTimeout = 2 * time.Second
 
-// closeResources stops everything that was started, in dependency order.
-func (n *Node) closeResources() {
+// closeResources stops everything that was started, in dependency order,
+// and reports a failure to sync or close storage.
+func (n *Node) closeResources() error {
 	if n.sys != nil && n.root != nil {
 		stop := func(pid *actor.PID) {
 			if pid != nil {
@@ -428,6 +536,9 @@ func (n *Node) closeResources() {
 		stop(n.root)
 	}
 	if n.sys != nil {
+		if n.deadLetters != nil {
+			n.sys.EventStream.Unsubscribe(n.deadLetters)
+		}
 		n.sys.Shutdown()
 	}
 	if n.quicLn != nil {
@@ -447,15 +558,17 @@ func (n *Node) closeResources() {
 		_ = n.httpLn.Close()
 	}
 	n.wg.Wait()
+	var errs []error
 	if n.durable != nil {
 		if err := n.durable.Sync(); err != nil {
-			n.logger.Error("storage sync at shutdown failed", slog.Any("error", err))
+			errs = append(errs, fmt.Errorf("storage sync at shutdown: %w", err))
 		}
 		if err := n.durable.Close(); err != nil {
-			n.logger.Error("storage close failed", slog.Any("error", err))
+			errs = append(errs, fmt.Errorf("storage close: %w", err))
 		}
 	}
 	if n.memory != nil {
 		_ = n.memory.Close()
 	}
+	return errors.Join(errs...)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/heraldmq/herald/client"
 )
 
-// The client commands (stream, pub, sub) share the connection flags below
+// The client commands (stream, pub, sub, read) share the connection flags below
 // and one way of parsing: flags may come before, between or after the
 // positional arguments, and "--" ends the flags.
 
@@ -152,6 +152,10 @@ var errUsage = errors.New("usage")
 // (exit status 2, nothing more to print).
 var errFlagsReported = errors.New("invalid flags")
 
+// errRefused is the error of a refused conditional publish (exit status 1);
+// the command printed the outcome, so nothing more is printed.
+var errRefused = errors.New("conditional publish refused")
+
 // usageErrorf returns a command-line error.
 func usageErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
@@ -169,6 +173,10 @@ func exitStatus(stderr io.Writer, cmd string, err error) int {
 	}
 	if errors.Is(err, errFlagsReported) {
 		return 2
+	}
+	if errors.Is(err, errRefused) {
+		// The command printed the outcome.
+		return 1
 	}
 	msg := strings.ReplaceAll(err.Error(), "herald: ", "")
 	msg = strings.ReplaceAll(msg, "\n", " ")

@@ -122,12 +122,37 @@ func TestParseStreamCmd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cmd.op != "create" || cmd.name != (client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}) || cmd.shards != 4 || !cmd.ephemeral {
+	if cmd.op != "create" || cmd.name != (client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}) ||
+		cmd.config != (client.StreamConfig{Shards: 4}) {
 		t.Fatalf("create: %+v", cmd)
+	}
+	cmd, err = parseStreamCmd([]string{"create", "orders", "--routing", "jump", "--overflow", "block", "--queue-capacity", "128",
+		"--queue-max-bytes", "1048576", "--retention-age", "72h", "--retention-bytes", "1000000"}, io.Discard, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := client.StreamConfig{Shards: 1, Durable: true, Routing: client.RoutingJump, Overflow: client.OverflowBlock,
+		QueueCapacity: 128, QueueMaxBytes: 1 << 20, RetentionAge: 72 * time.Hour, RetentionBytes: 1000000}
+	if cmd.config != want {
+		t.Fatalf("create config %+v, want %+v", cmd.config, want)
+	}
+	for s, want := range map[string]client.Routing{"hash": client.RoutingHash, "jump": client.RoutingJump} {
+		if got, err := parseRouting(s); err != nil || got != want {
+			t.Errorf("--routing %s = %v, %v", s, got, err)
+		}
+	}
+	for s, want := range map[string]client.Overflow{"drop_new": client.OverflowDropNew, "drop_old": client.OverflowDropOld, "block": client.OverflowBlock} {
+		if got, err := parseOverflow(s); err != nil || got != want {
+			t.Errorf("--overflow %s = %v, %v", s, got, err)
+		}
 	}
 	cmd, err = parseStreamCmd([]string{"--server", "h:1", "describe", "orders"}, io.Discard, env(nil))
 	if err != nil || cmd.op != "describe" || cmd.name.String() != "default/default/orders" || cmd.conn.server != "h:1" {
 		t.Fatalf("describe: %+v, %v", cmd, err)
+	}
+	cmd, err = parseStreamCmd([]string{"delete", "t/n/s"}, io.Discard, env(nil))
+	if err != nil || cmd.op != "delete" || cmd.name.String() != "t/n/s" {
+		t.Fatalf("delete: %+v, %v", cmd, err)
 	}
 	cmd, err = parseStreamCmd([]string{"list"}, io.Discard, env(nil))
 	if err != nil || cmd.tenant != "default" || cmd.namespace != "" {
@@ -141,14 +166,28 @@ func TestParseStreamCmd(t *testing.T) {
 		nil,
 		{"drop", "orders"},
 		{"create"},
+		{"delete"},
 		{"create", "a/b/c/d"},
 		{"create", "orders", "--shards", "0"},
+		{"create", "orders", "--routing", "modulo"},
+		{"create", "orders", "--overflow", "drop"},
+		{"create", "orders", "--queue-capacity", "-1"},
+		{"create", "orders", "--queue-capacity", "4294967296"},
+		{"create", "orders", "--queue-max-bytes", "-1"},
+		{"create", "orders", "--retention-age", "-1h"},
+		{"create", "orders", "--retention-bytes", "-5"},
 		{"describe", "a", "b"},
+		{"describe", "orders", "--shards", "2"},
+		{"delete", "orders", "--retention-age", "1h"},
+		{"list", "--ephemeral"},
 		{"list", "a/b/c"},
 	} {
 		if _, err := parseStreamCmd(args, io.Discard, env(nil)); !errors.Is(err, errUsage) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
+	}
+	if _, err := parseStreamCmd([]string{"create", "orders", "--retention-age", "soon"}, io.Discard, env(nil)); !errors.Is(err, errFlagsReported) {
+		t.Errorf("bad duration: %v", err)
 	}
 }
 
@@ -170,12 +209,26 @@ func TestParsePubCmd(t *testing.T) {
 			t.Errorf("--ack %s = %v, %v", mode, got, err)
 		}
 	}
+	cmd, err = parsePubCmd([]string{"orders", "a", "b", "--key", "k", "--if-offset", "0"}, io.Discard, env(nil))
+	if err != nil || !cmd.conditional || cmd.ifOffset != 0 || fmt.Sprint(cmd.messages) != "[a b]" {
+		t.Fatalf("pub --if-offset: %+v, %v", cmd, err)
+	}
+	cmd, err = parsePubCmd([]string{"orders", "--if-offset", "42"}, io.Discard, env(nil))
+	if err != nil || !cmd.conditional || cmd.ifOffset != 42 {
+		t.Fatalf("pub --if-offset 42: %+v, %v", cmd, err)
+	}
+	if cmd, _ := parsePubCmd([]string{"orders", "x"}, io.Discard, env(nil)); cmd.conditional {
+		t.Fatal("pub without --if-offset is conditional")
+	}
 	for _, args := range [][]string{
 		nil,
 		{"orders", "--ack", "all"},
 		{"orders", "--batch", "0"},
 		{"orders", "m", "--count", "3"},
 		{"orders", "--count", "-1"},
+		{"orders", "--if-offset", "1", "--count", "3"},
+		{"orders", "m", "--if-offset", "1", "--ack", "none"},
+		{"orders", "m", "--if-offset", "1", "--batch", "2"},
 	} {
 		if _, err := parsePubCmd(args, io.Discard, env(nil)); !errors.Is(err, errUsage) {
 			t.Errorf("%q: %v, want a usage error", args, err)
@@ -219,8 +272,19 @@ func TestParseSubCmd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cmd.name.Stream != "orders" || cmd.shard != 2 || cmd.count != 10 || cmd.queue != 64 || !cmd.json || cmd.from == nil {
+	if cmd.name.Stream != "orders" || !cmd.oneShard || cmd.shard != 2 || cmd.count != 10 || cmd.queue != 64 || !cmd.json || cmd.from == nil {
 		t.Fatalf("sub: %+v", cmd)
+	}
+	if len(cmd.subscribeOptions()) != 4 {
+		t.Fatalf("sub --shard: %d options, want from, queue, auto-resume and the shard", len(cmd.subscribeOptions()))
+	}
+	cmd, err = parseSubCmd([]string{"orders"}, io.Discard, env(nil))
+	if err != nil || cmd.oneShard || len(cmd.subscribeOptions()) != 3 {
+		t.Fatalf("sub without --shard: %+v, %v (every shard)", cmd, err)
+	}
+	cmd, err = parseSubCmd([]string{"orders", "--shard", "0"}, io.Discard, env(nil))
+	if err != nil || !cmd.oneShard || cmd.shard != 0 {
+		t.Fatalf("sub --shard 0: %+v, %v", cmd, err)
 	}
 	for _, from := range []string{"earliest", "latest", "0", "18446744073709551615"} {
 		if _, err := parseFrom(from); err != nil {
@@ -266,13 +330,24 @@ func TestExitStatus(t *testing.T) {
 	if got := exitStatus(&buf, "pub", fmt.Errorf("%w: %w", errFlagsReported, flag.ErrHelp)); got != 0 {
 		t.Fatalf("help: %d", got)
 	}
+	buf.Reset()
+	if got := exitStatus(&buf, "pub", errRefused); got != 1 || buf.Len() != 0 {
+		t.Fatalf("refused conditional publish: %d %q", got, buf.String())
+	}
 }
 
 func TestOutputFormats(t *testing.T) {
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	info := client.StreamInfo{Name: client.StreamName{Tenant: "a", Namespace: "b", Stream: "c"},
 		Config: client.StreamConfig{Shards: 2, Durable: true}, Created: ts, Tails: []uint64{10, 0}}
-	if got, want := formatStreamInfo(info), "a/b/c shards=2 durable=true created=2026-01-02T03:04:05Z tails=10,0"; got != want {
+	if got, want := formatStreamInfo(info), "a/b/c shards=2 routing=hash durable=true overflow=drop_new queue_capacity=0 queue_max_bytes=0 "+
+		"retention_age=0s retention_bytes=0 created=2026-01-02T03:04:05Z tails=10,0"; got != want {
+		t.Fatalf("stream info %q, want %q", got, want)
+	}
+	info.Config = client.StreamConfig{Shards: 2, Routing: client.RoutingJump, Overflow: client.OverflowDropOld,
+		QueueCapacity: 64, QueueMaxBytes: 4096, RetentionAge: 90 * time.Minute, RetentionBytes: 1 << 20}
+	if got, want := formatStreamInfo(info), "a/b/c shards=2 routing=jump durable=false overflow=drop_old queue_capacity=64 queue_max_bytes=4096 "+
+		"retention_age=1h30m0s retention_bytes=1048576 created=2026-01-02T03:04:05Z tails=10,0"; got != want {
 		t.Fatalf("stream info %q, want %q", got, want)
 	}
 

@@ -13,8 +13,9 @@ import (
 	"github.com/heraldmq/herald/net/wire"
 )
 
-const pubUsage = `STREAM [MESSAGE...] [--key K] [--ack none|message|batch] [--batch N] [--count N --size B]
-       (no MESSAGE and no --count: one record per line of standard input)`
+const pubUsage = `STREAM [MESSAGE...] [--key K] [--ack none|message|batch] [--batch N] [--count N --size B] [--if-offset N]
+       (no MESSAGE and no --count: one record per line of standard input;
+       --if-offset publishes every record as one batch, only if the key's shard's tail is N)`
 
 // Defaults of `herald pub`.
 const (
@@ -39,6 +40,10 @@ type pubCmd struct {
 	batch int
 	// count and size generate count payloads of size bytes (--count, --size).
 	count, size int
+	// conditional publishes every record as one batch, only at the tail
+	// ifOffset (--if-offset).
+	conditional bool
+	ifOffset    uint64
 }
 
 // parsePubCmd parses the arguments of `herald pub`.
@@ -50,6 +55,7 @@ func parsePubCmd(args []string, stderr io.Writer, getenv func(string) string) (*
 	fs.IntVar(&cmd.batch, "batch", 1, "records per publish")
 	fs.IntVar(&cmd.count, "count", 0, "generate this many records instead of reading messages; prints a summary")
 	fs.IntVar(&cmd.size, "size", defaultPubSize, "payload `bytes` of each generated record (with --count)")
+	fs.Uint64Var(&cmd.ifOffset, "if-offset", 0, "publish every record as one batch, only if the key's shard's tail is this `offset`; prints \"written at OFFSET\" or \"refused: tail is T\" (exit status 1)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return nil, err
@@ -76,6 +82,12 @@ func parsePubCmd(args []string, stderr io.Writer, getenv func(string) string) (*
 	case len(cmd.key) > wire.MaxKeyBytes:
 		return nil, usageErrorf("--key is longer than %d bytes", wire.MaxKeyBytes)
 	}
+	if setFlag(fs, "if-offset") != "" {
+		cmd.conditional = true
+		if f := setFlag(fs, "count", "batch", "ack"); f != "" {
+			return nil, usageErrorf("--if-offset publishes one acked batch: it does not take --%s", f)
+		}
+	}
 	return cmd, nil
 }
 
@@ -95,7 +107,9 @@ func parseAckMode(s string) (client.AckMode, error) {
 // runPub runs `herald pub`: it publishes the MESSAGE arguments, the lines of
 // stdin, or --count generated payloads, --batch records per publish, and
 // prints each ack as "shard offset" lines (one per record with --ack
-// message; none with --ack none), or a summary with --count.
+// message; none with --ack none), or a summary with --count. With
+// --if-offset it publishes every record as one conditional batch and prints
+// "written at OFFSET", or "refused: tail is T" and exits 1.
 func runPub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, err := parsePubCmd(args, stderr, os.Getenv)
 	if err != nil {
@@ -160,6 +174,9 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 		return err
 	}
 	defer c.Close()
+	if cmd.conditional {
+		return cmd.runConditional(ctx, c, stdin, stdout)
+	}
 
 	opts := []client.PublishOption{client.WithAck(cmd.ack)}
 	if cmd.key != "" {
@@ -257,5 +274,43 @@ func printAck(w io.Writer, ack client.PublishAck) error {
 		return nil
 	}
 	_, err := fmt.Fprintf(w, "%d %d\n", ack.Shard, ack.Offset)
+	return err
+}
+
+// runConditional publishes every record as one batch with PublishIf and
+// prints the outcome.
+func (cmd *pubCmd) runConditional(ctx context.Context, c *client.Client, stdin io.Reader, stdout io.Writer) error {
+	var batch [][]byte
+	next := cmd.source(stdin)
+	for {
+		p, ok, err := next()
+		if err != nil {
+			return fmt.Errorf("read input: %w", err)
+		}
+		if !ok {
+			break
+		}
+		batch = append(batch, p)
+	}
+	if len(batch) == 0 {
+		return usageErrorf("nothing to publish")
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+	defer cancel()
+	var key []byte
+	if cmd.key != "" {
+		key = []byte(cmd.key)
+	}
+	res, err := c.PublishIf(ctx, cmd.name, key, batch, cmd.ifOffset)
+	if err != nil {
+		return err
+	}
+	if !res.Written {
+		if _, err := fmt.Fprintf(stdout, "refused: tail is %d\n", res.Tail); err != nil {
+			return err
+		}
+		return errRefused
+	}
+	_, err = fmt.Fprintf(stdout, "written at %d\n", res.Offset)
 	return err
 }

@@ -17,7 +17,8 @@ import (
 	"github.com/heraldmq/herald/client"
 )
 
-const subUsage = `STREAM [--from earliest|latest|OFFSET] [--shard N] [--count N] [--queue N] [--json]`
+const subUsage = `STREAM [--from earliest|latest|OFFSET] [--shard N] [--count N] [--queue N] [--json]
+       (without --shard: every shard of the stream, merged)`
 
 // subCmd is a parsed `herald sub` command line.
 type subCmd struct {
@@ -25,8 +26,10 @@ type subCmd struct {
 	name client.StreamName
 	// from is where the subscription starts (--from).
 	from client.SubscribeOption
-	// shard is the subscribed shard (--shard).
-	shard uint32
+	// oneShard is set by --shard: subscribe to shard only; otherwise to
+	// every shard.
+	oneShard bool
+	shard    uint32
 	// count stops after this many records; 0 runs until interrupted.
 	count int
 	// queue asks the node for a queue of this many batches (--queue).
@@ -40,7 +43,7 @@ func parseSubCmd(args []string, stderr io.Writer, getenv func(string) string) (*
 	fs := newFlagSet("sub", subUsage, stderr)
 	cmd := &subCmd{conn: registerClientFlags(fs, getenv)}
 	from := fs.String("from", "earliest", "where to start: earliest, latest or an `offset`")
-	shard := fs.Uint("shard", 0, "shard to subscribe to")
+	shard := fs.Uint("shard", 0, "subscribe to this shard only (default: every shard)")
 	fs.IntVar(&cmd.count, "count", 0, "exit after this many records (0: run until interrupted)")
 	queue := fs.Uint("queue", 0, "queue capacity in batches to ask the node for (0: the stream's default)")
 	fs.BoolVar(&cmd.json, "json", false, `print JSON lines {"shard","offset","timestamp","key","payload"}; a key or payload that is not UTF-8 is printed as "key_base64"/"payload_base64"`)
@@ -65,6 +68,7 @@ func parseSubCmd(args []string, stderr io.Writer, getenv func(string) string) (*
 		return nil, usageErrorf("--shard and --queue must fit in 32 bits")
 	}
 	cmd.shard, cmd.queue = uint32(*shard), uint32(*queue)
+	cmd.oneShard = setFlag(fs, "shard") != ""
 	if cmd.count < 0 {
 		return nil, usageErrorf("--count must not be negative")
 	}
@@ -88,7 +92,10 @@ func parseFrom(s string) (client.SubscribeOption, error) {
 
 // runSub runs `herald sub`: it prints one line per record ("shard offset
 // payload", or JSON with --json) until --count records or an interrupt, and
-// exits non-zero with a one-line message on error.
+// exits non-zero with a one-line message on error. Without --shard it
+// subscribes to every shard of the stream; a shard that falls behind its
+// queue on a durable stream is resubscribed where it stopped, so the output
+// has no gap.
 func runSub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, err := parseSubCmd(args, stderr, os.Getenv)
 	if err != nil {
@@ -106,7 +113,7 @@ func (cmd *subCmd) run(ctx context.Context, stdout io.Writer) error {
 	}
 	defer c.Close()
 	sctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
-	sub, err := c.Subscribe(sctx, cmd.name, cmd.from, client.OnShard(cmd.shard), client.QueueCapacity(cmd.queue))
+	sub, err := c.Subscribe(sctx, cmd.name, cmd.subscribeOptions()...)
 	cancel()
 	if err != nil {
 		return interrupted(ctx, err)
@@ -133,6 +140,15 @@ func (cmd *subCmd) run(ctx context.Context, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// subscribeOptions returns the Subscribe options the flags ask for.
+func (cmd *subCmd) subscribeOptions() []client.SubscribeOption {
+	opts := []client.SubscribeOption{cmd.from, client.QueueCapacity(cmd.queue), client.AutoResume()}
+	if cmd.oneShard {
+		opts = append(opts, client.OnShard(cmd.shard))
+	}
+	return opts
 }
 
 // interrupted turns the error of a call cut short by an interrupt into a

@@ -31,6 +31,10 @@ const (
 	CodeProtocolViolation   Code = 18 // a valid frame arrived where it is not allowed
 	CodeSubscriptionAborted Code = 19 // the node ended the subscription; resubscribe to continue
 	CodeInvalidRequest      Code = 20 // a field value is not acceptable (e.g. unknown ack mode)
+	CodeConditionFailed     Code = 21 // a conditional publish expected another tail; Detail is the tail
+	CodeSequenceGap         Code = 22 // an idempotent publish skipped sequence numbers; Detail is the next expected
+	CodeLagged              Code = 23 // the subscription fell behind its queue; Detail is the offset to resume from
+	CodeDuplicateSequence   Code = 24 // an idempotent re-send of a batch written too long ago to answer with its offsets
 )
 
 // RetryClass says what a caller should do about an error.
@@ -75,6 +79,10 @@ var codes = map[Code]codeInfo{
 	CodeProtocolViolation:   {"protocol_violation", RetryFatal},
 	CodeSubscriptionAborted: {"subscription_aborted", RetryNow},
 	CodeInvalidRequest:      {"invalid_request", RetryFatal},
+	CodeConditionFailed:     {"condition_failed", RetryFatal},
+	CodeSequenceGap:         {"sequence_gap", RetryFatal},
+	CodeLagged:              {"lagged", RetryNow},
+	CodeDuplicateSequence:   {"duplicate_sequence", RetryFatal},
 }
 
 // String returns the code's stable snake_case name.
@@ -107,7 +115,8 @@ func Codes() []Code {
 
 // Error is a protocol error: a code, a message for humans, and an optional
 // detail whose meaning depends on the code (for CodeOffsetOutOfRange it is
-// the shard's tail). It is what decoders return and what Error frames carry.
+// the shard's tail, or its first retained offset when the request was below
+// retention; docs/protocol.md lists them). It is what decoders return and what Error frames carry.
 type Error struct {
 	Code    Code
 	Message string

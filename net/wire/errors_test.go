@@ -38,6 +38,10 @@ var codeTable = []struct {
 	{wire.CodeProtocolViolation, 18, "protocol_violation", wire.RetryFatal},
 	{wire.CodeSubscriptionAborted, 19, "subscription_aborted", wire.RetryNow},
 	{wire.CodeInvalidRequest, 20, "invalid_request", wire.RetryFatal},
+	{wire.CodeConditionFailed, 21, "condition_failed", wire.RetryFatal},
+	{wire.CodeSequenceGap, 22, "sequence_gap", wire.RetryFatal},
+	{wire.CodeLagged, 23, "lagged", wire.RetryNow},
+	{wire.CodeDuplicateSequence, 24, "duplicate_sequence", wire.RetryFatal},
 }
 
 func TestCodesTable(t *testing.T) {
@@ -83,7 +87,7 @@ func TestCodesOrderedAndNamed(t *testing.T) {
 }
 
 func TestUnknownCode(t *testing.T) {
-	for _, c := range []wire.Code{0, 21, 999, 0xffff} {
+	for _, c := range []wire.Code{0, 25, 999, 0xffff} {
 		if got, want := c.String(), fmt.Sprintf("code_%d", uint16(c)); got != want {
 			t.Errorf("Code(%d).String() = %q, want %q", c, got, want)
 		}

@@ -212,38 +212,60 @@ func eventBody(count uint16, secs ...rawSection) []byte {
 	return b
 }
 
-func TestDecodeEventBatchErrors(t *testing.T) {
-	one := wire.AppendRecords(nil, []wire.Record{{Payload: []byte("p")}})
-	good := rawSection{count: 1, length: uint32(len(one)), recs: one}
-	many := make([]rawSection, wire.MaxSectionsPerFrame+1)
+// badSection is a malformed EventBatch body and the code it is refused with
+// (0: any *wire.Error).
+type badSection struct {
+	name string
+	body []byte
+	code wire.Code
+}
+
+// oneRecord is a records block holding one record with payload "p".
+var oneRecord = wire.AppendRecords(nil, []wire.Record{{Payload: []byte("p")}})
+
+// goodRaw is a well-formed section.
+var goodRaw = rawSection{count: 1, length: uint32(len(oneRecord)), recs: oneRecord}
+
+// manyRaw returns n well-formed sections.
+func manyRaw(n int) []rawSection {
+	many := make([]rawSection, n)
 	for i := range many {
-		many[i] = good
+		many[i] = goodRaw
 	}
-	tests := []struct {
-		name string
-		body []byte
-		code wire.Code // 0: any *wire.Error
-	}{
+	return many
+}
+
+// badEventBodies are EventBatch bodies every decoder of sections refuses;
+// ReadResult reuses those whose section count it allows.
+func badEventBodies() []badSection {
+	one, good := oneRecord, goodRaw
+	return []badSection{
 		{"empty body", nil, wire.CodeMalformedFrame},
 		{"one byte", []byte{0}, wire.CodeMalformedFrame},
 		{"zero sections", eventBody(0), wire.CodeMalformedFrame},
 		{"zero sections with bytes", eventBody(0, good), wire.CodeMalformedFrame},
 		{"count over the frame", eventBody(2, good), wire.CodeMalformedFrame},
 		{"count far over the frame", eventBody(math.MaxUint16, good), wire.CodeMalformedFrame},
-		{"too many sections", eventBody(wire.MaxSectionsPerFrame+1, many...), wire.CodeMalformedFrame},
+		{"too many sections", eventBody(wire.MaxSectionsPerFrame+1, manyRaw(wire.MaxSectionsPerFrame+1)...), wire.CodeMalformedFrame},
 		{"records length lies long", eventBody(1, rawSection{count: 1, length: 100, recs: one}), wire.CodeMalformedFrame},
 		{"records length huge", eventBody(1, rawSection{count: 1, length: math.MaxUint32, recs: one}), wire.CodeMalformedFrame},
 		{"records length lies short", eventBody(1, rawSection{count: 1, length: 2, recs: one}), wire.CodeMalformedFrame},
 		{"count mismatch", eventBody(1, rawSection{count: 2, length: uint32(len(one)), recs: one}), wire.CodeMalformedFrame},
 		{"bad records", eventBody(1, rawSection{count: 1, length: 2, recs: []byte{0x05, 'a'}}), wire.CodeMalformedFrame},
 		{"second section bad", eventBody(2, good, rawSection{count: 1, length: 1, recs: []byte{0x80}}), wire.CodeMalformedFrame},
+		{"section header cut", eventBody(2, good, good)[:2+good.size()+27], wire.CodeMalformedFrame},
 		{"trailing bytes", append(eventBody(1, good), 0), wire.CodeMalformedFrame},
 		// ValidateRecords' own codes come through for an empty or oversized
 		// section; either way the frame is refused with a typed error.
 		{"section count zero", eventBody(1, rawSection{count: 0, length: 0}), 0},
 		{"section count over the limit", eventBody(1, rawSection{count: wire.MaxRecordsInBatch + 1, length: uint32(len(one)), recs: one}), 0},
 	}
-	for _, tc := range tests {
+}
+
+func (s rawSection) size() int { return wire.SectionHeaderSize + len(s.recs) }
+
+func TestDecodeEventBatchErrors(t *testing.T) {
+	for _, tc := range badEventBodies() {
 		t.Run(tc.name, func(t *testing.T) {
 			views, err := wire.DecodeEventBatch(tc.body)
 			if views != nil {
@@ -257,7 +279,7 @@ func TestDecodeEventBatchErrors(t *testing.T) {
 		})
 	}
 	// MaxSectionsPerFrame sections is fine.
-	views, err := wire.DecodeEventBatch(eventBody(wire.MaxSectionsPerFrame, many[:wire.MaxSectionsPerFrame]...))
+	views, err := wire.DecodeEventBatch(eventBody(wire.MaxSectionsPerFrame, manyRaw(wire.MaxSectionsPerFrame)...))
 	if err != nil || len(views) != wire.MaxSectionsPerFrame {
 		t.Fatalf("%d sections: %d views, %v", wire.MaxSectionsPerFrame, len(views), err)
 	}

@@ -29,11 +29,15 @@ const (
 	TypeWelcome        Type = 0x02 // node → client, answer to Hello
 	TypeError          Type = 0x03 // either way: a typed error for a request (or the connection)
 	TypeGoAway         Type = 0x04 // node → client: draining, stop sending new requests
+	TypeOK             Type = 0x05 // node → client: a request succeeded with nothing to return
 	TypeCreateStream   Type = 0x10 // client → node: create a stream
 	TypeDescribeStream Type = 0x11 // client → node: describe one stream
 	TypeListStreams    Type = 0x12 // client → node: list streams
 	TypeStreamInfo     Type = 0x13 // node → client: one stream's config and shard tails
 	TypeStreamList     Type = 0x14 // node → client: a list of StreamInfo
+	TypeDeleteStream   Type = 0x15 // client → node: delete a stream and its records
+	TypeRead           Type = 0x16 // client → node: read one page of a shard
+	TypeReadResult     Type = 0x17 // node → client: the page
 	TypePublish        Type = 0x20 // client → node: a batch of records for one stream
 	TypePublishAck     Type = 0x21 // node → client: the offsets a publish was written at
 	TypeSubscribe      Type = 0x30 // client → node: first frame of a subscription stream
@@ -52,6 +56,14 @@ func (t Type) String() string {
 		return "error"
 	case TypeGoAway:
 		return "goaway"
+	case TypeOK:
+		return "ok"
+	case TypeDeleteStream:
+		return "delete_stream"
+	case TypeRead:
+		return "read"
+	case TypeReadResult:
+		return "read_result"
 	case TypeCreateStream:
 		return "create_stream"
 	case TypeDescribeStream:
@@ -141,14 +153,43 @@ func ReadFrame(r io.Reader, maxBody uint32) (Frame, error) {
 	if err != nil {
 		return Frame{Header: h}, err
 	}
-	body := make([]byte, h.Length)
-	if _, err := io.ReadFull(r, body); err != nil {
+	body, err := readBody(r, int(h.Length))
+	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return Frame{Header: h}, err
 	}
 	return Frame{Header: h, Body: body}, nil
+}
+
+// readChunk is how much of a body ReadFrame allocates before the bytes have
+// arrived: a header that announces a large body commits memory only as fast
+// as the peer really sends.
+const readChunk = 64 << 10
+
+// readBody reads n bytes, growing its buffer as data arrives.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	if n <= readChunk {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	b := make([]byte, 0, readChunk)
+	for len(b) < n {
+		if len(b) == cap(b) {
+			b = append(b, make([]byte, min(cap(b), n-len(b)))...)[:len(b)]
+		}
+		m, err := io.ReadFull(r, b[len(b):min(cap(b), n)])
+		b = b[:len(b)+m]
+		if err != nil {
+			if err == io.EOF && len(b) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // AppendFrame appends a whole frame with the given type, flags, request id

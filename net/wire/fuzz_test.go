@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"strings"
 	"testing"
 
@@ -13,9 +14,14 @@ import (
 // Every decoder is fuzzed here. Each target checks that the decoder never
 // panics, that a refusal is a *wire.Error, and that whatever it accepts
 // re-encodes to the same body (the v1 encodings are canonical) which decodes
-// to the same value. Hand-made seeds live in testdata/fuzz/<FuzzName>/ and
-// run with every `go test`; the f.Add seeds below add the valid encodings of
+// to the same value. Checked-in seeds live in testdata/fuzz/<FuzzName>/ and
+// run with every `go test`; seeds_test.go builds them with the encoders and
+// fails when one is stale. The f.Add seeds below add the valid encodings of
 // the round-trip tests and a few broken variants.
+//
+// OK has no fuzz target of its own: its body is valid exactly when it is
+// empty, which TestOKRoundTrip checks; FuzzReadFrame still feeds OK frames
+// to checkOK.
 
 // reencode is the property every message decoder shares. canonical says
 // whether the re-encoded body must equal body byte for byte.
@@ -144,17 +150,74 @@ func checkEventBatch(t *testing.T, body []byte) {
 	reencode(t, body, wire.TypeEventBatch, wire.DecodeEventBatch, encode, true)
 }
 
+func checkOK(t *testing.T, body []byte) {
+	err := wire.DecodeOK(body)
+	if len(body) == 0 {
+		if err != nil {
+			t.Fatalf("empty OK body refused: %v", err)
+		}
+		return
+	}
+	wantCode(t, err, wire.CodeMalformedFrame)
+}
+
+func checkDeleteStream(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeDeleteStream, wire.DecodeDeleteStream, func(n wire.StreamName) []byte { return wire.AppendDeleteStream(nil, 1, n) }, true)
+}
+
+func checkRead(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeRead, wire.DecodeRead, func(r wire.Read) []byte { return wire.AppendRead(nil, 1, r) }, true)
+}
+
+func checkReadResult(t *testing.T, body []byte) {
+	r, err := wire.DecodeReadResult(body)
+	// The sections are checked as an EventBatch's: for a section count
+	// EventBatch allows, the two decoders accept the same sections.
+	if len(body) >= 26 {
+		if n := int(body[24])<<8 | int(body[25]); n > 0 && n <= wire.MaxSectionsPerFrame {
+			views, ebErr := wire.DecodeEventBatch(body[24:])
+			if (err == nil) != (ebErr == nil) {
+				t.Fatalf("ReadResult decode: %v; the same sections as an EventBatch: %v", err, ebErr)
+			}
+			if err == nil && !sameValue(views, r.Batches) {
+				t.Fatalf("ReadResult batches %+v, EventBatch views %+v", r.Batches, views)
+			}
+		}
+	}
+	if err != nil {
+		wantWireError(t, err)
+		return
+	}
+	for i, v := range r.Batches {
+		if _, err := wire.ValidateRecords(v.Records, v.Count); err != nil {
+			t.Fatalf("batch %d accepted with a bad records block: %v", i, err)
+		}
+	}
+	encode := func(r wire.ReadResult) []byte {
+		sections := make([]*wire.Section, len(r.Batches))
+		for i, v := range r.Batches {
+			sections[i] = wire.NewSection(v.Shard, v.Base, v.Timestamp, v.Count, v.Records)
+		}
+		return wire.AppendReadResult(nil, 1, r.Next, r.First, r.Tail, sections)
+	}
+	reencode(t, body, wire.TypeReadResult, wire.DecodeReadResult, encode, true)
+}
+
 // checkByType maps every frame type to its decoder's property.
 var checkByType = map[wire.Type]func(*testing.T, []byte){
 	wire.TypeHello:          checkHello,
 	wire.TypeWelcome:        checkWelcome,
 	wire.TypeError:          checkError,
 	wire.TypeGoAway:         checkGoAway,
+	wire.TypeOK:             checkOK,
 	wire.TypeCreateStream:   checkCreateStream,
 	wire.TypeDescribeStream: checkDescribeStream,
 	wire.TypeListStreams:    checkListStreams,
 	wire.TypeStreamInfo:     checkStreamInfo,
 	wire.TypeStreamList:     checkStreamList,
+	wire.TypeDeleteStream:   checkDeleteStream,
+	wire.TypeRead:           checkRead,
+	wire.TypeReadResult:     checkReadResult,
 	wire.TypePublish:        checkPublish,
 	wire.TypePublishAck:     checkPublishAck,
 	wire.TypeSubscribe:      checkSubscribe,
@@ -170,29 +233,50 @@ func TestCheckByTypeCoversEveryType(t *testing.T) {
 	}
 }
 
-// seedFrames are valid frames of every type, the basis of the seeds.
-func seedFrames() [][]byte {
-	recs := wire.AppendRecords(nil, []wire.Record{
+// seedRecords is the records block of the seed Publish and EventBatch.
+func seedRecords() []byte {
+	return wire.AppendRecords(nil, []wire.Record{
 		{Key: []byte("k"), Headers: []wire.RecordHeader{{Key: "traceparent", Value: []byte("00-01-02-01")}}, Payload: []byte("hello")},
 		{Payload: []byte("world")},
 	})
+}
+
+// seedSections are the sections of the seed EventBatch and ReadResult.
+func seedSections() []*wire.Section {
+	return []*wire.Section{
+		wire.NewSection(0, 0, 1_700_000_000_000_000_000, 2, seedRecords()),
+		wire.NewSection(3, 9, 1_700_000_000_000_000_001, 1, wire.AppendRecords(nil, []wire.Record{{}})),
+	}
+}
+
+// seedFrames are valid frames of every type, the basis of the seeds, in
+// type order.
+func seedFrames() [][]byte {
+	recs := seedRecords()
 	var batch bytes.Buffer
-	s1 := wire.NewSection(0, 0, 1_700_000_000_000_000_000, 2, recs)
-	s2 := wire.NewSection(3, 9, 1_700_000_000_000_000_001, 1, wire.AppendRecords(nil, []wire.Record{{}}))
-	if err := wire.WriteEventBatch(&batch, 4, []*wire.Section{s1, s2}); err != nil {
+	if err := wire.WriteEventBatch(&batch, 4, seedSections()); err != nil {
 		panic(err)
+	}
+	page := []*wire.Section{
+		wire.NewSection(1, 10, 1_700_000_000_000_000_000, 2, recs),
+		wire.NewSection(1, 12, 1_700_000_000_000_000_001, 1, wire.AppendRecords(nil, []wire.Record{{}})),
 	}
 	return [][]byte{
 		wire.AppendHello(nil, 1, wire.Hello{Version: wire.Version, Features: wire.Features, MaxFrameBytes: wire.DefaultMaxFrameBytes, Token: "tok", ClientName: "seed"}),
 		wire.AppendWelcome(nil, 1, wire.Welcome{Version: wire.Version, Features: wire.Features, MaxFrameBytes: wire.DefaultMaxFrameBytes, PublishWindow: 64, NodeID: "node-1"}),
 		wire.AppendError(nil, 2, &wire.Error{Code: wire.CodeOffsetOutOfRange, Message: "beyond tail", Detail: 80}),
 		wire.AppendGoAway(nil, "draining"),
-		wire.AppendCreateStream(nil, 3, wire.CreateStream{Name: nameABC, Config: wire.StreamConfig{Shards: 4, Durable: true}}),
+		wire.AppendOK(nil, 7),
+		wire.AppendCreateStream(nil, 3, wire.CreateStream{Name: nameABC, Config: wire.StreamConfig{Shards: 4, Durable: true,
+			Routing: wire.RoutingJump, Overflow: wire.OverflowDropOld, QueueCapacity: 128, QueueMaxBytes: 1 << 20, RetentionAgeMillis: 3_600_000, RetentionBytes: 1 << 30}}),
 		wire.AppendDescribeStream(nil, 3, nameABC),
 		wire.AppendListStreams(nil, 3, wire.ListStreams{Tenant: "acme", Namespace: "shop"}),
 		wire.AppendStreamInfo(nil, 3, infoOne),
 		wire.AppendStreamList(nil, 3, []wire.StreamInfo{infoOne, infoMax}),
-		wire.AppendPublish(nil, 5, wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Key: []byte("user-1"), Count: 2, Records: recs}),
+		wire.AppendDeleteStream(nil, 7, nameABC),
+		wire.AppendRead(nil, 8, wire.Read{Name: nameABC, Shard: 1, Start: 11, End: wire.NoEnd, MaxRecords: 100, MaxBytes: 1 << 20}),
+		wire.AppendReadResult(nil, 8, 13, 0, 13, page),
+		wire.AppendPublish(nil, 5, wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: wire.AnyShard, Key: []byte("user-1"), Count: 2, Records: recs}),
 		wire.AppendPublishAck(nil, 5, wire.PublishAck{Shard: 1, Offset: 100, Count: 2}),
 		wire.AppendSubscribe(nil, 6, wire.Subscribe{Name: nameABC, Shard: 1, Start: wire.StartOffset, Offset: 5, QueueCapacity: 32}),
 		wire.AppendSubscribed(nil, 6, wire.Subscribed{Shard: 1, Offset: 5, Tail: 7, QueueCapacity: 32}),
@@ -215,10 +299,19 @@ func addBodySeeds(f *testing.F, typ wire.Type) {
 	body := seedBody(typ)
 	f.Add(body)
 	f.Add(body[:len(body)/2])
-	f.Add(body[:len(body)-1])
+	if len(body) > 0 {
+		f.Add(body[:len(body)-1])
+	}
 	f.Add(append(bytes.Clone(body), 0xff))
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, len(body)))
+}
+
+// withByte returns a copy of body with body[at] = v.
+func withByte(body []byte, at int, v byte) []byte {
+	b := bytes.Clone(body)
+	b[at] = v
+	return b
 }
 
 func FuzzDecodeHello(f *testing.F) {
@@ -238,6 +331,14 @@ func FuzzDecodeGoAway(f *testing.F) {
 
 func FuzzDecodeCreateStream(f *testing.F) {
 	addBodySeeds(f, wire.TypeCreateStream)
+	body := seedBody(wire.TypeCreateStream)
+	flagsAt := nameLen + 4
+	for _, v := range []byte{0, 2, 0xff} {
+		f.Add(withByte(body, flagsAt, v))   // config flags
+		f.Add(withByte(body, flagsAt+1, v)) // routing
+		f.Add(withByte(body, flagsAt+2, v)) // overflow
+	}
+	f.Add(splitFrame(f, wire.AppendCreateStream(nil, 1, wire.CreateStream{Name: nameLong, Config: cfgMax})).Body)
 	f.Fuzz(checkCreateStream)
 }
 
@@ -263,7 +364,36 @@ func FuzzDecodeStreamList(f *testing.F) {
 
 func FuzzDecodePublishAck(f *testing.F) {
 	addBodySeeds(f, wire.TypePublishAck)
+	body := seedBody(wire.TypePublishAck)
+	for _, v := range []byte{1, 2, 0x80} {
+		f.Add(withByte(body, 16, v))
+	}
 	f.Fuzz(checkPublishAck)
+}
+
+func FuzzDecodeDeleteStream(f *testing.F) {
+	addBodySeeds(f, wire.TypeDeleteStream)
+	f.Add(splitFrame(f, wire.AppendDeleteStream(nil, 1, nameLong)).Body)
+	f.Add([]byte{0, 0, 0})
+	f.Fuzz(checkDeleteStream)
+}
+
+func FuzzDecodeRead(f *testing.F) {
+	addBodySeeds(f, wire.TypeRead)
+	f.Add(splitFrame(f, wire.AppendRead(nil, 1, wire.Read{Name: nameLong, Shard: wire.AnyShard, Start: 1, End: 2})).Body)
+	f.Fuzz(checkRead)
+}
+
+func FuzzDecodeReadResult(f *testing.F) {
+	addBodySeeds(f, wire.TypeReadResult)
+	f.Add(splitFrame(f, wire.AppendReadResult(nil, 1, 5, 0, 5, nil)).Body) // an empty page
+	f.Add(readResultBody(eventBody(1, goodRaw)))
+	f.Add(readResultBody(eventBody(1, rawSection{count: 2, length: uint32(len(oneRecord)), recs: oneRecord})))
+	f.Add(readResultBody(eventBody(1, rawSection{count: 1, length: 100, recs: oneRecord})))
+	f.Add(readResultBody(eventBody(1, rawSection{count: 0})))
+	f.Add(readResultBody(eventBody(0, goodRaw)))
+	f.Add(readResultBody(eventBody(math.MaxUint16)))
+	f.Fuzz(checkReadResult)
 }
 
 func FuzzDecodeSubscribed(f *testing.F) {
@@ -282,31 +412,47 @@ func FuzzDecodeError(f *testing.F) {
 func FuzzDecodePublish(f *testing.F) {
 	addBodySeeds(f, wire.TypePublish)
 	body := seedBody(wire.TypePublish)
-	ackAt := 3 + len(nameABC.Tenant) + len(nameABC.Namespace) + len(nameABC.Stream)
+	ackAt := nameLen
 	for _, ack := range []byte{0, 1, 3} {
-		b := bytes.Clone(body)
-		b[ackAt] = ack
-		f.Add(b)
+		f.Add(withByte(body, ackAt, ack))
+	}
+	// Flags: each defined one with its fields, unknown ones, and defined ones
+	// without their fields.
+	for _, p := range seedPublishes() {
+		f.Add(splitFrame(f, wire.AppendPublish(nil, 1, p)).Body)
+	}
+	for _, flags := range []byte{1, 2, 3, 4, 0x80} {
+		f.Add(withByte(body, ackAt+1, flags))
 	}
 	f.Fuzz(checkPublish)
+}
+
+// seedPublishes are Publish frames using the optional fields.
+func seedPublishes() map[string]wire.Publish {
+	recs := seedRecords()
+	return map[string]wire.Publish{
+		"explicit_shard": {Name: nameABC, Ack: wire.AckPerBatch, Shard: 2, Key: []byte("user-1"), Count: 2, Records: recs},
+		"conditional":    {Name: nameABC, Ack: wire.AckPerBatch, Shard: 1, Conditional: true, ExpectedOffset: 41, Count: 2, Records: recs},
+		"idempotent": {Name: nameABC, Ack: wire.AckPerBatch, Shard: wire.AnyShard, Key: []byte("user-1"),
+			Idempotent: true, ProducerID: 0xfeedface, Sequence: 1, Count: 2, Records: recs},
+		"conditional_idempotent": {Name: nameABC, Ack: wire.AckPerBatch, Shard: 1, Key: []byte("user-1"),
+			Conditional: true, ExpectedOffset: 41, Idempotent: true, ProducerID: 0xfeedface, Sequence: 7, Count: 2, Records: recs},
+	}
 }
 
 func FuzzDecodeSubscribe(f *testing.F) {
 	addBodySeeds(f, wire.TypeSubscribe)
 	body := seedBody(wire.TypeSubscribe)
-	startAt := 3 + len(nameABC.Tenant) + len(nameABC.Namespace) + len(nameABC.Stream) + 4
 	for _, k := range []byte{0, 1, 3} {
-		b := bytes.Clone(body)
-		b[startAt] = k
-		f.Add(b)
+		f.Add(withByte(body, nameLen+4, k))
 	}
 	f.Fuzz(checkSubscribe)
 }
 
 func FuzzDecodeEventBatch(f *testing.F) {
 	addBodySeeds(f, wire.TypeEventBatch)
-	one := wire.AppendRecords(nil, []wire.Record{{Payload: []byte("p")}})
-	f.Add(eventBody(1, rawSection{count: 1, length: uint32(len(one)), recs: one}))
+	one := oneRecord
+	f.Add(eventBody(1, goodRaw))
 	f.Add(eventBody(1, rawSection{count: 2, length: uint32(len(one)), recs: one}))
 	f.Add(eventBody(1, rawSection{count: 1, length: 100, recs: one}))
 	f.Add(eventBody(1, rawSection{count: 0}))

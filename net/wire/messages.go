@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 )
 
@@ -15,10 +16,17 @@ const (
 	FeatureEventBatch uint64 = 1 << 1
 	// FeatureSubscribeQueue: a subscriber may ask for its own queue capacity.
 	FeatureSubscribeQueue uint64 = 1 << 2
+	// FeaturePublishConditional: conditional publishes (expected offset).
+	FeaturePublishConditional uint64 = 1 << 3
+	// FeatureIdempotentProducer: idempotent publishes (producer id, sequence).
+	FeatureIdempotentProducer uint64 = 1 << 4
+	// FeatureRead: range reads.
+	FeatureRead uint64 = 1 << 5
 )
 
 // Features is every feature this package's version implements.
-const Features = FeaturePublishPipeline | FeatureEventBatch | FeatureSubscribeQueue
+const Features = FeaturePublishPipeline | FeatureEventBatch | FeatureSubscribeQueue |
+	FeaturePublishConditional | FeatureIdempotentProducer | FeatureRead
 
 // StreamName names a stream: tenant, namespace and stream. Each part is 1–64
 // bytes of [A-Za-z0-9._-].
@@ -184,15 +192,87 @@ func DecodeGoAway(body []byte) (string, error) {
 	return r, d.end("goaway")
 }
 
-// StreamConfig is a stream's configuration as it travels on the wire.
+// Routing says how a keyed publish picks its shard.
+type Routing uint8
+
+// Routings. Both hash the key with 64-bit FNV-1a; unkeyed publishes go to
+// shard 0.
+const (
+	// RoutingHash: shard = hash(key) % shards.
+	RoutingHash Routing = 0
+	// RoutingJump: shard = JumpHash(hash(key), shards) (jump consistent
+	// hashing: growing the shard count moves the fewest keys).
+	RoutingJump Routing = 1
+)
+
+// String returns "hash" or "jump".
+func (r Routing) String() string {
+	switch r {
+	case RoutingHash:
+		return "hash"
+	case RoutingJump:
+		return "jump"
+	}
+	return fmt.Sprintf("routing(%d)", uint8(r))
+}
+
+// Overflow is what a stream does for a subscriber whose queue is full when a
+// live batch arrives.
+type Overflow uint8
+
+// Overflow policies.
+const (
+	// OverflowDropNew (the default): the arriving batch is not queued for
+	// that subscriber. On a durable stream the subscription ends with
+	// CodeLagged and the offset to resume from; on an ephemeral one the
+	// subscriber sees an offset gap.
+	OverflowDropNew Overflow = 0
+	// OverflowDropOld: the oldest queued batch is evicted instead.
+	OverflowDropOld Overflow = 1
+	// OverflowBlock: the shard holds the batch until the subscriber has room.
+	OverflowBlock Overflow = 2
+)
+
+// String returns the policy's config name.
+func (o Overflow) String() string {
+	switch o {
+	case OverflowDropNew:
+		return "drop_new"
+	case OverflowDropOld:
+		return "drop_old"
+	case OverflowBlock:
+		return "block"
+	}
+	return fmt.Sprintf("overflow(%d)", uint8(o))
+}
+
+// StreamConfig is a stream's configuration as it travels on the wire. Zero
+// values of the queue bounds mean "the node's default"; zero retention means
+// "keep forever".
 type StreamConfig struct {
 	// Shards is the number of shards, at least 1.
 	Shards uint32
 	// Durable streams are written to disk and survive restarts.
 	Durable bool
+	// Routing picks a keyed publish's shard.
+	Routing Routing
+	// Overflow is the policy for a subscriber whose queue is full.
+	Overflow Overflow
+	// QueueCapacity bounds a subscription's queue in batches (0: node default).
+	QueueCapacity uint32
+	// QueueMaxBytes bounds a subscription's queued records bytes (0: node default).
+	QueueMaxBytes uint64
+	// RetentionAgeMillis deletes whole batches older than this (0: forever).
+	RetentionAgeMillis uint64
+	// RetentionBytes deletes the oldest whole batches while a shard holds more
+	// than this many records bytes (0: no bound).
+	RetentionBytes uint64
 }
 
 const configFlagDurable = 1 << 0
+
+// configSize is the encoded size of a StreamConfig.
+const configSize = 4 + 1 + 1 + 1 + 4 + 8 + 8 + 8
 
 func appendConfig(dst []byte, c StreamConfig) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, c.Shards)
@@ -200,7 +280,11 @@ func appendConfig(dst []byte, c StreamConfig) []byte {
 	if c.Durable {
 		f |= configFlagDurable
 	}
-	return append(dst, f)
+	dst = append(dst, f, byte(c.Routing), byte(c.Overflow))
+	dst = binary.BigEndian.AppendUint32(dst, c.QueueCapacity)
+	dst = binary.BigEndian.AppendUint64(dst, c.QueueMaxBytes)
+	dst = binary.BigEndian.AppendUint64(dst, c.RetentionAgeMillis)
+	return binary.BigEndian.AppendUint64(dst, c.RetentionBytes)
 }
 
 func (d *decoder) config() StreamConfig {
@@ -210,6 +294,18 @@ func (d *decoder) config() StreamConfig {
 		d.fail("unknown stream config flags 0x%02x", f)
 	}
 	c.Durable = f&configFlagDurable != 0
+	c.Routing = Routing(d.u8("routing"))
+	c.Overflow = Overflow(d.u8("overflow"))
+	if d.err == nil && c.Routing > RoutingJump {
+		d.fail("unknown routing %d", c.Routing)
+	}
+	if d.err == nil && c.Overflow > OverflowBlock {
+		d.fail("unknown overflow policy %d", c.Overflow)
+	}
+	c.QueueCapacity = d.u32("queue capacity")
+	c.QueueMaxBytes = d.u64("queue max bytes")
+	c.RetentionAgeMillis = d.u64("retention age")
+	c.RetentionBytes = d.u64("retention bytes")
 	return c
 }
 
@@ -292,7 +388,8 @@ func appendInfo(dst []byte, i StreamInfo) []byte {
 	return dst
 }
 
-// maxShards bounds a decoded shard count.
+// maxShards bounds a decoded shard count (and the tails a StreamInfo may
+// carry).
 const maxShards = 1 << 16
 
 func (d *decoder) info() StreamInfo {
@@ -337,8 +434,8 @@ func AppendStreamList(dst []byte, reqID uint64, list []StreamInfo) []byte {
 func DecodeStreamList(body []byte) ([]StreamInfo, error) {
 	d := decoder{b: body}
 	n := d.u32("stream count")
-	// Each entry is at least 3+5+8+4 bytes.
-	if d.err == nil && int64(n)*20 > int64(len(body)) {
+	// Each entry is at least 3 (name) + config + 8 (created) + 4 (tails) bytes.
+	if d.err == nil && int64(n)*(3+configSize+8+4) > int64(len(body)) {
 		return nil, malformed("stream count %d too large for the frame", n)
 	}
 	out := make([]StreamInfo, 0, n)
@@ -362,25 +459,62 @@ const (
 	AckPerBatch AckMode = 2
 )
 
-// Publish carries a batch of records for one stream. Key routes the batch to
-// a shard (empty: shard 0). Records is the encoded records block
+// AnyShard in Publish.Shard asks the node to route the batch by its key.
+const AnyShard = ^uint32(0)
+
+// Publish flags (the body's flags byte).
+const (
+	publishFlagConditional = 1 << 0
+	publishFlagIdempotent  = 1 << 1
+)
+
+// Publish carries a batch of records for one stream. The batch goes to
+// Shard, or, when Shard is AnyShard, to the shard the stream's routing picks
+// for Key (shard 0 when Key is empty). Records is the encoded records block
 // (AppendRecords): it is stored and delivered exactly as sent.
 type Publish struct {
-	Name    StreamName
-	Ack     AckMode
-	Key     []byte
-	Count   uint32
-	Records []byte
+	Name  StreamName
+	Ack   AckMode
+	Shard uint32
+	Key   []byte
+	// Conditional publishes carry ExpectedOffset: the batch is written only
+	// if the shard's tail equals it (CodeConditionFailed otherwise, with the
+	// tail in Detail).
+	Conditional    bool
+	ExpectedOffset uint64
+	// Idempotent publishes carry a producer id and the batch's sequence
+	// number on this shard (1, 2, 3, ...): a re-send of a batch already
+	// written is answered with its original offsets and not written again.
+	Idempotent bool
+	ProducerID uint64
+	Sequence   uint64
+	Count      uint32
+	Records    []byte
 }
 
-// AppendPublish appends a Publish frame. recordsBlock must hold count
-// records encoded with AppendRecords.
+// AppendPublish appends a Publish frame. p.Records must hold p.Count records
+// encoded with AppendRecords.
 func AppendPublish(dst []byte, reqID uint64, p Publish) []byte {
 	dst, s := frameStart(dst, TypePublish, 0, reqID)
 	dst = appendName(dst, p.Name)
-	dst = append(dst, byte(p.Ack))
+	var f uint8
+	if p.Conditional {
+		f |= publishFlagConditional
+	}
+	if p.Idempotent {
+		f |= publishFlagIdempotent
+	}
+	dst = append(dst, byte(p.Ack), f)
+	dst = binary.BigEndian.AppendUint32(dst, p.Shard)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(p.Key)))
 	dst = append(dst, p.Key...)
+	if p.Conditional {
+		dst = binary.BigEndian.AppendUint64(dst, p.ExpectedOffset)
+	}
+	if p.Idempotent {
+		dst = binary.BigEndian.AppendUint64(dst, p.ProducerID)
+		dst = binary.BigEndian.AppendUint64(dst, p.Sequence)
+	}
 	dst = binary.BigEndian.AppendUint32(dst, p.Count)
 	dst = append(dst, p.Records...)
 	return frameEnd(dst, s)
@@ -391,8 +525,21 @@ func AppendPublish(dst []byte, reqID uint64, p Publish) []byte {
 func DecodePublish(body []byte) (Publish, error) {
 	d := decoder{b: body}
 	p := Publish{Name: d.name(), Ack: AckMode(d.u8("ack mode"))}
+	f := d.u8("publish flags")
+	if d.err == nil && f&^(publishFlagConditional|publishFlagIdempotent) != 0 {
+		d.fail("unknown publish flags 0x%02x", f)
+	}
+	p.Shard = d.u32("shard")
 	kl := d.u16("key length")
 	p.Key = d.take(int(kl), "key")
+	if f&publishFlagConditional != 0 {
+		p.Conditional, p.ExpectedOffset = true, d.u64("expected offset")
+	}
+	if f&publishFlagIdempotent != 0 {
+		p.Idempotent = true
+		p.ProducerID = d.u64("producer id")
+		p.Sequence = d.u64("sequence")
+	}
 	p.Count = d.u32("count")
 	p.Records = d.rest()
 	if d.err == nil && p.Ack > AckPerBatch {
@@ -402,12 +549,17 @@ func DecodePublish(body []byte) (Publish, error) {
 }
 
 // PublishAck answers an acked publish: the batch was written at
-// [Offset, Offset+Count) on Shard, durably on a durable stream.
+// [Offset, Offset+Count) on Shard, durably on a durable stream. Duplicate is
+// set when an idempotent producer's re-send was recognised: the offsets are
+// those of the original write, and nothing was written again.
 type PublishAck struct {
-	Shard  uint32
-	Offset uint64
-	Count  uint32
+	Shard     uint32
+	Offset    uint64
+	Count     uint32
+	Duplicate bool
 }
+
+const ackFlagDuplicate = 1 << 0
 
 // AppendPublishAck appends a PublishAck frame.
 func AppendPublishAck(dst []byte, reqID uint64, a PublishAck) []byte {
@@ -415,13 +567,22 @@ func AppendPublishAck(dst []byte, reqID uint64, a PublishAck) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, a.Shard)
 	dst = binary.BigEndian.AppendUint64(dst, a.Offset)
 	dst = binary.BigEndian.AppendUint32(dst, a.Count)
-	return frameEnd(dst, s)
+	var f uint8
+	if a.Duplicate {
+		f |= ackFlagDuplicate
+	}
+	return frameEnd(append(dst, f), s)
 }
 
 // DecodePublishAck decodes a PublishAck body.
 func DecodePublishAck(body []byte) (PublishAck, error) {
 	d := decoder{b: body}
 	a := PublishAck{Shard: d.u32("shard"), Offset: d.u64("offset"), Count: d.u32("count")}
+	f := d.u8("ack flags")
+	if d.err == nil && f&^ackFlagDuplicate != 0 {
+		d.fail("unknown ack flags 0x%02x", f)
+	}
+	a.Duplicate = f&ackFlagDuplicate != 0
 	return a, d.end("publish_ack")
 }
 
@@ -434,7 +595,8 @@ const (
 	StartEarliest StartKind = 0
 	// StartLatest: from the shard's tail: only records published from now on.
 	StartLatest StartKind = 1
-	// StartOffset: from an explicit offset (at most the tail).
+	// StartOffset: from an explicit offset, at most the tail and at least
+	// the first retained offset.
 	StartOffset StartKind = 2
 )
 
@@ -496,4 +658,115 @@ func DecodeSubscribed(body []byte) (Subscribed, error) {
 	d := decoder{b: body}
 	s := Subscribed{Shard: d.u32("shard"), Offset: d.u64("offset"), Tail: d.u64("tail"), QueueCapacity: d.u32("queue capacity")}
 	return s, d.end("subscribed")
+}
+
+// AppendDeleteStream appends a DeleteStream frame; the node answers OK or
+// Error.
+func AppendDeleteStream(dst []byte, reqID uint64, name StreamName) []byte {
+	dst, s := frameStart(dst, TypeDeleteStream, 0, reqID)
+	dst = appendName(dst, name)
+	return frameEnd(dst, s)
+}
+
+// DecodeDeleteStream decodes a DeleteStream body.
+func DecodeDeleteStream(body []byte) (StreamName, error) {
+	d := decoder{b: body}
+	n := d.name()
+	return n, d.end("delete_stream")
+}
+
+// AppendOK appends an OK frame: the request succeeded and has nothing to say.
+func AppendOK(dst []byte, reqID uint64) []byte {
+	dst, s := frameStart(dst, TypeOK, 0, reqID)
+	return frameEnd(dst, s)
+}
+
+// DecodeOK checks an OK body (it is empty).
+func DecodeOK(body []byte) error {
+	d := decoder{b: body}
+	return d.end("ok")
+}
+
+// NoEnd in Read.End reads up to the committed tail.
+const NoEnd = ^uint64(0)
+
+// Read asks for one page of a shard's committed records in [Start, End),
+// at most MaxRecords records and about MaxBytes records bytes (0: the node's
+// caps). It never waits and registers nothing with the shard.
+type Read struct {
+	Name       StreamName
+	Shard      uint32
+	Start      uint64
+	End        uint64
+	MaxRecords uint32
+	MaxBytes   uint32
+}
+
+// AppendRead appends a Read frame.
+func AppendRead(dst []byte, reqID uint64, r Read) []byte {
+	dst, s := frameStart(dst, TypeRead, 0, reqID)
+	dst = appendName(dst, r.Name)
+	dst = binary.BigEndian.AppendUint32(dst, r.Shard)
+	dst = binary.BigEndian.AppendUint64(dst, r.Start)
+	dst = binary.BigEndian.AppendUint64(dst, r.End)
+	dst = binary.BigEndian.AppendUint32(dst, r.MaxRecords)
+	dst = binary.BigEndian.AppendUint32(dst, r.MaxBytes)
+	return frameEnd(dst, s)
+}
+
+// DecodeRead decodes a Read body.
+func DecodeRead(body []byte) (Read, error) {
+	d := decoder{b: body}
+	r := Read{Name: d.name(), Shard: d.u32("shard"), Start: d.u64("start"), End: d.u64("end"),
+		MaxRecords: d.u32("max records"), MaxBytes: d.u32("max bytes")}
+	return r, d.end("read")
+}
+
+// ReadResult answers Read: the batches holding the page's records (a batch
+// may begin before Start or end after the page: readers skip records outside
+// [Start, Next)), the offset to read the next page from, and the shard's
+// first retained offset and committed tail when the page was read.
+type ReadResult struct {
+	Next  uint64
+	First uint64
+	Tail  uint64
+	// Batches share the frame body when decoded.
+	Batches []BatchView
+}
+
+// AppendReadResult appends a ReadResult frame carrying sections.
+func AppendReadResult(dst []byte, reqID uint64, next, first, tail uint64, sections []*Section) []byte {
+	dst, s := frameStart(dst, TypeReadResult, 0, reqID)
+	dst = binary.BigEndian.AppendUint64(dst, next)
+	dst = binary.BigEndian.AppendUint64(dst, first)
+	dst = binary.BigEndian.AppendUint64(dst, tail)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(sections)))
+	for _, sec := range sections {
+		dst = append(dst, sec.Head[:]...)
+		dst = append(dst, sec.Records...)
+	}
+	return frameEnd(dst, s)
+}
+
+// DecodeReadResult decodes a ReadResult body.
+func DecodeReadResult(body []byte) (ReadResult, error) {
+	d := decoder{b: body}
+	r := ReadResult{Next: d.u64("next"), First: d.u64("first"), Tail: d.u64("tail")}
+	n := d.u16("section count")
+	if d.err == nil && (n > MaxSectionsPerFrame || int(n)*SectionHeaderSize > len(body)-d.off) {
+		return r, malformed("section count %d is over %d or too large for the frame", n, MaxSectionsPerFrame)
+	}
+	r.Batches = make([]BatchView, 0, n)
+	for i := uint16(0); i < n && d.err == nil; i++ {
+		v := BatchView{Shard: d.u32("shard"), Base: d.u64("base"), Timestamp: int64(d.u64("timestamp")), Count: d.u32("count")}
+		v.Records = d.bytes32("records")
+		if d.err != nil {
+			break
+		}
+		if _, err := ValidateRecords(v.Records, v.Count); err != nil {
+			return r, err
+		}
+		r.Batches = append(r.Batches, v)
+	}
+	return r, d.end("read_result")
 }

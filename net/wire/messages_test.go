@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"bytes"
+	"encoding/hex"
 	"math"
 	"testing"
 
@@ -114,6 +115,15 @@ func TestGoAwayRoundTrip(t *testing.T) {
 	}
 }
 
+var (
+	// cfgFull sets every config field to a distinct non-zero value.
+	cfgFull = wire.StreamConfig{Shards: 8, Durable: true, Routing: wire.RoutingJump, Overflow: wire.OverflowBlock,
+		QueueCapacity: 256, QueueMaxBytes: 64 << 20, RetentionAgeMillis: 86_400_000, RetentionBytes: 1 << 30}
+	// cfgMax sets every config field to its largest valid value.
+	cfgMax = wire.StreamConfig{Shards: math.MaxUint32, Durable: true, Routing: wire.RoutingJump, Overflow: wire.OverflowBlock,
+		QueueCapacity: math.MaxUint32, QueueMaxBytes: math.MaxUint64, RetentionAgeMillis: math.MaxUint64, RetentionBytes: math.MaxUint64}
+)
+
 func TestCreateStreamRoundTrip(t *testing.T) {
 	tests := []struct {
 		name string
@@ -121,9 +131,19 @@ func TestCreateStreamRoundTrip(t *testing.T) {
 	}{
 		{"ephemeral", wire.CreateStream{Name: nameABC, Config: wire.StreamConfig{Shards: 1}}},
 		{"durable", wire.CreateStream{Name: nameABC, Config: wire.StreamConfig{Shards: 16, Durable: true}}},
-		{"long names", wire.CreateStream{Name: nameLong, Config: wire.StreamConfig{Shards: math.MaxUint32, Durable: true}}},
-		// The codec carries names as given; validating them is the node's job.
+		{"every field", wire.CreateStream{Name: nameABC, Config: cfgFull}},
+		{"long names and extremes", wire.CreateStream{Name: nameLong, Config: cfgMax}},
+		// The codec carries names and values as given; validating them is
+		// the node's job.
 		{"empty name", wire.CreateStream{}},
+	}
+	for _, r := range []wire.Routing{wire.RoutingHash, wire.RoutingJump} {
+		for _, o := range []wire.Overflow{wire.OverflowDropNew, wire.OverflowDropOld, wire.OverflowBlock} {
+			tests = append(tests, struct {
+				name string
+				c    wire.CreateStream
+			}{r.String() + "/" + o.String(), wire.CreateStream{Name: nameABC, Config: wire.StreamConfig{Shards: 4, Routing: r, Overflow: o}}})
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,18 +152,91 @@ func TestCreateStreamRoundTrip(t *testing.T) {
 	}
 }
 
-func TestStreamConfigFlags(t *testing.T) {
+// nameLen is the encoded size of nameABC.
+var nameLen = 3 + len(nameABC.Tenant) + len(nameABC.Namespace) + len(nameABC.Stream)
+
+// configSize is the encoded size of a stream config.
+const configSize = 35
+
+func TestStreamConfigLayout(t *testing.T) {
+	c := wire.StreamConfig{Shards: 0x01020304, Durable: true, Routing: wire.RoutingJump, Overflow: wire.OverflowBlock,
+		QueueCapacity: 0x05060708, QueueMaxBytes: 0x1112131415161718, RetentionAgeMillis: 0x2122232425262728, RetentionBytes: 0x3132333435363738}
+	body := splitFrame(t, wire.AppendCreateStream(nil, 1, wire.CreateStream{Name: nameABC, Config: c})).Body
+	want, _ := hex.DecodeString("01020304" + "01" + "01" + "02" + "05060708" + "1112131415161718" + "2122232425262728" + "3132333435363738")
+	if len(want) != configSize || len(body) != nameLen+configSize || !bytes.Equal(body[nameLen:], want) {
+		t.Fatalf("config encodes as %x, want %x", body[nameLen:], want)
+	}
+	// The zero config is all zeros: default routing (hash), overflow
+	// (drop_new), queue bounds and retention.
+	body = splitFrame(t, wire.AppendCreateStream(nil, 1, wire.CreateStream{Name: nameABC})).Body
+	if !bytes.Equal(body[nameLen:], make([]byte, configSize)) {
+		t.Fatalf("zero config encodes as %x", body[nameLen:])
+	}
+}
+
+func TestStreamConfigRefused(t *testing.T) {
 	frame := wire.AppendCreateStream(nil, 1, wire.CreateStream{Name: nameABC, Config: wire.StreamConfig{Shards: 2, Durable: true}})
 	body := splitFrame(t, frame).Body
-	flags := len(body) - 1
-	if body[flags] != 1 {
-		t.Fatalf("durable flag byte = %#x", body[flags])
+	flagsAt, routingAt, overflowAt := nameLen+4, nameLen+5, nameLen+6
+	if body[flagsAt] != 1 || body[routingAt] != 0 || body[overflowAt] != 0 {
+		t.Fatalf("flags, routing, overflow bytes = %x", body[flagsAt:overflowAt+1])
 	}
-	for _, f := range []byte{0x02, 0x80, 0xff} {
-		bad := bytes.Clone(body)
-		bad[flags] = f
-		_, err := wire.DecodeCreateStream(bad)
-		wantCode(t, err, wire.CodeMalformedFrame)
+	info := splitFrame(t, wire.AppendStreamInfo(nil, 1, wire.StreamInfo{Name: nameABC, Config: wire.StreamConfig{Shards: 1}, Tails: []uint64{0}})).Body
+	tests := []struct {
+		name string
+		at   int
+		vals []byte
+	}{
+		{"unknown config flags", flagsAt, []byte{0x02, 0x03, 0x80, 0xff}},
+		{"unknown routing", routingAt, []byte{2, 0x80, 0xff}},
+		{"unknown overflow", overflowAt, []byte{3, 0x80, 0xff}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, v := range tc.vals {
+				bad := bytes.Clone(body)
+				bad[tc.at] = v
+				_, err := wire.DecodeCreateStream(bad)
+				wantCode(t, err, wire.CodeMalformedFrame)
+				// StreamInfo (and so StreamList) carries the same config.
+				bad = bytes.Clone(info)
+				bad[tc.at] = v
+				_, err = wire.DecodeStreamInfo(bad)
+				wantCode(t, err, wire.CodeMalformedFrame)
+				_, err = wire.DecodeStreamList(append([]byte{0, 0, 0, 1}, bad...))
+				wantCode(t, err, wire.CodeMalformedFrame)
+			}
+		})
+	}
+	// Every defined value decodes.
+	for _, v := range []struct{ at, val int }{{flagsAt, 0}, {flagsAt, 1}, {routingAt, 0}, {routingAt, 1}, {overflowAt, 0}, {overflowAt, 1}, {overflowAt, 2}} {
+		ok := bytes.Clone(body)
+		ok[v.at] = byte(v.val)
+		if _, err := wire.DecodeCreateStream(ok); err != nil {
+			t.Errorf("byte %d = %d: %v", v.at, v.val, err)
+		}
+	}
+}
+
+func TestRoutingOverflowString(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{wire.RoutingHash.String(), "hash"},
+		{wire.RoutingJump.String(), "jump"},
+		{wire.Routing(2).String(), "routing(2)"},
+		{wire.OverflowDropNew.String(), "drop_new"},
+		{wire.OverflowDropOld.String(), "drop_old"},
+		{wire.OverflowBlock.String(), "block"},
+		{wire.Overflow(9).String(), "overflow(9)"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("String() = %q, want %q", tc.got, tc.want)
+		}
+	}
+	// The defaults are the zero values.
+	if (wire.StreamConfig{}).Routing != wire.RoutingHash || (wire.StreamConfig{}).Overflow != wire.OverflowDropNew {
+		t.Error("zero config is not hash routing / drop_new")
 	}
 }
 
@@ -161,13 +254,15 @@ func TestListStreamsRoundTrip(t *testing.T) {
 
 var (
 	infoOne = wire.StreamInfo{Name: nameABC, Config: wire.StreamConfig{Shards: 1}, CreatedUnixNano: 1_700_000_000_000_000_000, Tails: []uint64{42}}
-	infoMax = wire.StreamInfo{Name: nameLong, Config: wire.StreamConfig{Shards: 3, Durable: true}, CreatedUnixNano: math.MinInt64,
-		Tails: []uint64{0, math.MaxUint64, 7}}
+	infoMax = wire.StreamInfo{Name: nameLong, Config: wire.StreamConfig{Shards: 3, Durable: true, Routing: wire.RoutingJump, Overflow: wire.OverflowDropOld,
+		QueueCapacity: math.MaxUint32, QueueMaxBytes: math.MaxUint64, RetentionAgeMillis: math.MaxUint64, RetentionBytes: math.MaxUint64},
+		CreatedUnixNano: math.MinInt64, Tails: []uint64{0, math.MaxUint64, 7}}
+	infoFull    = wire.StreamInfo{Name: nameABC, Config: cfgFull, CreatedUnixNano: 1, Tails: []uint64{1, 2, 3, 4, 5, 6, 7, 8}}
 	infoNoTails = wire.StreamInfo{Name: nameABC, Config: wire.StreamConfig{Shards: 0}, CreatedUnixNano: -1}
 )
 
 func TestStreamInfoRoundTrip(t *testing.T) {
-	for _, i := range []wire.StreamInfo{infoOne, infoMax, infoNoTails} {
+	for _, i := range []wire.StreamInfo{infoOne, infoMax, infoFull, infoNoTails} {
 		roundTrip(t, wire.AppendStreamInfo(nil, 6, i), wire.TypeStreamInfo, 6, wire.DecodeStreamInfo, i, -1, true)
 	}
 }
@@ -205,7 +300,9 @@ func TestStreamListRoundTrip(t *testing.T) {
 		{"empty", nil},
 		{"one", []wire.StreamInfo{infoOne}},
 		{"three", []wire.StreamInfo{infoOne, infoMax, infoNoTails}},
-		// Entries of the smallest size (20 bytes) fill the body exactly.
+		{"every config field", []wire.StreamInfo{infoFull, infoMax}},
+		// Entries of the smallest size (3+35+8+4 = 50 bytes) fill the body
+		// exactly.
 		{"smallest entries", make([]wire.StreamInfo, 9)},
 	}
 	for _, tc := range tests {
@@ -218,6 +315,17 @@ func TestStreamListRoundTrip(t *testing.T) {
 	wantCode(t, err, wire.CodeMalformedFrame)
 	_, err = wire.DecodeStreamList(append([]byte{0, 0, 0, 2}, make([]byte, 20)...))
 	wantCode(t, err, wire.CodeMalformedFrame)
+	// Entries are at least 50 bytes: two need 100, the count included.
+	smallest := 3 + configSize + 8 + 4
+	_, err = wire.DecodeStreamList(append([]byte{0, 0, 0, 2}, make([]byte, 2*smallest-5)...))
+	wantCode(t, err, wire.CodeMalformedFrame)
+	list, err := wire.DecodeStreamList(append([]byte{0, 0, 0, 2}, make([]byte, 2*smallest)...))
+	if err != nil || len(list) != 2 {
+		t.Fatalf("two smallest entries: %+v, %v", list, err)
+	}
+	// The smallest entry of the previous (5-byte config) layout is refused.
+	_, err = wire.DecodeStreamList(append([]byte{0, 0, 0, 1}, make([]byte, 20)...))
+	wantCode(t, err, wire.CodeMalformedFrame)
 }
 
 func TestPublishRoundTrip(t *testing.T) {
@@ -226,12 +334,24 @@ func TestPublishRoundTrip(t *testing.T) {
 		name string
 		p    wire.Publish
 	}{
-		{"no ack", wire.Publish{Name: nameABC, Ack: wire.AckNone, Count: 2, Records: recs}},
-		{"per message", wire.Publish{Name: nameABC, Ack: wire.AckPerMessage, Key: []byte("user-1"), Count: 2, Records: recs}},
-		{"per batch", wire.Publish{Name: nameLong, Ack: wire.AckPerBatch, Key: repeat(0xff, 65535), Count: math.MaxUint32, Records: recs}},
+		{"no ack", wire.Publish{Name: nameABC, Ack: wire.AckNone, Shard: wire.AnyShard, Count: 2, Records: recs}},
+		{"per message", wire.Publish{Name: nameABC, Ack: wire.AckPerMessage, Shard: wire.AnyShard, Key: []byte("user-1"), Count: 2, Records: recs}},
+		{"per batch", wire.Publish{Name: nameLong, Ack: wire.AckPerBatch, Shard: wire.AnyShard, Key: repeat(0xff, 65535), Count: math.MaxUint32, Records: recs}},
+		{"explicit shard", wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: 3, Key: []byte("user-1"), Count: 2, Records: recs}},
+		{"shard 0", wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Count: 2, Records: recs}},
+		{"conditional", wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: 1, Conditional: true, ExpectedOffset: 41, Count: 2, Records: recs}},
+		{"conditional on an empty shard", wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: 0, Conditional: true, Count: 2, Records: recs}},
+		{"idempotent", wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: wire.AnyShard, Key: []byte("k"),
+			Idempotent: true, ProducerID: 0xfeedface, Sequence: 1, Count: 2, Records: recs}},
+		{"conditional and idempotent", wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: 2, Key: []byte("k"),
+			Conditional: true, ExpectedOffset: 7, Idempotent: true, ProducerID: 9, Sequence: 3, Count: 2, Records: recs}},
+		{"extremes", wire.Publish{Name: nameLong, Ack: wire.AckPerBatch, Shard: math.MaxUint32 - 1, Key: repeat(0x01, 65535),
+			Conditional: true, ExpectedOffset: math.MaxUint64, Idempotent: true, ProducerID: math.MaxUint64, Sequence: math.MaxUint64,
+			Count: math.MaxUint32, Records: recs}},
 		// Publish does not look inside the records block (ValidateRecords does).
 		{"opaque records", wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Count: 9, Records: []byte{0x80}}},
 		{"empty records", wire.Publish{Name: nameABC}},
+		{"empty records, every field", wire.Publish{Name: nameABC, Shard: 5, Conditional: true, ExpectedOffset: 1, Idempotent: true, ProducerID: 2, Sequence: 3}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,21 +361,106 @@ func TestPublishRoundTrip(t *testing.T) {
 	}
 }
 
+func TestPublishLayout(t *testing.T) {
+	recs := []byte{0x00, 0x00, 0x01, 'p'}
+	p := wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: 0x0a0b0c0d, Key: []byte("kk"),
+		Conditional: true, ExpectedOffset: 0x1112131415161718, Idempotent: true, ProducerID: 0x2122232425262728, Sequence: 0x3132333435363738,
+		Count: 1, Records: recs}
+	name := splitFrame(t, wire.AppendDescribeStream(nil, 1, nameABC)).Body
+	h := func(s string) []byte { b, _ := hex.DecodeString(s); return b }
+	tests := []struct {
+		name  string
+		p     wire.Publish
+		flags string
+		extra string
+	}{
+		{"plain", wire.Publish{Name: p.Name, Ack: p.Ack, Shard: p.Shard, Key: p.Key, Count: 1, Records: recs}, "00", ""},
+		{"conditional", wire.Publish{Name: p.Name, Ack: p.Ack, Shard: p.Shard, Key: p.Key, Conditional: true, ExpectedOffset: p.ExpectedOffset, Count: 1, Records: recs},
+			"01", "1112131415161718"},
+		{"idempotent", wire.Publish{Name: p.Name, Ack: p.Ack, Shard: p.Shard, Key: p.Key, Idempotent: true, ProducerID: p.ProducerID, Sequence: p.Sequence, Count: 1, Records: recs},
+			"02", "2122232425262728" + "3132333435363738"},
+		// The expected offset comes before the producer id and sequence.
+		{"both", p, "03", "1112131415161718" + "2122232425262728" + "3132333435363738"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want := append(bytes.Clone(name), h("02"+tc.flags+"0a0b0c0d"+"0002"+"6b6b"+tc.extra+"00000001")...)
+			want = append(want, recs...)
+			if got := splitFrame(t, wire.AppendPublish(nil, 1, tc.p)).Body; !bytes.Equal(got, want) {
+				t.Fatalf("body %x\nwant %x", got, want)
+			}
+		})
+	}
+	// The fields a flag does not announce are not sent: they decode as zero.
+	got, err := wire.DecodePublish(splitFrame(t, wire.AppendPublish(nil, 1, wire.Publish{Name: nameABC, ExpectedOffset: 5, ProducerID: 6, Sequence: 7})).Body)
+	if err != nil || got.ExpectedOffset != 0 || got.ProducerID != 0 || got.Sequence != 0 {
+		t.Fatalf("unflagged fields travelled: %+v, %v", got, err)
+	}
+}
+
+func TestPublishFlags(t *testing.T) {
+	recs := wire.AppendRecords(nil, []wire.Record{{Payload: []byte("p")}})
+	body := splitFrame(t, wire.AppendPublish(nil, 1, wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: wire.AnyShard, Count: 1, Records: recs})).Body
+	flagsAt := nameLen + 1
+	if body[flagsAt] != 0 {
+		t.Fatalf("flags byte %#x", body[flagsAt])
+	}
+	for _, f := range []byte{0x04, 0x05, 0x07, 0x08, 0x80, 0xff} {
+		bad := bytes.Clone(body)
+		bad[flagsAt] = f
+		_, err := wire.DecodePublish(bad)
+		wantCode(t, err, wire.CodeMalformedFrame)
+	}
+	// A flag whose fields are missing: the body ends inside them.
+	bare := splitFrame(t, wire.AppendPublish(nil, 1, wire.Publish{Name: nameABC, Count: 1})).Body
+	for _, f := range []byte{0x01, 0x02, 0x03} {
+		bad := bytes.Clone(bare)
+		bad[flagsAt] = f
+		_, err := wire.DecodePublish(bad)
+		wantCode(t, err, wire.CodeMalformedFrame)
+	}
+	// Every truncation inside the optional fields is refused.
+	full := splitFrame(t, wire.AppendPublish(nil, 1, wire.Publish{Name: nameABC, Shard: 1, Key: []byte("k"), Conditional: true, ExpectedOffset: 1,
+		Idempotent: true, ProducerID: 2, Sequence: 3, Count: 1})).Body
+	for n := nameLen + 9; n < len(full); n++ {
+		_, err := wire.DecodePublish(full[:n:n])
+		wantCode(t, err, wire.CodeMalformedFrame)
+	}
+	// An unknown flag is a framing error even when the ack mode is fine, and
+	// is found before the ack mode is judged.
+	bad := bytes.Clone(body)
+	bad[flagsAt], bad[flagsAt-1] = 0x40, 9
+	_, err := wire.DecodePublish(bad)
+	wantCode(t, err, wire.CodeMalformedFrame)
+}
+
 func TestPublishSharesBody(t *testing.T) {
 	recs := wire.AppendRecords(nil, []wire.Record{{Payload: []byte("p")}})
-	body := splitFrame(t, wire.AppendPublish(nil, 1, wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Key: []byte("k"), Count: 1, Records: recs})).Body
-	p, err := wire.DecodePublish(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if &p.Records[0] != &body[len(body)-len(recs)] || &p.Key[0] != &body[len(body)-len(recs)-5] {
-		t.Fatal("Publish.Records / Key do not share the frame body")
+	for _, p := range []wire.Publish{
+		{Name: nameABC, Ack: wire.AckPerBatch, Shard: wire.AnyShard, Key: []byte("k"), Count: 1, Records: recs},
+		{Name: nameABC, Ack: wire.AckPerBatch, Shard: 1, Key: []byte("k"), Conditional: true, Idempotent: true, Sequence: 1, Count: 1, Records: recs},
+	} {
+		body := splitFrame(t, wire.AppendPublish(nil, 1, p)).Body
+		got, err := wire.DecodePublish(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		optional := 0
+		if p.Conditional {
+			optional += 8
+		}
+		if p.Idempotent {
+			optional += 16
+		}
+		if &got.Records[0] != &body[len(body)-len(recs)] || &got.Key[0] != &body[len(body)-len(recs)-4-optional-1] {
+			t.Fatal("Publish.Records / Key do not share the frame body")
+		}
 	}
 }
 
 func TestPublishAckMode(t *testing.T) {
 	body := splitFrame(t, wire.AppendPublish(nil, 1, wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Count: 1, Records: []byte{0, 0, 0}})).Body
-	ackAt := 3 + len(nameABC.Tenant) + len(nameABC.Namespace) + len(nameABC.Stream)
+	ackAt := nameLen
 	if body[ackAt] != byte(wire.AckPerBatch) {
 		t.Fatalf("ack byte %d at %d", body[ackAt], ackAt)
 	}
@@ -268,9 +473,31 @@ func TestPublishAckMode(t *testing.T) {
 }
 
 func TestPublishAckRoundTrip(t *testing.T) {
-	for _, a := range []wire.PublishAck{{}, {Shard: 3, Offset: 1000, Count: 64}, {Shard: math.MaxUint32, Offset: math.MaxUint64, Count: math.MaxUint32}} {
+	for _, a := range []wire.PublishAck{
+		{},
+		{Shard: 3, Offset: 1000, Count: 64},
+		{Shard: 3, Offset: 1000, Count: 64, Duplicate: true},
+		{Shard: math.MaxUint32, Offset: math.MaxUint64, Count: math.MaxUint32, Duplicate: true},
+	} {
 		roundTrip(t, wire.AppendPublishAck(nil, 9, a), wire.TypePublishAck, 9, wire.DecodePublishAck, a, -1, true)
 	}
+}
+
+func TestPublishAckFlags(t *testing.T) {
+	body := splitFrame(t, wire.AppendPublishAck(nil, 9, wire.PublishAck{Shard: 1, Offset: 2, Count: 3, Duplicate: true})).Body
+	want, _ := hex.DecodeString("00000001" + "0000000000000002" + "00000003" + "01")
+	if !bytes.Equal(body, want) {
+		t.Fatalf("body %x, want %x", body, want)
+	}
+	for _, f := range []byte{0x02, 0x03, 0x80, 0xff} {
+		bad := bytes.Clone(body)
+		bad[16] = f
+		_, err := wire.DecodePublishAck(bad)
+		wantCode(t, err, wire.CodeMalformedFrame)
+	}
+	// The 16-byte body of the layout before the flags byte is refused.
+	_, err := wire.DecodePublishAck(body[:16])
+	wantCode(t, err, wire.CodeMalformedFrame)
 }
 
 func TestSubscribeRoundTrip(t *testing.T) {
@@ -288,7 +515,7 @@ func TestSubscribeRoundTrip(t *testing.T) {
 		})
 	}
 	body := splitFrame(t, wire.AppendSubscribe(nil, 10, wire.Subscribe{Name: nameABC})).Body
-	startAt := 3 + len(nameABC.Tenant) + len(nameABC.Namespace) + len(nameABC.Stream) + 4
+	startAt := nameLen + 4
 	for _, k := range []byte{3, 0xff} {
 		bad := bytes.Clone(body)
 		bad[startAt] = k
@@ -308,21 +535,34 @@ func TestAppendKeepsPrefix(t *testing.T) {
 	// starts right after it.
 	prefix := []byte("previous frame bytes")
 	frames := map[string]func([]byte) []byte{
-		"hello":           func(b []byte) []byte { return wire.AppendHello(b, 1, wire.Hello{Token: "t"}) },
-		"welcome":         func(b []byte) []byte { return wire.AppendWelcome(b, 1, wire.Welcome{NodeID: "n"}) },
-		"error":           func(b []byte) []byte { return wire.AppendError(b, 1, &wire.Error{Code: 1}) },
-		"goaway":          func(b []byte) []byte { return wire.AppendGoAway(b, "r") },
+		"hello":         func(b []byte) []byte { return wire.AppendHello(b, 1, wire.Hello{Token: "t"}) },
+		"welcome":       func(b []byte) []byte { return wire.AppendWelcome(b, 1, wire.Welcome{NodeID: "n"}) },
+		"error":         func(b []byte) []byte { return wire.AppendError(b, 1, &wire.Error{Code: 1}) },
+		"goaway":        func(b []byte) []byte { return wire.AppendGoAway(b, "r") },
+		"ok":            func(b []byte) []byte { return wire.AppendOK(b, 1) },
+		"delete_stream": func(b []byte) []byte { return wire.AppendDeleteStream(b, 1, nameABC) },
+		"read":          func(b []byte) []byte { return wire.AppendRead(b, 1, wire.Read{Name: nameABC, End: wire.NoEnd}) },
+		"read_result": func(b []byte) []byte {
+			return wire.AppendReadResult(b, 1, 1, 0, 1, []*wire.Section{section(0, 0, 1, wire.Record{})})
+		},
 		"create_stream":   func(b []byte) []byte { return wire.AppendCreateStream(b, 1, wire.CreateStream{Name: nameABC}) },
 		"describe_stream": func(b []byte) []byte { return wire.AppendDescribeStream(b, 1, nameABC) },
 		"list_streams":    func(b []byte) []byte { return wire.AppendListStreams(b, 1, wire.ListStreams{Tenant: "t"}) },
 		"stream_info":     func(b []byte) []byte { return wire.AppendStreamInfo(b, 1, infoOne) },
 		"stream_list":     func(b []byte) []byte { return wire.AppendStreamList(b, 1, []wire.StreamInfo{infoOne}) },
 		"publish": func(b []byte) []byte {
-			return wire.AppendPublish(b, 1, wire.Publish{Name: nameABC, Records: []byte{0, 0, 0}})
+			return wire.AppendPublish(b, 1, wire.Publish{Name: nameABC, Shard: wire.AnyShard, Conditional: true, Idempotent: true, Records: []byte{0, 0, 0}})
 		},
-		"publish_ack": func(b []byte) []byte { return wire.AppendPublishAck(b, 1, wire.PublishAck{Count: 1}) },
+		"publish_ack": func(b []byte) []byte { return wire.AppendPublishAck(b, 1, wire.PublishAck{Count: 1, Duplicate: true}) },
 		"subscribe":   func(b []byte) []byte { return wire.AppendSubscribe(b, 1, wire.Subscribe{Name: nameABC}) },
 		"subscribed":  func(b []byte) []byte { return wire.AppendSubscribed(b, 1, wire.Subscribed{Tail: 1}) },
+	}
+	// Every type but EventBatch (WriteEventBatch writes to an io.Writer)
+	// has an AppendX builder.
+	for typ, name := range knownTypes {
+		if _, ok := frames[name]; !ok && typ != wire.TypeEventBatch {
+			t.Errorf("no builder listed for %s", name)
+		}
 	}
 	for name, build := range frames {
 		t.Run(name, func(t *testing.T) {
@@ -419,7 +659,8 @@ func TestParseStreamName(t *testing.T) {
 }
 
 func TestFeatures(t *testing.T) {
-	bits := []uint64{wire.FeaturePublishPipeline, wire.FeatureEventBatch, wire.FeatureSubscribeQueue}
+	bits := []uint64{wire.FeaturePublishPipeline, wire.FeatureEventBatch, wire.FeatureSubscribeQueue,
+		wire.FeaturePublishConditional, wire.FeatureIdempotentProducer, wire.FeatureRead}
 	var all uint64
 	for i, b := range bits {
 		if b != 1<<i {

@@ -12,8 +12,9 @@ import (
 )
 
 // These tests keep docs/protocol.md in step with the code: the error code
-// table, the frame type table, the feature bits and the worked hex examples
-// are read back from the page and compared with what the package defines.
+// table, the frame type table, the feature bits, the keyed routing examples
+// and the worked hex examples are read back from the page and compared with
+// what the package defines.
 
 const protocolDoc = "../../docs/protocol.md"
 
@@ -181,13 +182,16 @@ func docExample(t *testing.T, marker string) []byte {
 
 func TestProtocolDocExamples(t *testing.T) {
 	recs := wire.AppendRecords(nil, []wire.Record{{Key: []byte("u1"), Headers: []wire.RecordHeader{{Key: "h", Value: []byte("v")}}, Payload: []byte("hi")}})
-	publish := wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Key: []byte("u1"), Count: 1, Records: recs}
+	publish := wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: wire.AnyShard, Key: []byte("u1"), Count: 1, Records: recs}
+	idempotent := wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: 3, Key: []byte("u1"), Idempotent: true, ProducerID: 42, Sequence: 2, Count: 1, Records: recs}
 	tests := []struct {
 		marker string
 		want   []byte
 	}{
 		{"publish-example", wire.AppendPublish(nil, 7, publish)},
-		{"publish-ack-example", wire.AppendPublishAck(nil, 7, wire.PublishAck{Shard: 2, Offset: 41, Count: 1})},
+		{"publish-ack-example", wire.AppendPublishAck(nil, 7, wire.PublishAck{Shard: 3, Offset: 41, Count: 1})},
+		{"publish-idempotent-example", wire.AppendPublish(nil, 8, idempotent)},
+		{"publish-ack-duplicate-example", wire.AppendPublishAck(nil, 8, wire.PublishAck{Shard: 3, Offset: 42, Count: 1, Duplicate: true})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.marker, func(t *testing.T) {
@@ -196,13 +200,51 @@ func TestProtocolDocExamples(t *testing.T) {
 			}
 		})
 	}
-	// The example decodes back to what the text says it is.
-	f := splitFrame(t, docExample(t, "publish-example"))
-	p, err := wire.DecodePublish(f.Body)
-	if err != nil || !sameValue(p, publish) || f.Header.RequestID != 7 {
-		t.Fatalf("the example decodes to %+v, %v", p, err)
+	// The examples decode back to what the text says they are.
+	for marker, want := range map[string]wire.Publish{"publish-example": publish, "publish-idempotent-example": idempotent} {
+		f := splitFrame(t, docExample(t, marker))
+		p, err := wire.DecodePublish(f.Body)
+		if err != nil || !sameValue(p, want) {
+			t.Fatalf("%s decodes to %+v, %v", marker, p, err)
+		}
+		if _, err := wire.ValidateRecords(p.Records, p.Count); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := wire.ValidateRecords(p.Records, p.Count); err != nil {
-		t.Fatal(err)
+	// The text says u1 routes to shard 3 of 8 with hash routing.
+	if got := wire.ShardFor([]byte("u1"), 8, wire.RoutingHash); got != 3 {
+		t.Fatalf("u1 routes to shard %d of 8, the example says 3", got)
+	}
+}
+
+func TestProtocolDocRoutingExamples(t *testing.T) {
+	rows := tableRows(docSection(t, "Keyed routing"), func(s string) bool { return strings.HasPrefix(s, `"`) })
+	if len(rows) < 4 {
+		t.Fatalf("found %d routing examples", len(rows))
+	}
+	for _, row := range rows {
+		if len(row) != 5 {
+			t.Fatalf("routing example %q: want 5 cells", row)
+		}
+		key, err := strconv.Unquote(row[0])
+		if err != nil {
+			t.Fatalf("routing example key %s: %v", row[0], err)
+		}
+		hash, err1 := strconv.ParseUint(row[1], 0, 64)
+		shards, err2 := strconv.ParseUint(row[2], 10, 32)
+		byHash, err3 := strconv.ParseUint(row[3], 10, 32)
+		byJump, err4 := strconv.ParseUint(row[4], 10, 32)
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+			t.Fatalf("routing example %q does not parse", row)
+		}
+		if got := wire.KeyHash([]byte(key)); got != hash {
+			t.Errorf("FNV-1a-64(%q) = %#x, the doc says %#x", key, got, hash)
+		}
+		if got := wire.ShardFor([]byte(key), uint32(shards), wire.RoutingHash); uint64(got) != byHash {
+			t.Errorf("hash routing of %q over %d shards = %d, the doc says %d", key, shards, got, byHash)
+		}
+		if got := wire.ShardFor([]byte(key), uint32(shards), wire.RoutingJump); uint64(got) != byJump {
+			t.Errorf("jump routing of %q over %d shards = %d, the doc says %d", key, shards, got, byJump)
+		}
 	}
 }

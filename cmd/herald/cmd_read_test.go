@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/heraldmq/herald/client"
+)
+
+func TestParseReadCmd(t *testing.T) {
+	cmd, err := parseReadCmd([]string{"acme/shop/orders", "--shard", "3", "--from", "10", "--to", "20", "--limit", "5", "--json"}, io.Discard, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd.name.String() != "acme/shop/orders" || cmd.shard != 3 || cmd.from != 10 || cmd.to != 20 || cmd.limit != 5 || !cmd.json {
+		t.Fatalf("read: %+v", cmd)
+	}
+	cmd, err = parseReadCmd([]string{"--from", "0", "orders", "--shard", "0"}, io.Discard, env(nil))
+	if err != nil || cmd.to != client.ReadToTail || cmd.limit != 0 || cmd.json {
+		t.Fatalf("read defaults: %+v, %v", cmd, err)
+	}
+	for _, args := range [][]string{
+		nil,
+		{"orders", "--from", "0"},
+		{"orders", "--shard", "1"},
+		{"orders", "extra", "--shard", "1", "--from", "0"},
+		{"orders", "--shard", "4294967296", "--from", "0"},
+		{"orders", "--shard", "1", "--from", "9", "--to", "3"},
+		{"orders", "--shard", "1", "--from", "0", "--to", "tail"},
+		{"orders", "--shard", "1", "--from", "0", "--limit", "-1"},
+		{"a/b/c/d", "--shard", "1", "--from", "0"},
+	} {
+		if _, err := parseReadCmd(args, io.Discard, env(nil)); !errors.Is(err, errUsage) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	if _, err := parseReadCmd([]string{"orders", "--shard", "1", "--from", "-1"}, io.Discard, env(nil)); !errors.Is(err, errFlagsReported) {
+		t.Errorf("negative --from: %v", err)
+	}
+}
+
+// fakeShard serves pages of a shard whose offsets [first, tail) hold
+// records, except the offsets in gaps, at most per records a page.
+type fakeShard struct {
+	first, tail uint64
+	gaps        map[uint64]bool
+	per         int
+	starts      []uint64
+}
+
+func (f *fakeShard) read(ctx context.Context, start uint64, opts ...client.ReadOption) (client.ReadPage, error) {
+	f.starts = append(f.starts, start)
+	page := client.ReadPage{First: f.first, Tail: f.tail, Next: start}
+	for off := start; off < f.tail && len(page.Records) < f.per; off++ {
+		page.Next = off + 1
+		if !f.gaps[off] {
+			page.Records = append(page.Records, client.Event{Shard: 1, Offset: off, Payload: []byte(fmt.Sprint("r", off))})
+		}
+	}
+	return page, nil
+}
+
+func TestReadPages(t *testing.T) {
+	tests := []struct {
+		name       string
+		cmd        readCmd
+		shard      fakeShard
+		wantOut    string
+		wantNext   uint64
+		wantStarts string
+	}{
+		{name: "to the tail", cmd: readCmd{from: 2, to: client.ReadToTail}, shard: fakeShard{tail: 7, per: 2},
+			wantOut: "1 2 r2\n1 3 r3\n1 4 r4\n1 5 r5\n1 6 r6\n", wantNext: 7, wantStarts: "[2 4 6]"},
+		{name: "limit", cmd: readCmd{from: 0, to: client.ReadToTail, limit: 3}, shard: fakeShard{tail: 10, per: 2},
+			wantOut: "1 0 r0\n1 1 r1\n1 2 r2\n", wantNext: 3, wantStarts: "[0 2]"},
+		{name: "gap", cmd: readCmd{from: 0, to: client.ReadToTail}, shard: fakeShard{tail: 4, per: 2, gaps: map[uint64]bool{1: true, 2: true}},
+			wantOut: "1 0 r0\n1 3 r3\n", wantNext: 4, wantStarts: "[0]"},
+		{name: "nothing yet", cmd: readCmd{from: 5, to: client.ReadToTail}, shard: fakeShard{tail: 5, per: 2},
+			wantOut: "", wantNext: 5, wantStarts: "[5]"},
+		{name: "to an end", cmd: readCmd{from: 1, to: 3}, shard: fakeShard{tail: 9, per: 1},
+			wantOut: "1 1 r1\n1 2 r2\n", wantNext: 3, wantStarts: "[1 2]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cmd.conn = &clientFlags{timeout: defaultTimeout}
+			var buf bytes.Buffer
+			out := bufio.NewWriter(&buf)
+			next, err := tc.cmd.readPages(context.Background(), tc.shard.read, out)
+			out.Flush()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if buf.String() != tc.wantOut || next != tc.wantNext || fmt.Sprint(tc.shard.starts) != tc.wantStarts {
+				t.Fatalf("printed %q, next %d, pages from %v; want %q, %d, %s",
+					buf.String(), next, tc.shard.starts, tc.wantOut, tc.wantNext, tc.wantStarts)
+			}
+		})
+	}
+}

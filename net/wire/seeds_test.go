@@ -1,0 +1,217 @@
+package wire_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// The seed corpus under testdata/fuzz/<FuzzName>/ is built by the encoders:
+// seedFileList says what every file holds, TestFuzzSeedFilesCurrent fails
+// when a file on disk differs (an encoding changed and the seed went stale),
+// and
+//
+//	go test -run '^TestFuzzSeedFilesCurrent$' -update-seeds ./net/wire/
+//
+// rewrites them. Files the fuzzer adds (failing inputs, named by hash) are
+// left alone.
+
+var updateSeeds = flag.Bool("update-seeds", false, "rewrite the seed files under testdata/fuzz from the encoders")
+
+type seedFile struct {
+	target, name string
+	vals         []any
+}
+
+// bodyTargets maps each body fuzz target to the frame type whose seed body
+// it starts from.
+var bodyTargets = map[string]wire.Type{
+	"FuzzDecodeHello":          wire.TypeHello,
+	"FuzzDecodeWelcome":        wire.TypeWelcome,
+	"FuzzDecodeError":          wire.TypeError,
+	"FuzzDecodeGoAway":         wire.TypeGoAway,
+	"FuzzDecodeCreateStream":   wire.TypeCreateStream,
+	"FuzzDecodeDescribeStream": wire.TypeDescribeStream,
+	"FuzzDecodeListStreams":    wire.TypeListStreams,
+	"FuzzDecodeStreamInfo":     wire.TypeStreamInfo,
+	"FuzzDecodeStreamList":     wire.TypeStreamList,
+	"FuzzDecodeDeleteStream":   wire.TypeDeleteStream,
+	"FuzzDecodeRead":           wire.TypeRead,
+	"FuzzDecodeReadResult":     wire.TypeReadResult,
+	"FuzzDecodePublish":        wire.TypePublish,
+	"FuzzDecodePublishAck":     wire.TypePublishAck,
+	"FuzzDecodeSubscribe":      wire.TypeSubscribe,
+	"FuzzDecodeSubscribed":     wire.TypeSubscribed,
+	"FuzzDecodeEventBatch":     wire.TypeEventBatch,
+}
+
+func seedFileList() []seedFile {
+	var out []seedFile
+	add := func(target, name string, vals ...any) { out = append(out, seedFile{target, name, vals}) }
+	body := func(frame []byte) []byte { return frame[wire.HeaderSize:] }
+
+	// Every body target: the valid seed body, one byte short, one byte over.
+	for target, typ := range bodyTargets {
+		b := seedBody(typ)
+		add(target, "valid", b)
+		add(target, "truncated", b[:len(b)-1])
+		add(target, "trailing_byte", append(bytes.Clone(b), 0))
+	}
+
+	// Error: a message longer than AppendError writes (code 1, detail 80).
+	add("FuzzDecodeError", "long_message", append([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 80, 0x04, 0x01}, bytes.Repeat([]byte("m"), 1025)...))
+
+	// CreateStream: the config's flags, routing and overflow bytes.
+	cs := seedBody(wire.TypeCreateStream)
+	add("FuzzDecodeCreateStream", "unknown_config_flag", withByte(cs, nameLen+4, 0x02))
+	add("FuzzDecodeCreateStream", "unknown_routing", withByte(cs, nameLen+5, 2))
+	add("FuzzDecodeCreateStream", "unknown_overflow", withByte(cs, nameLen+6, 3))
+	add("FuzzDecodeCreateStream", "extremes", body(wire.AppendCreateStream(nil, 1, wire.CreateStream{Name: nameLong, Config: cfgMax})))
+
+	// StreamInfo: a tail count of 255 with one tail.
+	si := bytes.Clone(seedBody(wire.TypeStreamInfo))
+	si[len(si)-8-1] = 0xff
+	add("FuzzDecodeStreamInfo", "tail_count_lies", si)
+	add("FuzzDecodeStreamList", "count_too_large", []byte{0x7f, 0xff, 0xff, 0xff, 0, 0, 0})
+
+	// Publish: ack mode, flags and the optional fields.
+	pub := seedBody(wire.TypePublish)
+	add("FuzzDecodePublish", "unknown_ack_mode", withByte(pub, nameLen, 7))
+	add("FuzzDecodePublish", "unknown_flag", withByte(pub, nameLen+1, 0x04))
+	for name, p := range seedPublishes() {
+		add("FuzzDecodePublish", name, body(wire.AppendPublish(nil, 1, p)))
+	}
+	ack := seedBody(wire.TypePublishAck)
+	add("FuzzDecodePublishAck", "duplicate", withByte(ack, 16, 1))
+	add("FuzzDecodePublishAck", "unknown_flag", withByte(ack, 16, 2))
+
+	add("FuzzDecodeSubscribe", "unknown_start_kind", withByte(seedBody(wire.TypeSubscribe), nameLen+4, 9))
+
+	// EventBatch and ReadResult sections.
+	one := oneRecord
+	add("FuzzDecodeEventBatch", "count_mismatch", eventBody(1, rawSection{count: 2, length: uint32(len(one)), recs: one}))
+	add("FuzzDecodeEventBatch", "records_length_lies", eventBody(1, rawSection{count: 1, length: 100, recs: one}))
+	add("FuzzDecodeEventBatch", "zero_sections", eventBody(0))
+	add("FuzzDecodeReadResult", "empty_page", body(wire.AppendReadResult(nil, 1, 5, 0, 5, nil)))
+	add("FuzzDecodeReadResult", "count_mismatch", readResultBody(eventBody(1, rawSection{count: 2, length: uint32(len(one)), recs: one})))
+	add("FuzzDecodeReadResult", "records_length_lies", readResultBody(eventBody(1, rawSection{count: 1, length: 100, recs: one})))
+	add("FuzzDecodeReadResult", "empty_section", readResultBody(eventBody(1, rawSection{count: 0})))
+	add("FuzzDecodeReadResult", "count_too_large", readResultBody(eventBody(math.MaxUint16, goodRaw)))
+
+	add("FuzzDecodeRead", "bounded", body(wire.AppendRead(nil, 1, wire.Read{Name: nameABC, Shard: 0, Start: 10, End: 20, MaxRecords: 5, MaxBytes: 4096})))
+
+	// ReadFrame: streams of frames.
+	frames := seedFrames()
+	byType := map[wire.Type][]byte{}
+	var all []byte
+	for _, fr := range frames {
+		byType[wire.Type(fr[4])] = fr
+		all = append(all, fr...)
+	}
+	cat := func(types ...wire.Type) []byte {
+		var b []byte
+		for _, typ := range types {
+			b = append(b, byType[typ]...)
+		}
+		return b
+	}
+	publish := byType[wire.TypePublish]
+	add("FuzzReadFrame", "every_type", all)
+	add("FuzzReadFrame", "hello_then_publish", cat(wire.TypeHello, wire.TypePublish))
+	add("FuzzReadFrame", "cut_body", publish[:len(publish)-3])
+	add("FuzzReadFrame", "reserved_byte", withByte(byType[wire.TypePublishAck], 6, 1))
+	add("FuzzReadFrame", "too_large", wire.AppendHeader(nil, wire.Header{Length: 1 << 24, Type: wire.TypePublish, RequestID: 1}))
+	add("FuzzReadFrame", "unknown_type", append(wire.AppendHeader(nil, wire.Header{Length: 1, Type: 0x7f, RequestID: 1}), 'x'))
+	add("FuzzReadFrame", "delete_then_read", cat(wire.TypeDeleteStream, wire.TypeOK, wire.TypeRead, wire.TypeReadResult))
+
+	// Records blocks.
+	two := wire.AppendRecords(nil, []wire.Record{
+		{Key: []byte("k"), Headers: []wire.RecordHeader{{Key: "traceparent", Value: []byte("00-01")}}, Payload: []byte("p")},
+		{Payload: []byte("second")},
+	})
+	headers := make([]wire.RecordHeader, wire.MaxHeaders+1)
+	for i := range headers {
+		headers[i] = wire.RecordHeader{Key: "h", Value: []byte{byte(i)}}
+	}
+	add("FuzzRecordIter", "two_records", two)
+	add("FuzzRecordIter", "lying_key_length", []byte{0x05, 'a'})
+	add("FuzzRecordIter", "too_many_headers", wire.AppendRecords(nil, []wire.Record{{Headers: headers}}))
+	add("FuzzRecordIter", "varint_overflow", append([]byte{0, 0}, append(bytes.Repeat([]byte{0xff}, 10), 0x01)...))
+	add("FuzzValidateRecords", "exact_count", two, uint32(2))
+	add("FuzzValidateRecords", "count_mismatch", two, uint32(3))
+	add("FuzzValidateRecords", "count_zero", two, uint32(0))
+	add("FuzzValidateRecords", "count_over_limit", two, uint32(wire.MaxRecordsInBatch+1))
+
+	for name, s := range map[string]string{"one_part": "orders", "three_parts": "acme/shop/orders", "four_parts": "a/b/c/d", "bad_character": "acme/sh op/orders"} {
+		add("FuzzParseStreamName", name, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].target != out[j].target {
+			return out[i].target < out[j].target
+		}
+		return out[i].name < out[j].name
+	})
+	return out
+}
+
+// marshalSeed encodes vals as a `go test fuzz v1` corpus file, as the go
+// command writes them.
+func marshalSeed(vals ...any) []byte {
+	b := bytes.NewBufferString("go test fuzz v1\n")
+	for _, v := range vals {
+		switch v := v.(type) {
+		case []byte:
+			fmt.Fprintf(b, "[]byte(%q)\n", v)
+		case string:
+			fmt.Fprintf(b, "string(%q)\n", v)
+		case uint32:
+			fmt.Fprintf(b, "uint32(%d)\n", v)
+		default:
+			panic(fmt.Sprintf("seed value of type %T", v))
+		}
+	}
+	return b.Bytes()
+}
+
+func TestFuzzSeedFilesCurrent(t *testing.T) {
+	targets := map[string]bool{}
+	for _, s := range seedFileList() {
+		targets[s.target] = true
+		path := filepath.Join("testdata", "fuzz", s.target, s.name)
+		want := marshalSeed(s.vals...)
+		if *updateSeeds {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("%s: %v (run with -update-seeds)", path, err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: the encoders now write\n%s(run with -update-seeds)", path, want)
+		}
+	}
+	// Every corpus directory belongs to a target listed here.
+	dirs, err := os.ReadDir(filepath.Join("testdata", "fuzz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if !targets[d.Name()] {
+			t.Errorf("testdata/fuzz/%s has no seeds in seedFileList", d.Name())
+		}
+	}
+}

@@ -101,9 +101,9 @@ func NewCatalogProps(cfg CatalogConfig) *actor.Props {
 		cfg.Now = time.Now
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return &catalog{cfg: cfg} },
-		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, func(reason any) actor.Directive {
+		actor.WithSupervisor(answeringStrategy{actor.NewOneForOneStrategy(10, 10*time.Second, func(reason any) actor.Directive {
 			return actor.RestartDirective
-		})))
+		})}))
 }
 
 // Receive dispatches.
@@ -416,4 +416,24 @@ func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
 			ctx.Send(sender, resp)
 		}
 	})
+}
+
+// answeringStrategy supervises shards: before the wrapped strategy decides,
+// it answers the message whose handling failed when that is a publish, so
+// the publisher learns the outcome is unknown instead of waiting forever
+// (the message is lost with the failure).
+type answeringStrategy struct {
+	actor.SupervisorStrategy
+}
+
+// HandleFailure implements actor.SupervisorStrategy.
+func (s answeringStrategy) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, message any) {
+	if env, ok := message.(*actor.MessageEnvelope); ok {
+		message = env.Message
+	}
+	if m, ok := message.(*PublishRequest); ok && m.ReplyTo != nil {
+		sys.Root.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack,
+			Err: wire.Errorf(wire.CodeInternal, "the shard failed while handling the publish; it may or may not have been written")})
+	}
+	s.SupervisorStrategy.HandleFailure(sys, sup, child, rs, reason, message)
 }

@@ -47,10 +47,11 @@ type shard struct {
 	stash []stashed
 	// failed is set once storage failed; every publish is refused after it.
 	failed error
-	// current is the publish being handled: if handling it panics, the
-	// failed instance answers it before the restart.
-	current *PublishRequest
-	log     *slog.Logger
+	// handling is the publish being handled: if handling it panics, the
+	// supervisor strategy answers it, so the failed instance must not
+	// answer it again as pending.
+	handling *PublishRequest
+	log      *slog.Logger
 }
 
 type stashed struct {
@@ -181,8 +182,8 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 }
 
 func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
-	s.current = m
-	defer func() { s.current = nil }()
+	s.handling = m
+	defer func() { s.handling = nil }()
 	if s.failed != nil {
 		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: storageError(s.failed)})
 		return
@@ -255,13 +256,10 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 	}
 }
 
-// rejectUnadmitted answers the publish whose handling failed and those
-// stashed before the shard was ready: none of them was admitted.
+// rejectUnadmitted answers the publishes stashed before the shard was
+// ready: none of them was admitted. (The publish whose handling failed is
+// answered by the supervisor strategy, which is handed the message.)
 func (s *shard) rejectUnadmitted(ctx actor.Context, err *wire.Error) {
-	if m := s.current; m != nil && m.ReplyTo != nil {
-		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: err})
-	}
-	s.current = nil
 	for _, st := range s.stash {
 		if m, ok := st.msg.(*PublishRequest); ok && m.ReplyTo != nil {
 			ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: err})
@@ -364,7 +362,13 @@ func (s *shard) onRestarting(ctx actor.Context) {
 	if s.core == nil {
 		return
 	}
-	s.rejectPending(ctx, s.core.pending, lost)
+	pending := s.core.pending
+	if h := s.handling; h != nil && len(pending) > 0 {
+		if last := pending[len(pending)-1]; last.reqID == h.ReqID && last.replyTo == h.ReplyTo {
+			pending = pending[:len(pending)-1] // the strategy answers it
+		}
+	}
+	s.rejectPending(ctx, pending, lost)
 	for _, sub := range s.core.subs {
 		ctx.Send(sub.pid, &ShardRestarted{})
 	}

@@ -16,11 +16,11 @@ import (
 // number on that shard (0 for the first), which answers it (or refuses it)
 // and then scripts the stream.
 //
-// The returned group counts the handlers running: a test waits for it after
+// The returned count is of the handlers running: a test waits for it after
 // ending its subscription, so that handlers waiting for the client's clean
 // close see it before the server stops.
-func shardSubNode(t *testing.T, srv *testServer, handle func(s wire.Subscribe, attempt int, st *quic.Stream, reqID uint64)) *sync.WaitGroup {
-	var handlers sync.WaitGroup
+func shardSubNode(t *testing.T, srv *testServer, handle func(s wire.Subscribe, attempt int, st *quic.Stream, reqID uint64)) *runningCount {
+	handlers := &runningCount{}
 	var mu sync.Mutex
 	attempts := map[uint32]int{}
 	srv.onStream = func(sc *serverConn, st *quic.Stream, f wire.Frame) {
@@ -36,12 +36,53 @@ func shardSubNode(t *testing.T, srv *testServer, handle func(s wire.Subscribe, a
 		mu.Lock()
 		n := attempts[s.Shard]
 		attempts[s.Shard]++
-		handlers.Add(1)
 		mu.Unlock()
-		defer handlers.Done()
+		handlers.add()
+		defer handlers.done()
 		handle(s, n, st, f.Header.RequestID)
 	}
-	return &handlers
+	return handlers
+}
+
+// runningCount counts running goroutines, like a sync.WaitGroup whose Add
+// may race with Wait: here a handler starts because of what the test's
+// client sent over the network, which the race detector does not see as
+// ordering it before the test's Wait.
+type runningCount struct {
+	mu struct {
+		sync.Mutex
+		n int
+		// idle is closed when n drops to 0.
+		idle chan struct{}
+	}
+}
+
+func (r *runningCount) add() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.n == 0 {
+		r.mu.idle = make(chan struct{})
+	}
+	r.mu.n++
+}
+
+func (r *runningCount) done() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.n--; r.mu.n == 0 {
+		close(r.mu.idle)
+	}
+}
+
+// Wait waits until no counted goroutine runs.
+func (r *runningCount) Wait() {
+	r.mu.Lock()
+	idle := r.mu.idle
+	n := r.mu.n
+	r.mu.Unlock()
+	if n > 0 {
+		<-idle
+	}
 }
 
 // subscribed writes the node's Subscribed.

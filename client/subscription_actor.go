@@ -169,10 +169,16 @@ func (a *subscriptionActor) onStarted(ctx actor.Context) {
 
 // shardAttempt is what a reader needs for one Subscribe on one shard.
 type shardAttempt struct {
+	// idx and gen identify the shard and the attempt in the reader's
+	// messages.
 	idx, gen int
-	sub      wire.Subscribe
-	slots    chan struct{}
-	ctx      context.Context
+	// sub is the Subscribe to send (its request id is set when sent).
+	sub wire.Subscribe
+	// slots are the shard's frame slots.
+	slots chan struct{}
+	// ctx ends the attempt when the subscription is ended from this side
+	// (or the connection fails).
+	ctx context.Context
 }
 
 // startAttempt starts a reader that subscribes shard idx from start/offset.

@@ -12,6 +12,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/transport"
 	"github.com/heraldmq/herald/net/wire"
 )
 
@@ -198,5 +199,143 @@ func TestShardRestartKeepsSubscriptionsAndOffsets(t *testing.T) {
 	}
 	for i := uint64(10); i < 20; i++ {
 		next(i)
+	}
+}
+
+// A panic while a shard handles a publish answers that publish (outcome
+// unknown) instead of leaving it to hang; the shard restarts and goes on.
+func TestShardPanicOnPublishAnswersIt(t *testing.T) {
+	var armed atomic.Bool
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) {
+		o.ShardProps = panicOnce(&armed, "*actors.PublishRequest")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "default", Namespace: "default", Stream: "p"}
+	if _, err := c.Publish(ctx, name, []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if _, err := c.Publish(ctx, name, []byte("lost")); !errors.Is(err, &wire.Error{Code: wire.CodeInternal}) {
+		t.Fatalf("publish whose handling panicked: %v", err)
+	}
+	ack, err := c.Publish(ctx, name, []byte("1"))
+	if err != nil || ack.Offset != 1 {
+		t.Fatalf("after the restart: %+v %v", ack, err)
+	}
+}
+
+// A catalog that fails restarts, reloads the streams and serves again.
+func TestCatalogRestart(t *testing.T) {
+	var armed atomic.Bool
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) {
+		o.CatalogProps = panicOnce(&armed, "*actors.ListStreamsRequest")
+		o.RequestTimeout = time.Second
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "default", Namespace: "default", Stream: "c"}
+	if _, err := c.Publish(ctx, name, []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if _, err := c.ListStreams(ctx, "default", ""); err == nil {
+		t.Fatal("the list whose handling panicked succeeded")
+	}
+	list, err := c.ListStreams(ctx, "default", "")
+	if err != nil || len(list) != 1 || list[0].Tails[0] != 1 {
+		t.Fatalf("after the catalog restart: %+v %v", list, err)
+	}
+	if ack, err := c.Publish(ctx, name, []byte("1")); err != nil || ack.Offset != 1 {
+		t.Fatalf("publish after the catalog restart: %+v %v", ack, err)
+	}
+}
+
+// A storage writer that fails mid-group answers the group as failed: no
+// publish is acknowledged unless its record is stored, and the node turns
+// not ready.
+func TestStorageWriterFailureNeverAcksUnwrittenRecords(t *testing.T) {
+	var armed atomic.Bool
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) {
+		o.WriterProps = panicOnce(&armed, "*actors.commitNow")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "default", Namespace: "default", Stream: "w"}
+	if _, err := c.Publish(ctx, name, []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	acked := map[uint64]string{0: "0"}
+	for i := 1; i < 20; i++ {
+		ack, err := c.Publish(ctx, name, []byte(fmt.Sprint(i)))
+		if err == nil {
+			acked[ack.Offset] = fmt.Sprint(i)
+		} else if !errors.Is(err, &wire.Error{Code: wire.CodeStorageFailure}) {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	if n.Ready() {
+		t.Fatal("the node is ready after its storage writer failed")
+	}
+	info, err := c.DescribeStream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := c.Read(ctx, name, 0, 0, client.ReadToTail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[uint64]string{}
+	for _, ev := range page.Records {
+		stored[ev.Offset] = string(ev.Payload)
+	}
+	for off, p := range acked {
+		if stored[off] != p {
+			t.Fatalf("offset %d acknowledged as %q, stored %q (tail %d)", off, p, stored[off], info.Tails[0])
+		}
+	}
+}
+
+// A client speaking another protocol version is told so, with a typed code.
+func TestUnsupportedVersionIsAnswered(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	tlsConf, err := transport.ClientTLSConfig(transport.ClientTLSOptions{CAFile: n.CAFile(), ServerName: "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, n.Addr(), tlsConf, &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseWithError(0, "")
+	control, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := control.Write(wire.AppendHello(nil, 1, wire.Hello{Version: 99, MaxFrameBytes: 1 << 20})); err != nil {
+		t.Fatal(err)
+	}
+	// The node writes an Error frame and closes the connection with the same
+	// code; the close may overtake the frame, so either is the answer.
+	f, err := wire.ReadFrame(control, 1<<20)
+	var appErr *quic.ApplicationError
+	if errors.As(err, &appErr) {
+		if wire.Code(appErr.ErrorCode) != wire.CodeUnsupportedVersion {
+			t.Fatalf("closed with %d", appErr.ErrorCode)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("no answer to a wrong version: %v", err)
+	}
+	e, err := wire.DecodeError(f.Body)
+	if f.Header.Type != wire.TypeError || err != nil || e.Code != wire.CodeUnsupportedVersion || e.Detail != uint64(wire.Version) {
+		t.Fatalf("answer %s %v %v", f.Header.Type, e, err)
 	}
 }

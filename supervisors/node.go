@@ -38,6 +38,10 @@ type Options struct {
 	SubscriptionProps func(*actor.Props) *actor.Props
 	ShardProps        func(*actor.Props) *actor.Props
 	ConnectionProps   func(*actor.Props) *actor.Props
+	CatalogProps      func(*actor.Props) *actor.Props
+	WriterProps       func(*actor.Props) *actor.Props
+	// RequestTimeout bounds the node's internal requests (default 10 s).
+	RequestTimeout time.Duration
 	// Now is the clock batches are stamped with and retention compares
 	// against; nil means time.Now. Tests inject one.
 	Now func() time.Time
@@ -174,10 +178,13 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			QueueMaxBytes:     cfg.SubscriberQueueMaxBytes,
 			HandshakeTimeout:  cfg.HandshakeTimeout,
 			ReadMaxRecords:    cfg.ReadMaxRecords,
+			RequestTimeout:    opts.RequestTimeout,
 			ReadMaxBytes:      cfg.ReadMaxBytes,
 			SubscriptionProps: opts.SubscriptionProps,
 			ConnectionProps:   opts.ConnectionProps,
 		},
+		wrapCatalog: opts.CatalogProps,
+		wrapWriter:  opts.WriterProps,
 		onChildStopped: func(name string) {
 			if n.stopping.Load() {
 				return

@@ -32,6 +32,9 @@ type nodeSupervisor struct {
 	listener actors.ConnectionConfig
 	// onChildStopped is told when a child stopped for good.
 	onChildStopped func(name string)
+	// wrapCatalog and wrapWriter, if set, wrap those children's props
+	// (tests inject failures).
+	wrapCatalog, wrapWriter func(*actor.Props) *actor.Props
 	children       nodeChildren
 	stopping       bool
 }
@@ -73,9 +76,15 @@ func (n *nodeSupervisor) onStarted(ctx actor.Context) {
 		}
 		return pid
 	}
-	n.children.Writer = spawn(actors.NewStorageWriterProps(n.writer), "storage-writer")
+	wrap := func(p *actor.Props, w func(*actor.Props) *actor.Props) *actor.Props {
+		if w != nil {
+			return w(p)
+		}
+		return p
+	}
+	n.children.Writer = spawn(wrap(actors.NewStorageWriterProps(n.writer), n.wrapWriter), "storage-writer")
 	n.catalog.Writer = n.children.Writer
-	n.children.Catalog = spawn(actors.NewCatalogProps(n.catalog), "catalog")
+	n.children.Catalog = spawn(wrap(actors.NewCatalogProps(n.catalog), n.wrapCatalog), "catalog")
 	n.listener.Catalog = n.children.Catalog
 	n.children.Listener = spawn(actors.NewListenerProps(n.listener), "listener")
 }

@@ -42,7 +42,7 @@ type subCmd struct {
 func parseSubCmd(args []string, stderr io.Writer, getenv func(string) string) (*subCmd, error) {
 	fs := newFlagSet("sub", subUsage, stderr)
 	cmd := &subCmd{conn: registerClientFlags(fs, getenv)}
-	from := fs.String("from", "earliest", "where to start: earliest, latest or an `offset`")
+	from := fs.String("from", "earliest", "where to start: earliest, latest or an `offset` (of every subscribed shard)")
 	shard := fs.Uint("shard", 0, "subscribe to this shard only (default: every shard)")
 	fs.IntVar(&cmd.count, "count", 0, "exit after this many records (0: run until interrupted)")
 	queue := fs.Uint("queue", 0, "queue capacity in batches to ask the node for (0: the stream's default)")

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/wire"
 )
 
 func TestParseReadCmd(t *testing.T) {
@@ -100,5 +103,72 @@ func TestReadPages(t *testing.T) {
 					buf.String(), next, tc.shard.starts, tc.wantOut, tc.wantNext, tc.wantStarts)
 			}
 		})
+	}
+}
+
+// TestCLIAgainstNode runs the stream, pub, read and sub commands against a
+// real node.
+func TestCLIAgainstNode(t *testing.T) {
+	node := startNode(t, t.TempDir())
+	conn := []string{"--server", node.addr, "--ca", filepath.Join(node.dataDir, "tls", "ca.pem")}
+	run := func(f func([]string, io.Reader, io.Writer, io.Writer) int, args ...string) (int, string, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := f(append(args, conn...), strings.NewReader(""), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	const name = "acme/shop/orders"
+
+	code, out, errOut := run(runStream, "create", name, "--shards", "4", "--routing", "jump", "--overflow", "drop_old",
+		"--queue-capacity", "64", "--retention-age", "72h")
+	if code != 0 || !strings.Contains(out, "shards=4 routing=jump durable=true overflow=drop_old queue_capacity=64") ||
+		!strings.Contains(out, "retention_age=72h0m0s") {
+		t.Fatalf("stream create: %d %q %q", code, out, errOut)
+	}
+	shard := wire.ShardFor([]byte("k1"), 4, wire.RoutingJump)
+	code, out, errOut = run(runPub, name, "a", "b", "c", "--key", "k1")
+	if want := fmt.Sprintf("%d 0\n%d 1\n%d 2\n", shard, shard, shard); code != 0 || out != want {
+		t.Fatalf("pub: %d %q %q, want %q", code, out, errOut, want)
+	}
+	if code, out, errOut = run(runPub, name, "x", "--key", "k1", "--if-offset", "3"); code != 0 || out != "written at 3\n" {
+		t.Fatalf("pub --if-offset 3: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = run(runPub, name, "y", "--key", "k1", "--if-offset", "3"); code != 1 || out != "refused: tail is 4\n" {
+		t.Fatalf("stale pub --if-offset 3: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = run(runRead, name, "--shard", fmt.Sprint(shard), "--from", "1")
+	if want := fmt.Sprintf("%d 1 b\n%d 2 c\n%d 3 x\n", shard, shard, shard); code != 0 || out != want || errOut != "next 4\n" {
+		t.Fatalf("read: %d %q %q, want %q", code, out, errOut, want)
+	}
+	if code, out, errOut = run(runRead, name, "--shard", fmt.Sprint(shard), "--from", "1", "--limit", "1"); code != 0 || errOut != "next 2\n" {
+		t.Fatalf("read --limit 1: %d %q %q", code, out, errOut)
+	}
+	// Another shard, then sub over every shard.
+	other := (shard + 1) % 4
+	var otherKey string
+	for i := 0; otherKey == ""; i++ {
+		if k := fmt.Sprint("k", i); wire.ShardFor([]byte(k), 4, wire.RoutingJump) == other {
+			otherKey = k
+		}
+	}
+	if code, out, errOut = run(runPub, name, "z", "--key", otherKey); code != 0 || out != fmt.Sprintf("%d 0\n", other) {
+		t.Fatalf("pub to shard %d: %d %q %q", other, code, out, errOut)
+	}
+	code, out, errOut = run(runSub, name, "--count", "5")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 5 {
+		t.Fatalf("sub: %d %q %q", code, out, errOut)
+	}
+	if !strings.Contains(out, fmt.Sprintf("%d 0 z\n", other)) || !strings.Contains(out, fmt.Sprintf("%d 3 x\n", shard)) {
+		t.Fatalf("sub over every shard printed %q", out)
+	}
+	if code, out, errOut = run(runStream, "describe", name); code != 0 || !strings.Contains(out, "tails=") {
+		t.Fatalf("describe: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = run(runStream, "delete", name); code != 0 || out != "deleted "+name+"\n" {
+		t.Fatalf("delete: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut = run(runStream, "describe", name); code != 1 || !strings.Contains(errOut, "stream_not_found") {
+		t.Fatalf("describe after delete: %d %q", code, errOut)
 	}
 }

@@ -12,9 +12,11 @@ const usage = `herald: a message broker
 
 Usage:
   herald node    [--config F] [--data-dir D] [--listen ADDR] [--http ADDR] [--tls-cert F --tls-key F]
-  herald stream  create|describe|list STREAM [--shards N] [--ephemeral]
-  herald pub     STREAM [MESSAGE...] [--key K] [--ack none|message|batch] [--batch N] [--count N --size B]
+  herald stream  create|describe|list|delete STREAM [--shards N] [--routing hash|jump] [--ephemeral]
+                 [--overflow drop_new|drop_old|block] [--retention-age D] [--retention-bytes N]
+  herald pub     STREAM [MESSAGE...] [--key K] [--ack none|message|batch] [--batch N] [--count N --size B] [--if-offset N]
   herald sub     STREAM [--from earliest|latest|OFFSET] [--shard N] [--count N] [--queue N] [--json]
+  herald read    STREAM --shard N --from OFFSET [--to OFFSET] [--limit N] [--json]
 
 Client commands take --server ADDR (default 127.0.0.1:7400), --token T, --ca FILE, --insecure.
 A stream is tenant/namespace/stream; a bare name means default/default/name.
@@ -39,6 +41,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runPub(args[1:], stdin, stdout, stderr)
 	case "sub":
 		return runSub(args[1:], stdin, stdout, stderr)
+	case "read":
+		return runRead(args[1:], stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -28,6 +28,9 @@ type CatalogConfig struct {
 	Writer *actor.PID
 	// DefaultConfig is what an auto-created stream gets.
 	DefaultConfig wire.StreamConfig
+	// MaxPending and PendingWait are each shard's publish admission bounds.
+	MaxPending  int
+	PendingWait time.Duration
 	// RingRecords and RingBytes bound each shard's replay ring.
 	RingRecords int
 	RingBytes   int64
@@ -196,6 +199,8 @@ func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
 		Log:         h.Log,
 		Writer:      c.cfg.Writer,
 		RingRecords: c.cfg.RingRecords,
+		MaxPending:  c.cfg.MaxPending,
+		PendingWait: c.cfg.PendingWait,
 		RingBytes:   c.cfg.RingBytes,
 		Now:         c.cfg.Now,
 	})

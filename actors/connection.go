@@ -37,6 +37,12 @@ type ConnectionConfig struct {
 	HandshakeTimeout time.Duration
 	// RequestTimeout bounds the node's internal requests (default 10 s).
 	RequestTimeout time.Duration
+	// EgressMaxBytes bounds the records bytes the connection's subscriptions
+	// have handed to their lanes and not yet written, split equally among
+	// them (subscriber_egress_max_bytes; 0: no bound).
+	EgressMaxBytes int64
+	// EventBatchMaxEvents and EventBatchMaxBytes bound one EventBatch frame.
+	EventBatchMaxEvents, EventBatchMaxBytes int
 	// ReadMaxRecords and ReadMaxBytes cap one range-read page (defaults
 	// 1000 records, 1 MiB).
 	ReadMaxRecords int
@@ -69,7 +75,9 @@ type connection struct {
 	control *actor.PID
 	// laneStreams maps a publish lane to its stream's cancel func.
 	laneStreams map[string]context.CancelFunc
-	logger      *slog.Logger
+	// subs are the connection's subscriptions; they share its egress bound.
+	subs   map[string]*actor.PID
+	logger *slog.Logger
 	// closing is set once the connection is going away.
 	closing bool
 }
@@ -89,7 +97,7 @@ func NewConnectionProps(conn *quic.Conn, cfg ConnectionConfig) *actor.Props {
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &connection{cfg: cfg, conn: conn, wg: &sync.WaitGroup{}, draining: &atomic.Bool{},
-			laneStreams: map[string]context.CancelFunc{}}
+			laneStreams: map[string]context.CancelFunc{}, subs: map[string]*actor.PID{}}
 	}, actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
 		return actor.StopDirective
 	})))
@@ -188,11 +196,25 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 		DefaultCapacity: c.cfg.QueueCapacity,
 		CapacityMax:     c.cfg.QueueCapacityMax,
 		MaxBytes:        c.cfg.QueueMaxBytes,
+		Lane:            LaneConfig{MaxEvents: c.cfg.EventBatchMaxEvents, MaxBytes: c.cfg.EventBatchMaxBytes},
 	})
 	if c.cfg.SubscriptionProps != nil {
 		props = c.cfg.SubscriptionProps(props)
 	}
-	ctx.Spawn(props)
+	pid := ctx.Spawn(props)
+	c.subs[pid.Id] = pid
+	c.shareEgress(ctx)
+}
+
+// shareEgress splits the egress bound equally among the subscriptions.
+func (c *connection) shareEgress(ctx actor.Context) {
+	if c.cfg.EgressMaxBytes <= 0 || len(c.subs) == 0 {
+		return
+	}
+	share := &EgressShare{Bytes: max(c.cfg.EgressMaxBytes/int64(len(c.subs)), 1)}
+	for _, pid := range c.subs {
+		ctx.Send(pid, share)
+	}
 }
 
 func (c *connection) onDrain(ctx actor.Context) {
@@ -222,6 +244,11 @@ func (c *connection) onLaneFailed(ctx actor.Context, lane *actor.PID) {
 }
 
 func (c *connection) onChildTerminated(ctx actor.Context, m *actor.Terminated) {
+	if _, ok := c.subs[m.Who.Id]; ok {
+		delete(c.subs, m.Who.Id)
+		c.shareEgress(ctx)
+		return
+	}
 	if cancel, ok := c.laneStreams[m.Who.Id]; ok {
 		delete(c.laneStreams, m.Who.Id)
 		cancel()

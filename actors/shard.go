@@ -30,6 +30,12 @@ type ShardConfig struct {
 	// RingRecords and RingBytes bound the replay ring.
 	RingRecords int
 	RingBytes   int64
+	// MaxPending bounds admitted-but-uncommitted publishes (pub_queue_depth,
+	// default 1024); a publish that finds it full, or finds the shard
+	// blocked by a subscriber under the block policy, waits up to
+	// PendingWait and is then refused with CodeOverloaded.
+	MaxPending  int
+	PendingWait time.Duration
 	// Now returns the time stamped on batches; nil means time.Now.
 	Now func() time.Time
 }
@@ -47,6 +53,10 @@ type shard struct {
 	stash []stashed
 	// failed is set once storage failed; every publish is refused after it.
 	failed error
+	// held are publishes waiting for admission, oldest first.
+	held []heldPublish
+	// heldTimer fires when the oldest held publish's wait is over.
+	heldTimer *time.Timer
 	// handling is the publish being handled: if handling it panics, the
 	// supervisor strategy answers it, so the failed instance must not
 	// answer it again as pending.
@@ -59,10 +69,26 @@ type stashed struct {
 	sender *actor.PID
 }
 
+// heldPublish is a publish waiting for admission.
+type heldPublish struct {
+	m        *PublishRequest
+	deadline time.Time
+}
+
+// heldExpired is the shard's timer message: the oldest held publish may
+// have waited too long.
+type heldExpired struct{}
+
 // NewShardProps returns the props of a shard actor.
 func NewShardProps(cfg ShardConfig) *actor.Props {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 1024
+	}
+	if cfg.PendingWait <= 0 {
+		cfg.PendingWait = 2 * time.Second
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return &shard{cfg: cfg} })
 }
@@ -77,7 +103,9 @@ func (s *shard) Receive(ctx actor.Context) {
 			s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
 			return
 		}
-		s.onPublish(ctx, m)
+		s.admitOrHold(ctx, m)
+	case *heldExpired:
+		s.expireHeld(ctx)
 	case *SubscribeShardRequest:
 		if !s.ready {
 			s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
@@ -96,6 +124,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		resp := &ShardInfoResponse{Shard: s.cfg.Key.Shard}
 		if s.core != nil {
 			resp.First, resp.Tail = s.core.first, s.core.committed
+			resp.Blocked, resp.Held, resp.Drops = s.core.blocked, len(s.held), s.core.drops
 		}
 		ctx.Respond(resp)
 	case *RetentionApplied:
@@ -105,6 +134,7 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		if s.core != nil {
 			delete(s.core.subs, m.Who.Id)
+			s.admitHeld(ctx) // a blocking subscriber that went away releases the publishers
 		}
 	case *actor.Restarting:
 		s.onRestarting(ctx)
@@ -174,7 +204,7 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 	for _, st := range stash {
 		switch m := st.msg.(type) {
 		case *PublishRequest:
-			s.onPublish(ctx, m)
+			s.admitOrHold(ctx, m)
 		case *SubscribeShardRequest:
 			s.onSubscribe(ctx, st.sender, m)
 		}
@@ -253,13 +283,80 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 		for _, sub := range s.core.subs {
 			s.pump(ctx, sub)
 		}
+		s.admitHeld(ctx)
 	}
 }
 
-// rejectUnadmitted answers the publishes stashed before the shard was
-// ready: none of them was admitted. (The publish whose handling failed is
-// answered by the supervisor strategy, which is handed the message.)
+// admitOrHold admits a publish, or holds it while the shard is blocked or
+// has MaxPending publishes uncommitted. Held publishes keep their order.
+func (s *shard) admitOrHold(ctx actor.Context, m *PublishRequest) {
+	if len(s.held) == 0 && !s.core.blocked && len(s.core.pending) < s.cfg.MaxPending {
+		s.onPublish(ctx, m)
+		return
+	}
+	s.held = append(s.held, heldPublish{m: m, deadline: s.cfg.Now().Add(s.cfg.PendingWait)})
+	s.armHeldTimer(ctx)
+}
+
+// admitHeld admits held publishes while the shard can take them.
+func (s *shard) admitHeld(ctx actor.Context) {
+	if !s.core.unblock() {
+		return
+	}
+	for len(s.held) > 0 && len(s.core.pending) < s.cfg.MaxPending && !s.core.blocked {
+		m := s.held[0].m
+		s.held[0] = heldPublish{}
+		s.held = s.held[1:]
+		s.onPublish(ctx, m)
+	}
+	if len(s.held) == 0 {
+		s.held = nil
+	}
+}
+
+// expireHeld refuses the held publishes whose wait is over with
+// CodeOverloaded, and re-arms the timer for the next.
+func (s *shard) expireHeld(ctx actor.Context) {
+	s.heldTimer = nil
+	now := s.cfg.Now()
+	for len(s.held) > 0 && !s.held[0].deadline.After(now) {
+		m := s.held[0].m
+		s.held = s.held[1:]
+		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: &wire.Error{Code: wire.CodeOverloaded,
+			Message: fmt.Sprintf("the shard's publish queue stayed full for %s", s.cfg.PendingWait)}})
+		s.core.drops.Overloaded++
+	}
+	s.armHeldTimer(ctx)
+}
+
+// armHeldTimer makes sure a timer will wake the shard when the oldest held
+// publish's wait is over. The timer only sends a message; the deadline is
+// checked against the shard's clock.
+func (s *shard) armHeldTimer(ctx actor.Context) {
+	if s.heldTimer != nil || len(s.held) == 0 {
+		return
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	s.heldTimer = time.AfterFunc(max(s.held[0].deadline.Sub(s.cfg.Now()), time.Millisecond), func() {
+		root.Send(self, &heldExpired{})
+	})
+}
+
+// rejectUnadmitted answers the publishes stashed before the shard was ready
+// or held for admission: none of them was admitted. (The publish whose
+// handling failed is answered by the supervisor strategy, which is handed
+// the message.)
 func (s *shard) rejectUnadmitted(ctx actor.Context, err *wire.Error) {
+	if s.heldTimer != nil {
+		s.heldTimer.Stop()
+		s.heldTimer = nil
+	}
+	for _, h := range s.held {
+		if h.m.ReplyTo != nil {
+			ctx.Send(h.m.ReplyTo, &PublishRejected{ReqID: h.m.ReqID, Ack: h.m.Ack, Err: err})
+		}
+	}
+	s.held = nil
 	for _, st := range s.stash {
 		if m, ok := st.msg.(*PublishRequest); ok && m.ReplyTo != nil {
 			ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: err})
@@ -318,6 +415,7 @@ func (s *shard) onCredit(ctx actor.Context, from *actor.PID, m *CreditReturned) 
 	}
 	s.core.credit(sub, m.Entries, m.Bytes)
 	s.pump(ctx, sub)
+	s.admitHeld(ctx)
 }
 
 func (s *shard) onResumeLive(ctx actor.Context, from *actor.PID, m *ResumeLive) {
@@ -335,12 +433,16 @@ func (s *shard) onResumeLive(ctx actor.Context, from *actor.PID, m *ResumeLive) 
 		s.core.skipMissing(sub)
 	}
 	s.pump(ctx, sub)
+	s.admitHeld(ctx)
 }
 
 func (s *shard) pump(ctx actor.Context, sub *subState) {
-	secs, read, lagged := s.core.pump(sub)
+	secs, evictFrom, read, lagged := s.core.pump(sub)
 	if len(secs) > 0 {
-		ctx.Send(sub.pid, &SectionsPushed{Sections: secs})
+		if evictFrom < 0 {
+			evictFrom = len(secs)
+		}
+		ctx.Send(sub.pid, &SectionsPushed{Sections: secs, EvictFrom: evictFrom})
 	}
 	if lagged {
 		delete(s.core.subs, sub.pid.Id)

@@ -37,6 +37,11 @@ type shardCore struct {
 	subs map[string]*subState
 	// producers are the idempotent producers seen on this shard.
 	producers map[uint64]*producerState
+	// blocked is set under the block policy while a live subscription is
+	// behind: no publish is admitted until every one has caught up.
+	blocked bool
+	// drops counts what the overflow policy did.
+	drops DropCounts
 }
 
 // pendingPublish is an admitted batch waiting for storage.
@@ -84,10 +89,41 @@ type subState struct {
 // hasRoom reports whether a batch of size bytes fits the credit window. A
 // batch bigger than the byte bound still goes when nothing is in flight.
 func (s *subState) hasRoom(size int64) bool {
+	return s.fullBy(size) == dropNone
+}
+
+// fullBy says which bound a batch of size bytes would break, if any.
+func (s *subState) fullBy(size int64) dropCause {
 	if s.inEntries >= s.capacity {
-		return false
+		return dropCount
 	}
-	return s.maxBytes == 0 || s.inEntries == 0 || s.inBytes+size <= s.maxBytes
+	if s.maxBytes > 0 && s.inEntries > 0 && s.inBytes+size > s.maxBytes {
+		return dropBytes
+	}
+	return dropNone
+}
+
+// dropCause says why a batch was not queued for a subscriber.
+type dropCause int
+
+const (
+	dropNone  dropCause = iota
+	dropCount           // the queue held capacity batches
+	dropBytes           // the queue held too many bytes
+)
+
+// DropCounts counts what overflow did, by cause, for metrics.
+type DropCounts struct {
+	// CountBound and ByteBound count batches not queued (drop_new: skipped
+	// on an ephemeral stream, or the batch that ended a lagged subscription
+	// on a durable one) because the queue's entry or byte bound was full.
+	CountBound, ByteBound uint64
+	// Evicted counts batches drop_old evicted from a queue.
+	Evicted uint64
+	// Lagged counts subscriptions ended with lagged.
+	Lagged uint64
+	// Overloaded counts publishes refused after waiting for admission.
+	Overloaded uint64
 }
 
 func newShardCore(index uint32, first, tail uint64, ringRecords int, ringBytes int64) *shardCore {
@@ -243,30 +279,56 @@ func (c *shardCore) addSub(pid *actor.PID, next uint64, capacity int, maxBytes i
 // pump decides what to push to s now: the ring's sections from s.next on,
 // within s's credit. If s needs records the ring no longer holds, it returns
 // read = true and marks s as reading: the subscription reads them from
-// storage itself and comes back with ResumeLive. A live subscription with no
-// room for the next batch has overflowed: under drop_new an ephemeral shard
-// skips the batch for it (an offset gap) and a durable one returns
-// lagged = true (the caller ends the subscription, which resumes from
-// s.next). History replay before the subscription is live is never subject
-// to the policy: it waits for credit.
-func (c *shardCore) pump(s *subState) (secs []*wire.Section, read, lagged bool) {
+// storage itself and comes back with ResumeLive.
+//
+// A live subscription (one that has caught up with the committed tail) with
+// no room for the next batch has overflowed, and the stream's policy
+// decides:
+//   - drop_new: an ephemeral shard skips the batch for it (an offset gap); a
+//     durable one returns lagged = true (the caller ends the subscription,
+//     which resumes from s.next);
+//   - drop_old: the batch is pushed anyway, from index evictFrom of secs on:
+//     the subscription evicts its oldest queued batch for each;
+//   - block: nothing is pushed and the shard is blocked: it admits no
+//     publish until every live subscription has caught up.
+//
+// History replay before the subscription is live is never subject to the
+// policy: it waits for credit.
+func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read, lagged bool) {
+	evictFrom = -1
 	for !s.reading && s.next < c.committed {
 		sec := c.ring.find(s.next)
 		if sec == nil {
 			s.reading, s.live = true, false
-			return secs, true, false
+			return secs, evictFrom, true, false
 		}
 		size := int64(len(sec.Records))
-		if !s.hasRoom(size) {
-			if !s.live || c.overflow != wire.OverflowDropNew {
+		if cause := s.fullBy(size); cause != dropNone {
+			if !s.live {
 				break
 			}
-			if c.durable {
-				return secs, false, true
+			switch c.overflow {
+			case wire.OverflowBlock:
+				c.blocked = true
+			case wire.OverflowDropOld:
+				if evictFrom < 0 {
+					evictFrom = len(secs)
+				}
+				c.drops.Evicted++
+				secs = append(secs, sec)
+				s.next = sec.End()
+				continue
+			default:
+				c.countDrop(cause)
+				if c.durable {
+					c.drops.Lagged++
+					return secs, evictFrom, false, true
+				}
+				s.next = sec.End()
+				s.skipped++
+				continue
 			}
-			s.next = sec.End()
-			s.skipped++
-			continue
+			break
 		}
 		secs = append(secs, sec)
 		s.inEntries++
@@ -276,7 +338,30 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, read, lagged bool) 
 	if !s.reading && s.next >= c.committed {
 		s.live = true
 	}
-	return secs, false, false
+	return secs, evictFrom, false, false
+}
+
+func (c *shardCore) countDrop(cause dropCause) {
+	if cause == dropBytes {
+		c.drops.ByteBound++
+	} else {
+		c.drops.CountBound++
+	}
+}
+
+// unblock reports whether a blocked shard may admit publishes again: every
+// live subscription has caught up with the committed tail.
+func (c *shardCore) unblock() bool {
+	if !c.blocked {
+		return true
+	}
+	for _, s := range c.subs {
+		if s.live && !s.reading && s.next < c.committed {
+			return false
+		}
+	}
+	c.blocked = false
+	return true
 }
 
 // skipMissing moves s past records that neither storage nor the ring holds

@@ -76,16 +76,16 @@ func TestPumpRespectsCreditWindow(t *testing.T) {
 	publishN(c, 1, 1, 1, 1, 1)
 	c.commitThrough(5)
 	sub := c.addSub(&actor.PID{Id: "s"}, 0, 2, 0)
-	secs, read, _ := c.pump(sub)
+	secs, _, read, _ := c.pump(sub)
 	if read || len(secs) != 2 || sub.next != 2 || sub.inEntries != 2 {
 		t.Fatalf("first pump: %d sections, read %v, next %d", len(secs), read, sub.next)
 	}
 	// No credit, no push: the shard does nothing for this subscriber.
-	if secs, _, _ := c.pump(sub); len(secs) != 0 {
+	if secs, _, _, _ := c.pump(sub); len(secs) != 0 {
 		t.Fatalf("pushed %d sections without credit", len(secs))
 	}
 	c.credit(sub, 1, 10)
-	if secs, _, _ := c.pump(sub); len(secs) != 1 || sub.next != 3 {
+	if secs, _, _, _ := c.pump(sub); len(secs) != 1 || sub.next != 3 {
 		t.Fatalf("after one credit: %d sections, next %d", len(secs), sub.next)
 	}
 }
@@ -96,15 +96,15 @@ func TestPumpByteBoundLetsOversizeBatchIntoEmptyWindow(t *testing.T) {
 	c.admit(pendingPublish{batch: storage.Batch{Count: 1, Records: make([]byte, 100)}})
 	c.commitThrough(2)
 	sub := c.addSub(&actor.PID{Id: "s"}, 0, 10, 50)
-	secs, _, _ := c.pump(sub)
+	secs, _, _, _ := c.pump(sub)
 	if len(secs) != 1 {
 		t.Fatalf("oversize batch into empty window: pushed %d, want 1", len(secs))
 	}
-	if secs, _, _ := c.pump(sub); len(secs) != 0 {
+	if secs, _, _, _ := c.pump(sub); len(secs) != 0 {
 		t.Fatal("second oversize batch pushed while the first is in flight")
 	}
 	c.credit(sub, 1, 100)
-	if secs, _, _ := c.pump(sub); len(secs) != 1 {
+	if secs, _, _, _ := c.pump(sub); len(secs) != 1 {
 		t.Fatal("second batch not pushed after credit returned")
 	}
 }
@@ -114,20 +114,20 @@ func TestPumpSendsSubscriberToStorageBelowTheRing(t *testing.T) {
 	publishN(c, 1, 1, 1, 1)
 	c.commitThrough(4) // the ring keeps [1,4)
 	sub := c.addSub(&actor.PID{Id: "s"}, 0, 10, 0)
-	secs, read, _ := c.pump(sub)
+	secs, _, read, _ := c.pump(sub)
 	if !read || len(secs) != 0 || !sub.reading {
 		t.Fatalf("want a history read, got %d sections read=%v", len(secs), read)
 	}
 	// While reading, the shard pushes nothing even as records commit.
 	publishN(c, 1)
 	c.commitThrough(5)
-	if secs, _, _ := c.pump(sub); len(secs) != 0 {
+	if secs, _, _, _ := c.pump(sub); len(secs) != 0 {
 		t.Fatal("pushed to a reading subscription")
 	}
 	// Back from storage at offset 2 (the ring now keeps [2,5)): the ring
 	// takes over with no gap.
 	sub.reading, sub.next = false, 2
-	secs, read, _ = c.pump(sub)
+	secs, _, read, _ = c.pump(sub)
 	if read || len(secs) != 3 || secs[0].Base() != 2 || sub.next != 5 {
 		t.Fatalf("resume: %d sections, read %v, next %d", len(secs), read, sub.next)
 	}
@@ -243,23 +243,56 @@ func TestOverflowLagsDurableAndGapsEphemeral(t *testing.T) {
 		c.commitThrough(3)
 		sub := c.addSub(&actor.PID{Id: "s"}, 0, 2, 0)
 		// Replaying [0,3) with room for 2: waits, never drops.
-		secs, _, lagged := c.pump(sub)
+		secs, _, _, lagged := c.pump(sub)
 		if len(secs) != 2 || lagged || sub.live {
 			t.Fatalf("replay: %d sections lagged=%v live=%v", len(secs), lagged, sub.live)
 		}
 		c.credit(sub, 2, 0)
-		if secs, _, _ := c.pump(sub); len(secs) != 1 || !sub.live {
+		if secs, _, _, _ := c.pump(sub); len(secs) != 1 || !sub.live {
 			t.Fatalf("catch-up: %d sections live=%v", len(secs), sub.live)
 		}
 		// Live now, with one batch in flight and room for one more.
 		publishN(c, 1, 1)
 		c.commitThrough(5)
-		secs, _, lagged = c.pump(sub)
+		secs, _, _, lagged = c.pump(sub)
 		switch {
 		case durable && (len(secs) != 1 || !lagged || sub.next != 4):
 			t.Fatalf("durable overflow: %d sections lagged=%v next=%d", len(secs), lagged, sub.next)
 		case !durable && (len(secs) != 1 || lagged || sub.next != 5 || sub.skipped != 1):
 			t.Fatalf("ephemeral overflow: %d sections lagged=%v next=%d skipped=%d", len(secs), lagged, sub.next, sub.skipped)
 		}
+	}
+}
+
+// drop_old pushes into a full live queue and marks the pushes as evicting;
+// block pushes nothing more and blocks the shard until the subscriber has
+// caught up.
+func TestOverflowDropOldAndBlock(t *testing.T) {
+	setup := func(policy wire.Overflow) (*shardCore, *subState) {
+		c := newShardCore(0, 0, 0, 1024, 0)
+		c.durable, c.overflow = true, policy
+		sub := c.addSub(&actor.PID{Id: "s"}, 0, 2, 0)
+		c.pump(sub) // live at the tail
+		publishN(c, 1, 1, 1, 1)
+		c.commitThrough(4)
+		return c, sub
+	}
+	c, sub := setup(wire.OverflowDropOld)
+	secs, evictFrom, read, lagged := c.pump(sub)
+	if len(secs) != 4 || evictFrom != 2 || read || lagged || c.drops.Evicted != 2 || sub.inEntries != 2 {
+		t.Fatalf("drop_old: %d sections evictFrom %d evicted %d in %d", len(secs), evictFrom, c.drops.Evicted, sub.inEntries)
+	}
+
+	c, sub = setup(wire.OverflowBlock)
+	secs, _, _, lagged = c.pump(sub)
+	if len(secs) != 2 || lagged || !c.blocked || c.unblock() {
+		t.Fatalf("block: %d sections blocked %v", len(secs), c.blocked)
+	}
+	c.credit(sub, 2, 0)
+	if secs, _, _, _ := c.pump(sub); len(secs) != 2 || !c.unblock() {
+		t.Fatalf("block after credit: %d sections, still blocked %v", len(secs), c.blocked)
+	}
+	if c.drops != (DropCounts{}) {
+		t.Fatalf("block counted drops: %+v", c.drops)
 	}
 }

@@ -68,9 +68,12 @@ type SubscribeShardResponse struct {
 }
 
 // SectionsPushed delivers committed batches to a subscription, within its
-// credit.
+// credit. Sections from index EvictFrom on were pushed by the drop_old
+// policy into a full queue: for each, the subscription evicts its oldest
+// queued batch (the shard did not count them against its credit).
 type SectionsPushed struct {
-	Sections []*wire.Section
+	Sections  []*wire.Section
+	EvictFrom int
 }
 
 // ReadHistory tells a subscription that the records it needs next (from
@@ -96,8 +99,9 @@ type ResumeLive struct {
 	Skip      bool
 }
 
-// CreditReturned returns credit to the shard: batches the subscription has
-// written to its client.
+// CreditReturned returns credit to the shard: batches that left the
+// subscription's queue. Negative values take credit back (a drop_old push
+// that found nothing to evict now occupies a place).
 type CreditReturned struct {
 	Entries int
 	Bytes   int64
@@ -116,6 +120,12 @@ type ShardInfoResponse struct {
 	Shard uint32
 	// First is the first retained offset, Tail the committed tail.
 	First, Tail uint64
+	// Blocked is set while a subscriber holds the shard under the block
+	// policy; Held counts publishes waiting for admission.
+	Blocked bool
+	Held    int
+	// Drops counts what the overflow policy did on this shard.
+	Drops DropCounts
 }
 
 // SubscriptionLagged tells a subscription on a durable stream that it had

@@ -71,10 +71,21 @@ type subscription struct {
 	// storage read runs; readTail is the tail the shard reported.
 	reading, readBusy bool
 	readTail          uint64
-	// inEntries and inBytes are batches handed to the lane and not yet
-	// written.
-	inEntries int
-	inBytes   int64
+	// queue holds batches received and not yet handed to the lane: the
+	// subscription's bounded queue (capacity batches, MaxBytes records
+	// bytes), which is what its credit with the shard stands for.
+	queue []*wire.Section
+	// queueBytes sums queue's records bytes.
+	queueBytes int64
+	// laneEntries and laneBytes are batches handed to the lane and not yet
+	// written: they count against the connection's egress bound.
+	laneEntries int
+	laneBytes   int64
+	// share is this subscription's part of the connection's egress bound
+	// (0: none). A batch larger than it still goes when the lane is empty.
+	share int64
+	// evicted counts batches drop_old evicted from the queue.
+	evicted uint64
 	// closed is set once the subscription ended itself.
 	closed bool
 	// wg tracks the goroutines the subscription owns.
@@ -110,6 +121,8 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.onPushed(ctx, m)
 	case *SectionsWritten:
 		s.onWritten(ctx, m)
+	case *EgressShare:
+		s.onEgressShare(ctx, m)
 	case *ReadHistory:
 		s.reading, s.readTail = true, m.Tail
 		s.next = max(s.next, m.From)
@@ -117,8 +130,15 @@ func (s *subscription) Receive(ctx actor.Context) {
 	case *historyRead:
 		s.onHistory(ctx, m)
 	case *SubscriptionLagged:
-		s.end(ctx, &wire.Error{Code: wire.CodeLagged, Detail: m.ResumeFrom,
-			Message: fmt.Sprintf("the subscriber's queue overflowed; resume from offset %d", m.ResumeFrom)})
+		// Batches still queued never reach the client: it resumes from the
+		// first of them (what the lane already has is written before the
+		// error).
+		resume := m.ResumeFrom
+		if len(s.queue) > 0 {
+			resume = s.queue[0].Base()
+		}
+		s.end(ctx, &wire.Error{Code: wire.CodeLagged, Detail: resume,
+			Message: fmt.Sprintf("the subscriber's queue overflowed; resume from offset %d", resume)})
 	case *ShardRestarted:
 		// The new shard instance forgot us: register again from where we are.
 		ctx.Request(s.shard, &SubscribeShardRequest{Start: wire.StartOffset, Offset: s.next,
@@ -228,7 +248,7 @@ func (s *subscription) onSubscribed(ctx actor.Context, m *SubscribeShardResponse
 	if s.subscribed {
 		// Registered again after a shard restart: hand back our account.
 		s.reading = false
-		ctx.Request(s.shard, &ResumeLive{Next: s.next, InEntries: s.inEntries, InBytes: s.inBytes})
+		ctx.Request(s.shard, &ResumeLive{Next: s.next, InEntries: len(s.queue), InBytes: s.queueBytes})
 		return
 	}
 	s.subscribed = true
@@ -238,41 +258,109 @@ func (s *subscription) onSubscribed(ctx actor.Context, m *SubscribeShardResponse
 }
 
 func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
-	s.send(ctx, m.Sections)
+	if s.closed {
+		return
+	}
+	for i, sec := range m.Sections {
+		evict := i >= m.EvictFrom
+		size := int64(len(sec.Records))
+		if sec.End() <= s.next {
+			// Already sent (a shard that restarted during a history read may
+			// push what storage just gave us): give its credit back.
+			if !evict {
+				s.returnCredit(ctx, 1, size)
+			}
+			continue
+		}
+		if evict {
+			// drop_old: the newest batch takes the oldest queued one's place.
+			if len(s.queue) > 0 {
+				old := s.queue[0]
+				s.queue[0] = nil
+				s.queue = s.queue[1:]
+				s.queueBytes -= int64(len(old.Records))
+				s.evicted++
+				s.returnCredit(ctx, 0, int64(len(old.Records))-size)
+			} else {
+				s.returnCredit(ctx, -1, -size) // nothing to evict: it takes a place
+			}
+		}
+		s.enqueue(sec)
+	}
+	s.drain(ctx)
 }
 
+// enqueue adds a batch to the queue.
+func (s *subscription) enqueue(sec *wire.Section) {
+	s.queue = append(s.queue, sec)
+	s.queueBytes += int64(len(sec.Records))
+	s.next = max(s.next, sec.End())
+}
+
+// drain hands queued batches to the lane while the subscription's egress
+// share has room, and returns their credit: they have left the queue.
+func (s *subscription) drain(ctx actor.Context) {
+	var out []*wire.Section
+	var entries int
+	var bytes int64
+	for len(s.queue) > 0 {
+		size := int64(len(s.queue[0].Records))
+		if s.share > 0 && s.laneEntries > 0 && s.laneBytes+size > s.share {
+			break
+		}
+		out = append(out, s.queue[0])
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		s.queueBytes -= size
+		s.laneEntries++
+		s.laneBytes += size
+		entries++
+		bytes += size
+	}
+	if len(s.queue) == 0 {
+		s.queue = nil
+	}
+	if len(out) == 0 {
+		return
+	}
+	ctx.Send(s.lane, &WriteSections{Sections: out})
+	s.returnCredit(ctx, entries, bytes)
+}
+
+// returnCredit tells the shard that batches left the queue. While the
+// subscription reads history the shard keeps no account of it, and
+// ResumeLive hands the account back.
+func (s *subscription) returnCredit(ctx actor.Context, entries int, bytes int64) {
+	if s.reading || s.shard == nil || (entries == 0 && bytes == 0) {
+		return
+	}
+	ctx.Request(s.shard, &CreditReturned{Entries: entries, Bytes: bytes})
+}
+
+// send queues batches read from storage.
 func (s *subscription) send(ctx actor.Context, secs []*wire.Section) {
 	if s.closed {
 		return
 	}
-	// Nothing already sent goes again (a shard that restarted during a
-	// history read may push what storage just gave us).
-	kept := secs[:0:0]
 	for _, sec := range secs {
 		if sec.End() > s.next {
-			kept = append(kept, sec)
+			s.enqueue(sec)
 		}
 	}
-	secs = kept
-	if len(secs) == 0 {
-		return
-	}
-	for _, sec := range secs {
-		s.inEntries++
-		s.inBytes += int64(len(sec.Records))
-	}
-	s.next = max(s.next, secs[len(secs)-1].End())
-	ctx.Send(s.lane, &WriteSections{Sections: secs})
+	s.drain(ctx)
 }
 
 func (s *subscription) onWritten(ctx actor.Context, m *SectionsWritten) {
-	s.inEntries = max(0, s.inEntries-m.Entries)
-	s.inBytes = max(0, s.inBytes-m.Bytes)
-	if s.reading {
-		s.readMore(ctx)
-		return
-	}
-	ctx.Request(s.shard, &CreditReturned{Entries: m.Entries, Bytes: m.Bytes})
+	s.laneEntries = max(0, s.laneEntries-m.Entries)
+	s.laneBytes = max(0, s.laneBytes-m.Bytes)
+	s.drain(ctx)
+	s.readMore(ctx)
+}
+
+// onEgressShare takes the connection's new split of its egress bound.
+func (s *subscription) onEgressShare(ctx actor.Context, m *EgressShare) {
+	s.share = m.Bytes
+	s.drain(ctx)
 }
 
 // readMore starts a storage read for as many batches as the credit window
@@ -282,13 +370,13 @@ func (s *subscription) readMore(ctx actor.Context) {
 	if !s.reading || s.readBusy || s.closed {
 		return
 	}
-	room := s.cfg.Capacity - s.inEntries
+	room := s.cfg.Capacity - len(s.queue)
 	if room <= 0 {
 		return
 	}
 	maxBytes := s.cfg.ReadMaxBytes
 	if s.cfg.MaxBytes > 0 {
-		maxBytes = int(min(int64(maxBytes), max(s.cfg.MaxBytes-s.inBytes, 1)))
+		maxBytes = int(min(int64(maxBytes), max(s.cfg.MaxBytes-s.queueBytes, 1)))
 	}
 	s.readBusy = true
 	log, key, from := s.log, s.key, s.next
@@ -335,7 +423,7 @@ func (s *subscription) onHistory(ctx actor.Context, m *historyRead) {
 	// skip them.
 	skip := len(secs) == 0 && s.next < s.readTail
 	s.reading = false
-	ctx.Request(s.shard, &ResumeLive{Next: s.next, InEntries: s.inEntries, InBytes: s.inBytes, Skip: skip})
+	ctx.Request(s.shard, &ResumeLive{Next: s.next, InEntries: len(s.queue), InBytes: s.queueBytes, Skip: skip})
 }
 
 // end finishes the subscription: an Error frame if err is set, then the

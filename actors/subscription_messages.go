@@ -14,3 +14,11 @@ type historyRead struct {
 type subscriberLeft struct {
 	err error
 }
+
+// EgressShare tells a subscription its share of its connection's egress
+// bound (subscriber_egress_max_bytes divided among the connection's
+// subscriptions): how many records bytes it may have handed to its lane and
+// not yet written.
+type EgressShare struct {
+	Bytes int64
+}

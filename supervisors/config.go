@@ -46,6 +46,22 @@ type Config struct {
 	// 0 means no byte bound. A batch larger than the bound still enters an
 	// empty queue.
 	SubscriberQueueMaxBytes int64 `yaml:"subscriber_queue_max_bytes"`
+	// SubscriberEgressMaxBytes bounds the records bytes a connection's
+	// subscriptions have taken from their queues and not yet written to
+	// their QUIC streams, split equally among them; 0 means no bound.
+	SubscriberEgressMaxBytes int64 `yaml:"subscriber_egress_max_bytes"`
+	// EventBatchMaxEvents and EventBatchMaxBytes bound one EventBatch frame:
+	// a subscription sends what is queued as one frame up to these bounds.
+	EventBatchMaxEvents int `yaml:"event_batch_max_events"`
+	// EventBatchMaxBytes bounds one EventBatch frame's records bytes (a
+	// larger batch goes alone).
+	EventBatchMaxBytes int `yaml:"event_batch_max_bytes"`
+	// PubQueueDepth bounds a shard's admitted-but-uncommitted publishes; a
+	// publish that finds it full waits.
+	PubQueueDepth int `yaml:"pub_queue_depth"`
+	// PublishQueueWaitTimeoutMillis is how long a publish waits for
+	// admission before it is refused as overloaded.
+	PublishQueueWaitTimeoutMillis int `yaml:"publish_queue_wait_timeout_ms"`
 	// ReplayRingRecords is how many of its most recent committed records a
 	// shard keeps in memory (in whole batches) so resumes and subscribers
 	// that fall a little behind are served without reading storage.
@@ -96,26 +112,31 @@ type BadgerConfig struct {
 // 127.0.0.1:7400, HTTP on 127.0.0.1:7401.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:                    "./data",
-		Listen:                     "127.0.0.1:7400",
-		HTTP:                       "127.0.0.1:7401",
-		LogLevel:                   "info",
-		LogFormat:                  "text",
-		AutoCreateStreams:          true,
-		MaxFrameBytes:              16 << 20,
-		PublishWindow:              256,
-		SubscriberQueueCapacity:    512,
-		SubscriberQueueCapacityMax: 4096,
-		SubscriberQueueMaxBytes:    128 << 20,
-		ReplayRingRecords:          1024,
-		RetentionCheckInterval:     30 * time.Second,
-		ReadMaxRecords:             1000,
-		ReadMaxBytes:               1 << 20,
-		ReplayRingMaxBytes:         64 << 20,
-		EphemeralShardMaxBytes:     64 << 20,
-		HandshakeTimeout:           5 * time.Second,
-		IdleTimeout:                30 * time.Second,
-		ShutdownTimeout:            10 * time.Second,
+		DataDir:                       "./data",
+		Listen:                        "127.0.0.1:7400",
+		HTTP:                          "127.0.0.1:7401",
+		LogLevel:                      "info",
+		LogFormat:                     "text",
+		AutoCreateStreams:             true,
+		MaxFrameBytes:                 16 << 20,
+		PublishWindow:                 256,
+		SubscriberQueueCapacity:       512,
+		SubscriberQueueCapacityMax:    4096,
+		SubscriberQueueMaxBytes:       128 << 20,
+		ReplayRingRecords:             1024,
+		SubscriberEgressMaxBytes:      256 << 20,
+		EventBatchMaxEvents:           64,
+		EventBatchMaxBytes:            64 << 10,
+		PubQueueDepth:                 1024,
+		PublishQueueWaitTimeoutMillis: 2000,
+		RetentionCheckInterval:        30 * time.Second,
+		ReadMaxRecords:                1000,
+		ReadMaxBytes:                  1 << 20,
+		ReplayRingMaxBytes:            64 << 20,
+		EphemeralShardMaxBytes:        64 << 20,
+		HandshakeTimeout:              5 * time.Second,
+		IdleTimeout:                   30 * time.Second,
+		ShutdownTimeout:               10 * time.Second,
 		Badger: BadgerConfig{
 			MemTableSize:     16 << 20,
 			NumMemtables:     2,
@@ -167,6 +188,21 @@ func (c *Config) Validate() error {
 	}
 	if c.SubscriberQueueMaxBytes < 0 {
 		bad("subscriber_queue_max_bytes", "must not be negative")
+	}
+	if c.SubscriberEgressMaxBytes < 0 {
+		bad("subscriber_egress_max_bytes", "must not be negative")
+	}
+	if c.EventBatchMaxEvents < 1 || c.EventBatchMaxEvents > 4096 {
+		bad("event_batch_max_events", "%d is outside [1, 4096]", c.EventBatchMaxEvents)
+	}
+	if c.EventBatchMaxBytes < 1024 {
+		bad("event_batch_max_bytes", "must be at least 1024")
+	}
+	if c.PubQueueDepth < 1 {
+		bad("pub_queue_depth", "must be at least 1")
+	}
+	if c.PublishQueueWaitTimeoutMillis < 1 {
+		bad("publish_queue_wait_timeout_ms", "must be at least 1")
 	}
 	if c.ReplayRingRecords < 0 {
 		bad("replay_ring_records", "must not be negative")

@@ -45,9 +45,10 @@ type Options struct {
 	// Now is the clock batches are stamped with and retention compares
 	// against; nil means time.Now. Tests inject one.
 	Now func() time.Time
-	// WrapMemoryLog, if set, wraps the ephemeral streams' log (tests make a
-	// shard's storage stall with it).
-	WrapMemoryLog func(storage.Log) storage.Log
+	// WrapMemoryLog and WrapDurableLog, if set, wrap the ephemeral and
+	// durable logs (tests make storage stall with them).
+	WrapMemoryLog  func(storage.Log) storage.Log
+	WrapDurableLog func(storage.Log) storage.Log
 }
 
 // Node is a running Herald broker: storage, the actor tree, the QUIC
@@ -150,9 +151,13 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 		actor.WithDeadLetterRequestLogging(false),
 		actor.WithDeveloperSupervisionLogging(false),
 	)
+	var durable storage.Log = n.durable
+	if opts.WrapDurableLog != nil {
+		durable = opts.WrapDurableLog(n.durable)
+	}
 	sup := &nodeSupervisor{
 		writer: actors.StorageWriterConfig{
-			Log: n.durable,
+			Log: durable,
 			OnFailure: func(err error) {
 				n.storageErr.Store(&err)
 				n.ready.Store(false)
@@ -164,24 +169,29 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			Memory:        n.ephemeral,
 			DefaultConfig: wire.StreamConfig{Shards: 1, Durable: true},
 			RingRecords:   cfg.ReplayRingRecords,
+			MaxPending:    cfg.PubQueueDepth,
+			PendingWait:   time.Duration(cfg.PublishQueueWaitTimeoutMillis) * time.Millisecond,
 			RingBytes:     cfg.ReplayRingMaxBytes,
 			ShardProps:    opts.ShardProps,
 			Now:           n.now,
 		},
 		listener: actors.ConnectionConfig{
-			NodeID:            n.nodeID,
-			AutoCreate:        cfg.AutoCreateStreams,
-			MaxFrameBytes:     cfg.MaxFrameBytes,
-			PublishWindow:     cfg.PublishWindow,
-			QueueCapacity:     cfg.SubscriberQueueCapacity,
-			QueueCapacityMax:  cfg.SubscriberQueueCapacityMax,
-			QueueMaxBytes:     cfg.SubscriberQueueMaxBytes,
-			HandshakeTimeout:  cfg.HandshakeTimeout,
-			ReadMaxRecords:    cfg.ReadMaxRecords,
-			RequestTimeout:    opts.RequestTimeout,
-			ReadMaxBytes:      cfg.ReadMaxBytes,
-			SubscriptionProps: opts.SubscriptionProps,
-			ConnectionProps:   opts.ConnectionProps,
+			NodeID:              n.nodeID,
+			AutoCreate:          cfg.AutoCreateStreams,
+			MaxFrameBytes:       cfg.MaxFrameBytes,
+			PublishWindow:       cfg.PublishWindow,
+			QueueCapacity:       cfg.SubscriberQueueCapacity,
+			QueueCapacityMax:    cfg.SubscriberQueueCapacityMax,
+			QueueMaxBytes:       cfg.SubscriberQueueMaxBytes,
+			HandshakeTimeout:    cfg.HandshakeTimeout,
+			ReadMaxRecords:      cfg.ReadMaxRecords,
+			EgressMaxBytes:      cfg.SubscriberEgressMaxBytes,
+			EventBatchMaxEvents: cfg.EventBatchMaxEvents,
+			EventBatchMaxBytes:  cfg.EventBatchMaxBytes,
+			RequestTimeout:      opts.RequestTimeout,
+			ReadMaxBytes:        cfg.ReadMaxBytes,
+			SubscriptionProps:   opts.SubscriptionProps,
+			ConnectionProps:     opts.ConnectionProps,
 		},
 		wrapCatalog: opts.CatalogProps,
 		wrapWriter:  opts.WriterProps,

@@ -35,8 +35,8 @@ type nodeSupervisor struct {
 	// wrapCatalog and wrapWriter, if set, wrap those children's props
 	// (tests inject failures).
 	wrapCatalog, wrapWriter func(*actor.Props) *actor.Props
-	children       nodeChildren
-	stopping       bool
+	children                nodeChildren
+	stopping                bool
 }
 
 func newNodeSupervisorProps(s *nodeSupervisor) *actor.Props {

@@ -301,7 +301,9 @@ func TestResumeHandoverUnderConcurrentPublishing(t *testing.T) {
 // ends it with lagged and the offset to resume from; with AutoResume the
 // client resubscribes there and the application sees every offset once.
 func TestLaggedSubscriberResumes(t *testing.T) {
-	n := testNode(t, t.TempDir())
+	// A small egress bound: the stalled lane fills its share quickly and
+	// the queue, then the overflow policy, take over.
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.SubscriberEgressMaxBytes = 256 << 10 })
 	ctx := testCtx(t)
 	c := dialClient(t, n)
 	name := client.StreamName{Tenant: "t", Namespace: "lag", Stream: "durable"}
@@ -356,7 +358,9 @@ func TestLaggedSubscriberResumes(t *testing.T) {
 
 // On an ephemeral stream an overflow shows as an offset gap.
 func TestEphemeralOverflowShowsGap(t *testing.T) {
-	n := testNode(t, t.TempDir())
+	// A small egress bound: the stalled lane fills its share quickly and
+	// the queue, then the overflow policy, take over.
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.SubscriberEgressMaxBytes = 256 << 10 })
 	ctx := testCtx(t)
 	c := dialClient(t, n)
 	name := client.StreamName{Tenant: "t", Namespace: "lag", Stream: "ephemeral"}

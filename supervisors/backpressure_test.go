@@ -1,0 +1,248 @@
+package supervisors
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldmq/herald/actors"
+	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// shardInfo asks a stream's shard actor directly (tests only).
+func shardInfo(t *testing.T, n *Node, shard int) *actors.ShardInfoResponse {
+	t.Helper()
+	res, err := n.sys.Root.RequestFuture(n.children.Catalog, &actors.AllShardsRequest{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := res.(*actors.AllShardsResponse).Shards
+	r, err := n.sys.Root.RequestFuture(pids[shard], &actors.ShardInfoRequest{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.(*actors.ShardInfoResponse)
+}
+
+// waitFor polls cond (a state, never a duration) for up to a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a state, not asserting time
+	}
+}
+
+// drop_old really evicts: the oldest queued batches go, the newest stay.
+func TestDropOldEvictsOldestFirst(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.SubscriberEgressMaxBytes = 128 << 10 })
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "dropold"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Overflow: client.OverflowDropOld}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches = 300
+	payload := make([]byte, 60<<10)
+	for i := range batches {
+		if _, err := c.PublishBatch(ctx, name, [][]byte{payload, fmt.Appendf(nil, "%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info := shardInfo(t, n, 0); info.Drops.Evicted == 0 {
+		t.Fatal("nothing was evicted: the subscriber never overflowed")
+	}
+	var got []uint64
+	for len(got) == 0 || got[len(got)-1] != 2*batches-1 {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev.Offset)
+	}
+	// The queue kept the newest batches (two records each): the last four
+	// arrive, in order, after a gap where older ones were evicted.
+	tail := got[len(got)-8:]
+	for i, off := range tail {
+		if off != 2*batches-8+uint64(i) {
+			t.Fatalf("the newest batches did not survive: got %v at the end", tail)
+		}
+	}
+	gaps := 0
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("reorder or duplicate: %d after %d", got[i], got[i-1])
+		}
+		if got[i] > got[i-1]+1 {
+			gaps++
+		}
+	}
+	if gaps == 0 {
+		t.Fatal("no gap: drop_old evicted nothing the subscriber could see")
+	}
+}
+
+// block loses nothing and keeps order; the shard waits for a full
+// subscriber, and one that goes away releases the publishers.
+func TestBlockLosesNothingAndReleasesWhenSubscriberLeaves(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) {
+		c.SubscriberEgressMaxBytes = 128 << 10
+		c.PublishQueueWaitTimeoutMillis = 120_000
+	})
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "block"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Overflow: client.OverflowBlock}); err != nil {
+		t.Fatal(err)
+	}
+	fast, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slowClient := dialClient(t, n)
+	slow, err := slowClient.Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches = 200
+	published := make(chan error, 1)
+	go func() {
+		payload := make([]byte, 60<<10)
+		for i := range batches {
+			if _, err := c.PublishBatch(ctx, name, [][]byte{payload, fmt.Appendf(nil, "%d", i)}); err != nil {
+				published <- err
+				return
+			}
+		}
+		published <- nil
+	}()
+	// The fast subscriber reads everything it is given, in order.
+	var fastMu sync.Mutex
+	fastNext := uint64(0)
+	fastErr := make(chan error, 1)
+	go func() {
+		for fastNext < 2*batches {
+			ev, err := fast.Next(ctx)
+			if err != nil {
+				fastErr <- err
+				return
+			}
+			fastMu.Lock()
+			if ev.Offset != fastNext {
+				fastMu.Unlock()
+				fastErr <- fmt.Errorf("fast subscriber: offset %d, want %d", ev.Offset, fastNext)
+				return
+			}
+			fastNext++
+			fastMu.Unlock()
+		}
+		fastErr <- nil
+	}()
+	// The slow one never reads: the shard blocks and publishes wait.
+	waitFor(t, "the shard to block on the slow subscriber", func() bool {
+		info := shardInfo(t, n, 0)
+		return info.Blocked && info.Held > 0
+	})
+	select {
+	case err := <-published:
+		t.Fatalf("publishing finished while the shard was blocked: %v", err)
+	default:
+	}
+	// Read a little from the slow one: nothing was dropped or reordered.
+	for want := uint64(0); want < 10; want++ {
+		ev, err := slow.Next(ctx)
+		if err != nil || ev.Offset != want {
+			t.Fatalf("slow subscriber: offset %d %v, want %d", ev.Offset, err, want)
+		}
+	}
+	// It goes away: the publishers are released.
+	_ = slowClient.Close()
+	if err := <-published; err != nil {
+		t.Fatalf("publishing after the blocking subscriber left: %v", err)
+	}
+	if err := <-fastErr; err != nil {
+		t.Fatal(err)
+	}
+	if info := shardInfo(t, n, 0); info.Drops != (actors.DropCounts{}) {
+		t.Fatalf("block dropped something: %+v", info.Drops)
+	}
+}
+
+// A subscriber's own queue capacity is clamped to [1, max] and granted.
+func TestQueueCapacityClampedAndGranted(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "cap"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	withCap := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "cap2"}
+	if _, err := c.CreateStream(ctx, withCap, client.StreamConfig{Shards: 1, Durable: true, QueueCapacity: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		stream client.StreamName
+		ask    uint32
+		want   uint32
+	}{
+		{name, 0, 512},       // the node's default
+		{name, 1, 1},         // the smallest
+		{name, 1000, 1000},   // as asked
+		{name, 100000, 4096}, // clamped to subscriber_queue_capacity_max
+		{withCap, 0, 100},    // the stream's own default
+		{withCap, 7, 7},      // the subscriber's ask wins
+	} {
+		sub, err := c.Subscribe(ctx, tc.stream, client.OnShard(0), client.QueueCapacity(tc.ask))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sub.QueueCapacity(); got != tc.want {
+			t.Fatalf("%s asked %d: granted %d, want %d", tc.stream.Stream, tc.ask, got, tc.want)
+		}
+		_ = sub.Close()
+	}
+}
+
+// A publish that cannot be admitted within publish_queue_wait_timeout_ms
+// fails with a typed overloaded error the client surfaces.
+func TestPublishOverloadedWhenQueueStaysFull(t *testing.T) {
+	stall := &stallingLog{stalled: storage.ShardKey{Stream: 1, Shard: 0}, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	n := testNode(t, t.TempDir(), func(c *Config, o *Options) {
+		c.PubQueueDepth = 1
+		c.PublishQueueWaitTimeoutMillis = 100
+		o.WrapDurableLog = func(l storage.Log) storage.Log { stall.Log = l; return stall }
+	})
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "overload"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.PublishAsync(ctx, name, [][]byte{[]byte("first")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-stall.entered // the first publish is pending: the queue of one is full
+	_, err = c.Publish(ctx, name, []byte("second"))
+	if !isCode(err, wire.CodeOverloaded) || wire.CodeOverloaded.Retry() != wire.RetryAfter {
+		t.Fatalf("publish behind a full queue: %v, want overloaded", err)
+	}
+	close(stall.release)
+	if ack, err := first.Wait(ctx); err != nil || ack.Offset != 0 {
+		t.Fatalf("the pending publish: %+v %v", ack, err)
+	}
+	if ack, err := c.Publish(ctx, name, []byte("third")); err != nil || ack.Offset != 1 {
+		t.Fatalf("after the queue drained: %+v %v (the refused publish must take no offset)", ack, err)
+	}
+}

@@ -28,6 +28,8 @@ type CatalogConfig struct {
 	Writer *actor.PID
 	// DefaultConfig is what an auto-created stream gets.
 	DefaultConfig wire.StreamConfig
+	// Stats is the node's, for metrics (may be nil).
+	Stats *Stats
 	// MaxPending and PendingWait are each shard's publish admission bounds.
 	MaxPending  int
 	PendingWait time.Duration
@@ -100,6 +102,9 @@ type creation struct {
 // NewCatalogProps returns the props of the catalog. Its children (shards)
 // restart on failure, at most 10 times in 10 seconds.
 func NewCatalogProps(cfg CatalogConfig) *actor.Props {
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -200,6 +205,7 @@ func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
 		Writer:      c.cfg.Writer,
 		RingRecords: c.cfg.RingRecords,
 		MaxPending:  c.cfg.MaxPending,
+		Stats:       c.cfg.Stats,
 		PendingWait: c.cfg.PendingWait,
 		RingBytes:   c.cfg.RingBytes,
 		Now:         c.cfg.Now,

@@ -37,6 +37,8 @@ type ConnectionConfig struct {
 	HandshakeTimeout time.Duration
 	// RequestTimeout bounds the node's internal requests (default 10 s).
 	RequestTimeout time.Duration
+	// Stats is the node's, for metrics (may be nil).
+	Stats *Stats
 	// EgressMaxBytes bounds the records bytes the connection's subscriptions
 	// have handed to their lanes and not yet written, split equally among
 	// them (subscriber_egress_max_bytes; 0: no bound).
@@ -86,6 +88,9 @@ type connection struct {
 // failing child (subscription or lane) is stopped, never restarted: its
 // stream is gone with it.
 func NewConnectionProps(conn *quic.Conn, cfg ConnectionConfig) *actor.Props {
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
@@ -141,6 +146,7 @@ func (c *connection) Receive(ctx actor.Context) {
 			_ = c.conn.CloseWithError(0, "connection closed")
 		}
 	case *actor.Stopped:
+		c.cfg.Stats.gauge(&c.cfg.Stats.Connections, -1)
 		c.wg.Wait()
 	case *actor.Restarting:
 	default:
@@ -156,6 +162,7 @@ func (c *connection) log(ctx actor.Context) *slog.Logger {
 }
 
 func (c *connection) onStarted(ctx actor.Context) {
+	c.cfg.Stats.gauge(&c.cfg.Stats.Connections, 1)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	c.log(ctx) // fix the logger before goroutines start
@@ -196,6 +203,7 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 		DefaultCapacity: c.cfg.QueueCapacity,
 		CapacityMax:     c.cfg.QueueCapacityMax,
 		MaxBytes:        c.cfg.QueueMaxBytes,
+		Stats:           c.cfg.Stats,
 		Lane:            LaneConfig{MaxEvents: c.cfg.EventBatchMaxEvents, MaxBytes: c.cfg.EventBatchMaxBytes},
 	})
 	if c.cfg.SubscriptionProps != nil {

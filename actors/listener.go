@@ -21,6 +21,9 @@ type listener struct {
 // NewListenerProps returns the props of the listener actor; cfg is handed to
 // every connection it spawns.
 func NewListenerProps(cfg ConnectionConfig) *actor.Props {
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
 	return actor.PropsFromProducer(func() actor.Actor { return &listener{cfg: cfg} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(reason any) actor.Directive {
 			return actor.StopDirective

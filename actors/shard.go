@@ -36,6 +36,8 @@ type ShardConfig struct {
 	// PendingWait and is then refused with CodeOverloaded.
 	MaxPending  int
 	PendingWait time.Duration
+	// Stats is the node's, for metrics (may be nil).
+	Stats *Stats
 	// Now returns the time stamped on batches; nil means time.Now.
 	Now func() time.Time
 }
@@ -81,6 +83,9 @@ type heldExpired struct{}
 
 // NewShardProps returns the props of a shard actor.
 func NewShardProps(cfg ShardConfig) *actor.Props {
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -189,7 +194,7 @@ func (s *shard) onStarted(ctx actor.Context) {
 
 func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 	s.core = newShardCore(s.cfg.Key.Shard, r.First, r.Tail, s.cfg.RingRecords, s.cfg.RingBytes)
-	s.core.durable, s.core.overflow = s.cfg.Durable, s.cfg.Overflow
+	s.core.durable, s.core.overflow, s.core.stats = s.cfg.Durable, s.cfg.Overflow, s.cfg.Stats
 	for _, v := range r.Producers {
 		p, err := decodeProducerState(v)
 		if err != nil {
@@ -269,6 +274,9 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 	}
 	done := s.core.commitThrough(m.Through)
 	for _, p := range done {
+		s.cfg.Stats.add(&s.cfg.Stats.PublishedBatches, 1)
+		s.cfg.Stats.add(&s.cfg.Stats.PublishedRecords, uint64(p.batch.Count))
+		s.cfg.Stats.add(&s.cfg.Stats.PublishedBytes, uint64(len(p.batch.Records)))
 		// AckNone publishes are answered too: the lane writes nothing for
 		// them but frees their window slot, so unacked publishes are bounded
 		// like acked ones.
@@ -325,6 +333,7 @@ func (s *shard) expireHeld(ctx actor.Context) {
 		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: &wire.Error{Code: wire.CodeOverloaded,
 			Message: fmt.Sprintf("the shard's publish queue stayed full for %s", s.cfg.PendingWait)}})
 		s.core.drops.Overloaded++
+		s.cfg.Stats.add(&s.cfg.Stats.Overloaded, 1)
 	}
 	s.armHeldTimer(ctx)
 }

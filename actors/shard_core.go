@@ -42,6 +42,8 @@ type shardCore struct {
 	blocked bool
 	// drops counts what the overflow policy did.
 	drops DropCounts
+	// stats is the node's, for metrics (may be nil).
+	stats *Stats
 }
 
 // pendingPublish is an admitted batch waiting for storage.
@@ -135,6 +137,7 @@ func newShardCore(index uint32, first, tail uint64, ringRecords int, ringBytes i
 		ring:      sectionRing{maxRecords: ringRecords, maxBytes: ringBytes},
 		subs:      map[string]*subState{},
 		producers: map[uint64]*producerState{},
+		stats:     &Stats{},
 	}
 }
 
@@ -315,6 +318,7 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read
 					evictFrom = len(secs)
 				}
 				c.drops.Evicted++
+				c.stats.add(&c.stats.DropEvicted, 1)
 				secs = append(secs, sec)
 				s.next = sec.End()
 				continue
@@ -322,6 +326,7 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read
 				c.countDrop(cause)
 				if c.durable {
 					c.drops.Lagged++
+					c.stats.add(&c.stats.Lagged, 1)
 					return secs, evictFrom, false, true
 				}
 				s.next = sec.End()
@@ -344,8 +349,10 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read
 func (c *shardCore) countDrop(cause dropCause) {
 	if cause == dropBytes {
 		c.drops.ByteBound++
+		c.stats.add(&c.stats.DropByteBound, 1)
 	} else {
 		c.drops.CountBound++
+		c.stats.add(&c.stats.DropCountBound, 1)
 	}
 }
 

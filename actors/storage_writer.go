@@ -27,6 +27,8 @@ type StorageWriterConfig struct {
 	OnFailure func(error)
 	// Observe, if set, is called after every commit with its size and time.
 	Observe func(batches int, bytes int, d time.Duration)
+	// Stats is the node's, for metrics (may be nil).
+	Stats *Stats
 }
 
 // storageWriter group-commits durable appends: every AppendRequest that
@@ -63,6 +65,9 @@ type pendingWrite struct {
 
 // NewStorageWriterProps returns the props of a storage writer.
 func NewStorageWriterProps(cfg StorageWriterConfig) *actor.Props {
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
 	if cfg.MaxGroupBatches <= 0 {
 		cfg.MaxGroupBatches = 1024
 	}
@@ -158,8 +163,12 @@ func (w *storageWriter) commit(ctx actor.Context) {
 			if w.cfg.OnFailure != nil {
 				w.cfg.OnFailure(err)
 			}
-		} else if w.cfg.Observe != nil {
-			w.cfg.Observe(nBatches, nBytes, time.Since(start))
+		} else {
+			w.cfg.Stats.add(&w.cfg.Stats.Commits, 1)
+			w.cfg.Stats.add(&w.cfg.Stats.CommittedBatches, uint64(nBatches))
+			if w.cfg.Observe != nil {
+				w.cfg.Observe(nBatches, nBytes, time.Since(start))
+			}
 		}
 	}
 	w.answer(ctx, group, err)

@@ -47,6 +47,8 @@ type SubscriptionConfig struct {
 	Lane LaneConfig
 	// ReadMaxBytes bounds one storage read (default 4 MiB).
 	ReadMaxBytes int
+	// Stats is the node's, for metrics (may be nil).
+	Stats *Stats
 }
 
 // subscription pushes one shard's records to one client. It registers with
@@ -97,6 +99,9 @@ type subscription struct {
 
 // NewSubscriptionProps returns the props of a subscription actor.
 func NewSubscriptionProps(cfg SubscriptionConfig) *actor.Props {
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
 	if cfg.ReadMaxBytes <= 0 {
 		cfg.ReadMaxBytes = 4 << 20
 	}
@@ -171,6 +176,12 @@ func (s *subscription) Receive(ctx actor.Context) {
 			s.cfg.Stream.StopReading(0)
 		}
 	case *actor.Stopped:
+		// What is still queued or in the lane goes with the subscription.
+		s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, -int64(len(s.queue)))
+		s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -s.queueBytes)
+		s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -s.laneBytes)
+		s.cfg.Stats.gauge(&s.cfg.Stats.Subscriptions, -1)
+		s.queue, s.queueBytes, s.laneBytes = nil, 0, 0
 		s.wg.Wait()
 	case *actor.Restarting:
 	default:
@@ -187,6 +198,7 @@ func (s *subscription) log_(ctx actor.Context) *slog.Logger {
 }
 
 func (s *subscription) onStarted(ctx actor.Context) {
+	s.cfg.Stats.gauge(&s.cfg.Stats.Subscriptions, 1)
 	laneCfg := s.cfg.Lane
 	laneCfg.W = s.cfg.Stream
 	laneCfg.EventReqID = s.cfg.ReqID
@@ -279,6 +291,8 @@ func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
 				s.queue[0] = nil
 				s.queue = s.queue[1:]
 				s.queueBytes -= int64(len(old.Records))
+				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, -1)
+				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -int64(len(old.Records)))
 				s.evicted++
 				s.returnCredit(ctx, 0, int64(len(old.Records))-size)
 			} else {
@@ -294,6 +308,8 @@ func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
 func (s *subscription) enqueue(sec *wire.Section) {
 	s.queue = append(s.queue, sec)
 	s.queueBytes += int64(len(sec.Records))
+	s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, 1)
+	s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, int64(len(sec.Records)))
 	s.next = max(s.next, sec.End())
 }
 
@@ -323,6 +339,9 @@ func (s *subscription) drain(ctx actor.Context) {
 	if len(out) == 0 {
 		return
 	}
+	s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, -int64(entries))
+	s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -bytes)
+	s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, bytes)
 	ctx.Send(s.lane, &WriteSections{Sections: out})
 	s.returnCredit(ctx, entries, bytes)
 }
@@ -353,6 +372,8 @@ func (s *subscription) send(ctx actor.Context, secs []*wire.Section) {
 func (s *subscription) onWritten(ctx actor.Context, m *SectionsWritten) {
 	s.laneEntries = max(0, s.laneEntries-m.Entries)
 	s.laneBytes = max(0, s.laneBytes-m.Bytes)
+	s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -m.Bytes)
+	s.cfg.Stats.add(&s.cfg.Stats.DeliveredBatches, uint64(m.Entries))
 	s.drain(ctx)
 	s.readMore(ctx)
 }

@@ -2,6 +2,10 @@ package supervisors
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -244,5 +248,78 @@ func TestPublishOverloadedWhenQueueStaysFull(t *testing.T) {
 	}
 	if ack, err := c.Publish(ctx, name, []byte("third")); err != nil || ack.Offset != 1 {
 		t.Fatalf("after the queue drained: %+v %v (the refused publish must take no offset)", ack, err)
+	}
+}
+
+// scrape returns /metrics as text.
+func scrape(t *testing.T, n *Node) string {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// metricValue finds one series' value in a scrape.
+func metricValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, series+" ") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, series)), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("series %s not in the scrape:\n%s", series, text)
+	return 0
+}
+
+// The documented series are exported with the values the node counted.
+func TestMetricsCountPublishesAndDrops(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.SubscriberEgressMaxBytes = 128 << 10 })
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "m", Stream: "ephemeral"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	payload := make([]byte, 60<<10)
+	for range 100 {
+		if _, err := c.PublishBatch(ctx, name, [][]byte{payload, payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := scrape(t, n)
+	if v := metricValue(t, text, "herald_publish_records_total"); v != 200 {
+		t.Fatalf("herald_publish_records_total %v, want 200", v)
+	}
+	if v := metricValue(t, text, "herald_publish_batches_total"); v != 100 {
+		t.Fatalf("herald_publish_batches_total %v, want 100", v)
+	}
+	info := shardInfo(t, n, 0)
+	if info.Drops.CountBound == 0 {
+		t.Fatal("the subscriber never overflowed")
+	}
+	if v := metricValue(t, text, `herald_subscriber_drops_total{cause="count_bound"}`); v != float64(info.Drops.CountBound) {
+		t.Fatalf("count_bound drops exported %v, the shard counted %d", v, info.Drops.CountBound)
+	}
+	if v := metricValue(t, text, "herald_subscriptions"); v != 1 {
+		t.Fatalf("herald_subscriptions %v", v)
+	}
+	if v := metricValue(t, text, "herald_subscriber_queue_batches"); v < 0 || v > 2 {
+		t.Fatalf("herald_subscriber_queue_batches %v outside the queue bound", v)
 	}
 }

@@ -61,6 +61,9 @@ type Node struct {
 	now    func() time.Time
 	// stop is closed when Shutdown begins; background loops end on it.
 	stop chan struct{}
+	// stats are the actors' counters; metrics exports them.
+	stats   *actors.Stats
+	metrics *nodeMetrics
 	// deadLetters is the event-stream subscription that answers publishes
 	// sent to a shard that is gone.
 	deadLetters *eventstream.Subscription
@@ -99,7 +102,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, logger: opts.Logger, now: opts.Now, stop: make(chan struct{})}
+	n = &Node{cfg: cfg, logger: opts.Logger, now: opts.Now, stop: make(chan struct{}), stats: &actors.Stats{}}
 	if n.now == nil {
 		n.now = time.Now
 	}
@@ -121,6 +124,9 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 	}
 	tlsConf, err := n.serverTLS()
 	if err != nil {
+		return nil, err
+	}
+	if n.metrics, err = newNodeMetrics(n.stats); err != nil {
 		return nil, err
 	}
 
@@ -157,7 +163,8 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 	}
 	sup := &nodeSupervisor{
 		writer: actors.StorageWriterConfig{
-			Log: durable,
+			Log:   durable,
+			Stats: n.stats,
 			OnFailure: func(err error) {
 				n.storageErr.Store(&err)
 				n.ready.Store(false)
@@ -167,6 +174,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 		catalog: actors.CatalogConfig{
 			Durable:       n.durable,
 			Memory:        n.ephemeral,
+			Stats:         n.stats,
 			DefaultConfig: wire.StreamConfig{Shards: 1, Durable: true},
 			RingRecords:   cfg.ReplayRingRecords,
 			MaxPending:    cfg.PubQueueDepth,
@@ -186,6 +194,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			HandshakeTimeout:    cfg.HandshakeTimeout,
 			ReadMaxRecords:      cfg.ReadMaxRecords,
 			EgressMaxBytes:      cfg.SubscriberEgressMaxBytes,
+			Stats:               n.stats,
 			EventBatchMaxEvents: cfg.EventBatchMaxEvents,
 			EventBatchMaxBytes:  cfg.EventBatchMaxBytes,
 			RequestTimeout:      opts.RequestTimeout,
@@ -400,6 +409,7 @@ func (n *Node) acceptLoop() {
 
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", n.metrics.handler)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -586,6 +596,11 @@ func (n *Node) closeResources() error {
 	}
 	if n.memory != nil {
 		_ = n.memory.Close()
+	}
+	if n.metrics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = n.metrics.shutdown(ctx)
+		cancel()
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,92 @@
+package supervisors
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/heraldmq/herald/actors"
+)
+
+// nodeMetrics exports a node's Stats through an OpenTelemetry meter to a
+// Prometheus registry of its own, served at /metrics. docs/backpressure.md
+// and docs/operations.md list the names.
+type nodeMetrics struct {
+	registry *prometheus.Registry
+	provider *sdkmetric.MeterProvider
+	handler  http.Handler
+}
+
+func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+	if err != nil {
+		return nil, fmt.Errorf("metrics: prometheus exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	m := mp.Meter("herald")
+	var errs []error
+	counter := func(name, unit, desc string, read func(o metric.Int64Observer)) {
+		_, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error { read(o); return nil }))
+		errs = append(errs, err)
+	}
+	gauge := func(name, unit, desc string, read func(o metric.Int64Observer)) {
+		_, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error { read(o); return nil }))
+		errs = append(errs, err)
+	}
+	u := func(v uint64) int64 { return int64(v) }
+	cause := func(c string) metric.ObserveOption { return metric.WithAttributes(attribute.String("cause", c)) }
+
+	counter("herald.subscriber.drops", "{batch}", "Batches a subscriber did not get because its queue was full, by cause.",
+		func(o metric.Int64Observer) {
+			o.Observe(u(stats.DropCountBound.Load()), cause("count_bound"))
+			o.Observe(u(stats.DropByteBound.Load()), cause("byte_bound"))
+			o.Observe(u(stats.DropEvicted.Load()), cause("drop_old_eviction"))
+		})
+	counter("herald.subscriptions.lagged", "{subscription}", "Subscriptions ended with lagged (durable streams, drop_new).",
+		func(o metric.Int64Observer) { o.Observe(u(stats.Lagged.Load())) })
+	counter("herald.publish.overloaded", "{publish}", "Publishes refused as overloaded after waiting for admission.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.Overloaded.Load())) })
+	counter("herald.publish.batches", "{batch}", "Committed publish batches.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.PublishedBatches.Load())) })
+	counter("herald.publish.records", "{record}", "Committed records.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.PublishedRecords.Load())) })
+	counter("herald.publish.bytes", "By", "Committed records bytes.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.PublishedBytes.Load())) })
+	counter("herald.delivered.batches", "{batch}", "Batches written to subscribers' streams.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.DeliveredBatches.Load())) })
+	counter("herald.storage.commits", "{commit}", "Storage writer commits (one sync each).",
+		func(o metric.Int64Observer) { o.Observe(u(stats.Commits.Load())) })
+	counter("herald.storage.committed_batches", "{batch}", "Batches carried by storage writer commits.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.CommittedBatches.Load())) })
+	gauge("herald.subscriber.queue.batches", "{batch}", "Batches waiting in subscription queues, node-wide.",
+		func(o metric.Int64Observer) { o.Observe(stats.QueuedBatches.Load()) })
+	gauge("herald.subscriber.queue.bytes", "By", "Records bytes waiting in subscription queues, node-wide.",
+		func(o metric.Int64Observer) { o.Observe(stats.QueuedBytes.Load()) })
+	gauge("herald.subscriber.egress.bytes", "By", "Records bytes handed to subscription lanes and not yet written, node-wide.",
+		func(o metric.Int64Observer) { o.Observe(stats.EgressBytes.Load()) })
+	gauge("herald.subscriptions", "{subscription}", "Live subscriptions.",
+		func(o metric.Int64Observer) { o.Observe(stats.Subscriptions.Load()) })
+	gauge("herald.connections", "{connection}", "Live client connections.",
+		func(o metric.Int64Observer) { o.Observe(stats.Connections.Load()) })
+	for _, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return &nodeMetrics{registry: reg, provider: mp, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}, nil
+}
+
+// shutdown stops the meter provider.
+func (m *nodeMetrics) shutdown(ctx context.Context) error {
+	return m.provider.Shutdown(ctx)
+}

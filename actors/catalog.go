@@ -143,8 +143,13 @@ func (c *catalog) Receive(ctx actor.Context) {
 		c.onTerminated(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
 		// A restart stops the children first: do not respawn them, or the
-		// restart never completes. The new instance spawns them again.
+		// restart never completes. The new instance spawns them again, with
+		// new handles: the old ones are marked stale so their holders look
+		// the streams up again.
 		c.stopping = true
+		for _, h := range c.streams {
+			h.deleted.Store(true)
+		}
 	case *actor.Stopped:
 	default:
 		ctx.Logger().Warn("catalog: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
@@ -398,9 +403,8 @@ func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
 	delete(c.streams, key)
 	h.deleted.Store(true)
 	keys := make([]storage.ShardKey, len(h.Shards))
-	for i, pid := range h.Shards {
+	for i := range h.Shards {
 		keys[i] = h.ShardKey(uint32(i))
-		ctx.Stop(pid)
 	}
 	req := &DropStreamRequest{
 		Durable: h.Config.Durable,
@@ -409,16 +413,10 @@ func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
 		Metas:   []storage.MetaPut{{Key: append(append([]byte(nil), metaStreamPrefix...), key...)}},
 	}
 	sender := ctx.Sender()
-	f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
-	ctx.ReenterAfter(f, func(res any, err error) {
-		if err == nil {
-			if r, ok := res.(*MetaWriteResponse); ok {
-				err = r.Err
-			}
-		}
+	reply := func(err error) {
 		resp := &DeleteStreamResponse{}
 		if err != nil {
-			ctx.Logger().Error("catalog: dropping a deleted stream's data failed", slog.String("stream", key), slog.Any("error", err))
+			ctx.Logger().Error("catalog: deleting a stream failed", slog.String("stream", key), slog.Any("error", err))
 			resp.Err = storageError(err)
 		} else {
 			ctx.Logger().Info("stream deleted", slog.String("stream", key))
@@ -426,7 +424,33 @@ func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
 		if sender != nil {
 			ctx.Send(sender, resp)
 		}
-	})
+	}
+	// First every shard becomes a tombstone and says it will append
+	// nothing more; then the storage writer drops the data, after the
+	// shards' last appends.
+	waiting := len(h.Shards)
+	drop := func() {
+		f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
+		ctx.ReenterAfter(f, func(res any, err error) {
+			if err == nil {
+				if r, ok := res.(*MetaWriteResponse); ok {
+					err = r.Err
+				}
+			}
+			reply(err)
+		})
+	}
+	for _, pid := range h.Shards {
+		f := ctx.RequestFuture(pid, &StreamDeletedRequest{}, 30*time.Second)
+		ctx.ReenterAfter(f, func(_ any, err error) {
+			if err != nil {
+				ctx.Logger().Warn("catalog: a deleted stream's shard did not confirm", slog.String("stream", key), slog.Any("error", err))
+			}
+			if waiting--; waiting == 0 {
+				drop()
+			}
+		})
+	}
 }
 
 // answeringStrategy supervises shards: before the wrapped strategy decides,

@@ -25,12 +25,13 @@ type StreamHandle struct {
 	// Shards are the shard actors, by index. A PID stays valid across a
 	// shard's restart.
 	Shards []*actor.PID
-	// deleted is set when the stream is deleted; holders drop the handle.
+	// deleted is set when the stream is deleted (or the catalog that made
+	// the handle restarted); holders drop the handle and look again.
 	deleted atomic.Bool
 }
 
-// Deleted reports whether the stream has been deleted since the handle was
-// handed out.
+// Deleted reports whether the handle is stale: the stream has been deleted,
+// or the catalog restarted, since the handle was handed out.
 func (h *StreamHandle) Deleted() bool { return h.deleted.Load() }
 
 // ShardKey returns the storage key of shard i.

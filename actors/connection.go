@@ -447,6 +447,9 @@ func (c *connection) controlRequest(root *actor.RootContext, f wire.Frame) ([]by
 	}
 }
 
+// readResultHead is a ReadResult body's size before its sections.
+const readResultHead = 8 + 8 + 8 + 2
+
 // read answers a range read: one page of committed records, from storage,
 // never waiting and registering nothing with the shard.
 func (c *connection) read(root *actor.RootContext, id uint64, req wire.Read) []byte {
@@ -488,9 +491,13 @@ func (c *connection) read(root *actor.RootContext, id uint64, req wire.Read) []b
 	}
 	next := req.Start
 	var secs []*wire.Section
+	size := readResultHead
 	for _, b := range batches {
 		if b.Base >= end || len(secs) == wire.MaxSectionsPerFrame {
 			break
+		}
+		if size += wire.SectionHeaderSize + len(b.Records); len(secs) > 0 && size > int(c.cfg.MaxFrameBytes) {
+			break // the page ends where the frame would
 		}
 		if h.Config.Durable && b.Base > next {
 			// Retention deleted the page's start while we read.
@@ -666,8 +673,9 @@ func (c *connection) routePublish(root *actor.RootContext, lane *actor.PID, stre
 	if err := p.Name.Validate(); err != nil {
 		return err.(*wire.Error)
 	}
-	// Delivered, the batch becomes an EventBatch section: it must fit a frame.
-	if limit := int(c.cfg.MaxFrameBytes) - wire.SectionHeaderSize - 2; len(p.Records) > limit {
+	// Delivered, the batch becomes a section of an EventBatch or ReadResult
+	// frame: it must fit the larger of the two (26 bytes of ReadResult head).
+	if limit := int(c.cfg.MaxFrameBytes) - wire.SectionHeaderSize - readResultHead; len(p.Records) > limit {
 		return &wire.Error{Code: wire.CodeBatchTooLarge, Detail: uint64(limit),
 			Message: fmt.Sprintf("the records take %d bytes; at most %d fit a delivery frame", len(p.Records), limit)}
 	}
@@ -693,8 +701,14 @@ func (c *connection) routePublish(root *actor.RootContext, lane *actor.PID, stre
 		streams[p.Name] = h
 	}
 	shard := p.Shard
-	if shard == wire.AnyShard {
-		shard = wire.ShardFor(p.Key, h.Config.Shards, h.Config.Routing)
+	keyed := wire.ShardFor(p.Key, h.Config.Shards, h.Config.Routing)
+	switch {
+	case shard == wire.AnyShard:
+		shard = keyed
+	case len(p.Key) > 0 && shard != keyed:
+		// The client routed with a stale view of the stream (it was
+		// recreated with other shards or routing): refuse, so it looks again.
+		return wire.Errorf(wire.CodeInvalidShard, "key routes to shard %d of %s, not %d", keyed, h.Name, shard)
 	}
 	if shard >= uint32(len(h.Shards)) {
 		return wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards))

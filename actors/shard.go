@@ -55,6 +55,10 @@ type shard struct {
 	stash []stashed
 	// failed is set once storage failed; every publish is refused after it.
 	failed error
+	// deleted is set when the stream is deleted: the shard is a tombstone.
+	deleted bool
+	// tombstoneTimer stops a tombstone after its grace period.
+	tombstoneTimer *time.Timer
 	// held are publishes waiting for admission, oldest first.
 	held []heldPublish
 	// heldTimer fires when the oldest held publish's wait is over.
@@ -104,14 +108,25 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.onStarted(ctx)
 	case *PublishRequest:
-		if !s.ready {
+		switch {
+		case s.deleted:
+			ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: errStreamDeleted()})
+		case !s.ready:
 			s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
-			return
+		default:
+			s.admitOrHold(ctx, m)
 		}
-		s.admitOrHold(ctx, m)
+	case *StreamDeletedRequest:
+		s.onDeleted(ctx)
+	case *tombstoneExpired:
+		ctx.Stop(ctx.Self())
 	case *heldExpired:
 		s.expireHeld(ctx)
 	case *SubscribeShardRequest:
+		if s.deleted {
+			ctx.Respond(&SubscribeShardResponse{Err: errStreamDeleted()})
+			return
+		}
 		if !s.ready {
 			s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
 			return
@@ -168,7 +183,15 @@ func (s *shard) onStarted(ctx actor.Context) {
 		if err != nil {
 			panic(fmt.Errorf("shard %s/%d: memory first: %w", s.cfg.Stream, s.cfg.Key.Shard, err))
 		}
-		s.becomeReady(ctx, &TailResponse{Tail: tail, First: first})
+		r := &TailResponse{Tail: tail, First: first}
+		// Producers live beside the batches, in memory too.
+		if err := s.cfg.Log.ScanMeta(ProducerPrefix(s.cfg.Key), func(_, v []byte) error {
+			r.Producers = append(r.Producers, append([]byte(nil), v...))
+			return nil
+		}); err != nil {
+			panic(fmt.Errorf("shard %s/%d: memory producers: %w", s.cfg.Stream, s.cfg.Key.Shard, err))
+		}
+		s.becomeReady(ctx, r)
 		return
 	}
 	f := ctx.RequestFuture(s.cfg.Writer, &TailRequest{Shard: s.cfg.Key, ProducerPrefix: ProducerPrefix(s.cfg.Key)}, 30*time.Second)
@@ -249,7 +272,7 @@ func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
 		metas = []storage.MetaPut{{Key: producerKey(s.cfg.Key, p.id), Value: p.encode()}}
 	}
 	if !s.cfg.Durable {
-		if err := s.cfg.Log.Commit([]storage.Append{{Shard: s.cfg.Key, Batch: b}}, nil); err != nil {
+		if err := s.cfg.Log.Commit([]storage.Append{{Shard: s.cfg.Key, Batch: b}}, metas); err != nil {
 			s.onAppendFailed(ctx, &AppendFailed{Shard: s.cfg.Key, From: b.Base, Err: err})
 			return
 		}
@@ -351,6 +374,34 @@ func (s *shard) armHeldTimer(ctx actor.Context) {
 	})
 }
 
+// tombstoneGrace is how long a deleted stream's shard keeps refusing
+// publishes before it stops: connections drop their cached route when they
+// see the stream deleted, so by then nothing is sent to it.
+const tombstoneGrace = 30 * time.Second
+
+func errStreamDeleted() *wire.Error {
+	return wire.Errorf(wire.CodeStreamNotFound, "the stream was deleted")
+}
+
+// onDeleted turns the shard into a tombstone: what waits for admission is
+// refused, subscriptions end, and nothing more goes to storage. Publishes
+// already admitted are still answered when their commit comes back (their
+// records are then dropped with the stream).
+func (s *shard) onDeleted(ctx actor.Context) {
+	s.deleted = true
+	s.rejectUnadmitted(ctx, errStreamDeleted())
+	if s.core != nil {
+		for _, sub := range s.core.subs {
+			ctx.Unwatch(sub.pid)
+			ctx.Send(sub.pid, &StreamGone{})
+		}
+		clear(s.core.subs)
+	}
+	ctx.Respond(&StreamDeletedResponse{})
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	s.tombstoneTimer = time.AfterFunc(tombstoneGrace, func() { root.Send(self, &tombstoneExpired{}) })
+}
+
 // rejectUnadmitted answers the publishes stashed before the shard was ready
 // or held for admission: none of them was admitted. (The publish whose
 // handling failed is answered by the supervisor strategy, which is handed
@@ -367,8 +418,15 @@ func (s *shard) rejectUnadmitted(ctx actor.Context, err *wire.Error) {
 	}
 	s.held = nil
 	for _, st := range s.stash {
-		if m, ok := st.msg.(*PublishRequest); ok && m.ReplyTo != nil {
-			ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: err})
+		switch m := st.msg.(type) {
+		case *PublishRequest:
+			if m.ReplyTo != nil {
+				ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: err})
+			}
+		case *SubscribeShardRequest:
+			if st.sender != nil {
+				ctx.Send(st.sender, &SubscribeShardResponse{Err: wire.Errorf(wire.CodeSubscriptionAborted, "the shard failed before the subscription started")})
+			}
 		}
 	}
 	s.stash = nil
@@ -490,6 +548,9 @@ func (s *shard) onRestarting(ctx actor.Context) {
 // committed (the writer commits what it has already taken; requests still in
 // its mailbox when it is stopped are dropped).
 func (s *shard) onStopping(ctx actor.Context) {
+	if s.tombstoneTimer != nil {
+		s.tombstoneTimer.Stop()
+	}
 	s.rejectUnadmitted(ctx, &wire.Error{Code: wire.CodeInternal, Message: "shard stopping; the publish was not written"})
 	if s.core == nil {
 		return

@@ -140,3 +140,17 @@ type SubscriptionLagged struct {
 type RetentionApplied struct {
 	First uint64
 }
+
+// StreamDeletedRequest tells a shard its stream is being deleted. The shard
+// becomes a tombstone: it refuses every publish and subscription with
+// stream_not_found, ends its subscriptions, and stops itself after a grace
+// period (by then no connection still routes to it). It answers
+// StreamDeletedResponse once it will send nothing more to storage, so the
+// catalog drops the stream's data only after the shard's last append.
+type StreamDeletedRequest struct{}
+
+// StreamDeletedResponse answers StreamDeletedRequest.
+type StreamDeletedResponse struct{}
+
+// tombstoneExpired is a deleted shard's timer message: its grace is over.
+type tombstoneExpired struct{}

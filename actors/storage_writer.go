@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -29,6 +30,10 @@ type StorageWriterConfig struct {
 	Observe func(batches int, bytes int, d time.Duration)
 	// Stats is the node's, for metrics (may be nil).
 	Stats *Stats
+	// Failed, shared by every instance of the writer, holds the error that
+	// broke the log: a writer that restarts stays failed, so appends queued
+	// behind a failed commit are never written above its hole.
+	Failed *atomic.Pointer[error]
 }
 
 // storageWriter group-commits durable appends: every AppendRequest that
@@ -68,13 +73,22 @@ func NewStorageWriterProps(cfg StorageWriterConfig) *actor.Props {
 	if cfg.Stats == nil {
 		cfg.Stats = &Stats{}
 	}
+	if cfg.Failed == nil {
+		cfg.Failed = &atomic.Pointer[error]{}
+	}
 	if cfg.MaxGroupBatches <= 0 {
 		cfg.MaxGroupBatches = 1024
 	}
 	if cfg.MaxGroupBytes <= 0 {
 		cfg.MaxGroupBytes = 32 << 20
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &storageWriter{cfg: cfg} })
+	return actor.PropsFromProducer(func() actor.Actor {
+		w := &storageWriter{cfg: cfg}
+		if p := cfg.Failed.Load(); p != nil {
+			w.failed = *p
+		}
+		return w
+	})
 }
 
 // Receive dispatches.
@@ -96,6 +110,7 @@ func (w *storageWriter) Receive(ctx actor.Context) {
 		// request still pending is answered too (the new instance starts
 		// empty).
 		err := fmt.Errorf("%w: the storage writer restarted during a commit", ErrStorageFailed)
+		w.cfg.Failed.CompareAndSwap(nil, &err)
 		if w.cfg.OnFailure != nil {
 			w.cfg.OnFailure(err)
 		}
@@ -158,6 +173,7 @@ func (w *storageWriter) commit(ctx actor.Context) {
 		if cerr != nil {
 			err = fmt.Errorf("%w: %w", ErrStorageFailed, cerr)
 			w.failed = err
+			w.cfg.Failed.CompareAndSwap(nil, &err)
 			ctx.Logger().Error("storage writer: commit failed; refusing further writes", slog.Any("error", cerr),
 				slog.Int("batches", nBatches))
 			if w.cfg.OnFailure != nil {
@@ -259,11 +275,19 @@ func (w *storageWriter) dropStream(d *DropStreamRequest) error {
 			return err
 		}
 		prefix := ProducerPrefix(k)
-		if err := w.cfg.Log.ScanMeta(prefix, func(key, _ []byte) error {
-			d.Metas = append(d.Metas, storage.MetaPut{Key: append([]byte(nil), key...)})
+		var keys []storage.MetaPut
+		if err := log.ScanMeta(prefix, func(key, _ []byte) error {
+			keys = append(keys, storage.MetaPut{Key: append([]byte(nil), key...)})
 			return nil
 		}); err != nil {
 			return err
+		}
+		if log != w.cfg.Log {
+			if err := log.Commit(nil, keys); err != nil {
+				return err
+			}
+		} else {
+			d.Metas = append(d.Metas, keys...)
 		}
 	}
 	if len(d.Metas) == 0 {

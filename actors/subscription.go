@@ -134,6 +134,8 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.readMore(ctx)
 	case *historyRead:
 		s.onHistory(ctx, m)
+	case *StreamGone:
+		s.end(ctx, errStreamDeleted())
 	case *SubscriptionLagged:
 		// Batches still queued never reach the client: it resumes from the
 		// first of them (what the lane already has is written before the
@@ -443,6 +445,13 @@ func (s *subscription) onHistory(ctx actor.Context, m *historyRead) {
 	// the tail, those records are gone (an ephemeral shard's memory cap):
 	// skip them.
 	skip := len(secs) == 0 && s.next < s.readTail
+	if skip && s.durable {
+		// Retention deleted everything this subscriber still needed.
+		first, _ := s.log.First(s.key)
+		s.end(ctx, &wire.Error{Code: wire.CodeOffsetOutOfRange, Detail: first,
+			Message: fmt.Sprintf("offset %d was deleted by retention; the first retained offset is %d", s.next, first)})
+		return
+	}
 	s.reading = false
 	ctx.Request(s.shard, &ResumeLive{Next: s.next, InEntries: len(s.queue), InBytes: s.queueBytes, Skip: skip})
 }

@@ -22,3 +22,6 @@ type subscriberLeft struct {
 type EgressShare struct {
 	Bytes int64
 }
+
+// StreamGone tells a subscription its stream was deleted.
+type StreamGone struct{}

@@ -79,10 +79,20 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("herald: tls: %w", err)
 	}
+	// A subscription the application stops reading pauses its own QUIC
+	// stream: each stream may hold at most streamReceiveWindow unread, and
+	// the connection's window is far larger than that, so paused
+	// subscriptions (up to about connectionReceiveWindow/streamReceiveWindow
+	// of them) never starve the control stream, publish acks or the other
+	// subscriptions.
 	qconf := &quic.Config{
-		KeepAlivePeriod:    keepAlivePeriod,
-		MaxIdleTimeout:     maxIdleTimeout,
-		MaxIncomingStreams: maxIncomingStreams,
+		KeepAlivePeriod:                keepAlivePeriod,
+		MaxIdleTimeout:                 maxIdleTimeout,
+		MaxIncomingStreams:             maxIncomingStreams,
+		InitialStreamReceiveWindow:     streamReceiveWindow / 2,
+		MaxStreamReceiveWindow:         streamReceiveWindow,
+		InitialConnectionReceiveWindow: connectionReceiveWindow / 8,
+		MaxConnectionReceiveWindow:     connectionReceiveWindow,
 	}
 	conn, err := quic.DialAddr(ctx, addr, tlsConf, qconf)
 	if err != nil {
@@ -103,6 +113,12 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 
 // isLocalDecodeCode reports whether code is one the client's own decoding
 // produces (and so closes the connection with).
+// Receive windows: see Dial.
+const (
+	streamReceiveWindow     = 1 << 20
+	connectionReceiveWindow = 96 << 20
+)
+
 func isLocalDecodeCode(c wire.Code) bool {
 	switch c {
 	case wire.CodeMalformedFrame, wire.CodeFrameTooLarge, wire.CodeUnknownFrameType,

@@ -210,8 +210,8 @@ func (c *Config) Validate() error {
 	if c.ReadMaxRecords < 1 {
 		bad("read_max_records", "must be at least 1")
 	}
-	if c.ReadMaxBytes < 1024 {
-		bad("read_max_bytes", "must be at least 1024")
+	if c.ReadMaxBytes < 1024 || c.ReadMaxBytes > int(c.MaxFrameBytes)-1024 {
+		bad("read_max_bytes", "%d is outside [1024, max_frame_bytes - 1024]", c.ReadMaxBytes)
 	}
 	if c.ReplayRingMaxBytes < 0 {
 		bad("replay_ring_max_bytes", "must not be negative")

@@ -163,8 +163,9 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 	}
 	sup := &nodeSupervisor{
 		writer: actors.StorageWriterConfig{
-			Log:   durable,
-			Stats: n.stats,
+			Log:    durable,
+			Stats:  n.stats,
+			Failed: &n.storageErr,
 			OnFailure: func(err error) {
 				n.storageErr.Store(&err)
 				n.ready.Store(false)

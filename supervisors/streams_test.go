@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/actors"
 	"github.com/heraldmq/herald/client"
 	"github.com/heraldmq/herald/net/wire"
 	"github.com/heraldmq/herald/storage"
@@ -228,8 +231,8 @@ func TestRangeReadPages(t *testing.T) {
 
 // Replay-to-live handover under concurrent publishing, over random
 // interleavings: a subscriber resumed from a random offset of a shard whose
-// ring holds only a little history sees every record once, in order, while a
-// publisher keeps appending.
+// ring holds only a little history reads while a publisher keeps appending,
+// and sees every record once, in order.
 func TestResumeHandoverUnderConcurrentPublishing(t *testing.T) {
 	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) {
 		c.ReplayRingRecords = 16
@@ -239,59 +242,58 @@ func TestResumeHandoverUnderConcurrentPublishing(t *testing.T) {
 	for seed := range uint64(8) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		name := client.StreamName{Tenant: "t", Namespace: "resume", Stream: fmt.Sprint("s", seed)}
-		publish := func(i int) {
-			size := 1 + rng.IntN(5)
-			batch := make([][]byte, size)
+		// The whole history is decided up front: batch sizes and payloads.
+		var batches [][][]byte
+		var total uint64
+		for i := range 40 + rng.IntN(120) {
+			batch := make([][]byte, 1+rng.IntN(5))
 			for j := range batch {
 				batch[j] = fmt.Appendf(nil, "%d.%d", i, j)
 			}
-			if _, err := c.PublishBatch(ctx, name, batch); err != nil {
-				t.Error(err)
+			batches = append(batches, batch)
+			total += uint64(len(batch))
+		}
+		want := make([]string, 0, total)
+		for _, b := range batches {
+			for _, p := range b {
+				want = append(want, string(p))
 			}
 		}
-		before := 20 + rng.IntN(60)
-		for i := range before {
-			publish(i)
+		before := 1 + rng.IntN(len(batches)-1)
+		var start uint64
+		for _, b := range batches[:before] {
+			if _, err := c.PublishBatch(ctx, name, b); err != nil {
+				t.Fatal(err)
+			}
+			start += uint64(len(b))
 		}
-		info, err := c.DescribeStream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := rng.Uint64N(info.Tails[0] + 1)
+		start = rng.Uint64N(start + 1)
 		sub, err := c.Subscribe(ctx, name, client.OnShard(0), client.FromOffset(start), client.QueueCapacity(uint32(1+rng.IntN(8))))
 		if err != nil {
 			t.Fatal(err)
 		}
-		after := 20 + rng.IntN(60)
-		var wg sync.WaitGroup
-		wg.Add(1)
+		// Publish the rest while the subscriber replays and catches up.
+		done := make(chan error, 1)
 		go func() {
-			defer wg.Done()
-			prng := rand.New(rand.NewPCG(seed, 7))
-			for i := before; i < before+after; i++ {
-				publish(i)
-				if prng.IntN(4) == 0 {
-					time.Sleep(time.Duration(prng.IntN(300)) * time.Microsecond) // vary the interleaving, not a wait for a result
+			for _, b := range batches[before:] {
+				if _, err := c.PublishBatch(ctx, name, b); err != nil {
+					done <- err
+					return
 				}
 			}
+			done <- nil
 		}()
-		wg.Wait()
-		final, err := c.DescribeStream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		page, err := c.Read(ctx, name, 0, 0, client.ReadToTail, client.ReadMaxRecords(1000))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for want := start; want < final.Tails[0]; want++ {
+		for off := start; off < total; off++ {
 			ev, err := sub.Next(ctx)
 			if err != nil {
-				t.Fatalf("seed %d at %d: %v", seed, want, err)
+				t.Fatalf("seed %d at %d: %v", seed, off, err)
 			}
-			if ev.Offset != want || string(ev.Payload) != string(page.Records[want].Payload) {
-				t.Fatalf("seed %d: got offset %d %q, want %d %q", seed, ev.Offset, ev.Payload, want, page.Records[want].Payload)
+			if ev.Offset != off || string(ev.Payload) != want[off] {
+				t.Fatalf("seed %d: got offset %d %q, want %d %q", seed, ev.Offset, ev.Payload, off, want[off])
 			}
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 		_ = sub.Close()
 	}
@@ -588,7 +590,10 @@ func (s *stallingLog) Commit(a []storage.Append, m []storage.MetaPut) error {
 func TestStalledShardHoldsUpOnlyItsOwnPublishes(t *testing.T) {
 	// The stream created below is the node's first: id 1. Its shard 1 stalls.
 	stall := &stallingLog{stalled: storage.ShardKey{Stream: 1, Shard: 1}, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) {
+	n := testNode(t, t.TempDir(), func(c *Config, o *Options) {
+		// A window of one: if both shards shared a publish stream, the
+		// stalled publish would hold up every other.
+		c.PublishWindow = 1
 		o.WrapMemoryLog = func(l storage.Log) storage.Log { stall.Log = l; return stall }
 	})
 	ctx := testCtx(t)
@@ -621,5 +626,110 @@ func TestStalledShardHoldsUpOnlyItsOwnPublishes(t *testing.T) {
 	close(stall.release)
 	if ack, err := stuck.Wait(ctx); err != nil || ack.Shard != 1 {
 		t.Fatalf("stalled publish after release: %+v %v", ack, err)
+	}
+}
+
+// Deleting a stream answers every publish queued at its shard: none hangs.
+func TestDeleteAnswersQueuedPublishes(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) {
+		o.ShardProps = func(p *actor.Props) *actor.Props {
+			return p.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+				return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+					if _, ok := env.Message.(*actors.PublishRequest); ok {
+						time.Sleep(time.Millisecond) // a slow shard, so publishes queue in its mailbox
+					}
+					next(c, env)
+				}
+			}))
+		}
+	})
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "del", Stream: "busy"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	futures := make([]*client.PublishFuture, 200)
+	for i := range futures {
+		f, err := c.PublishAsync(ctx, name, [][]byte{[]byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		futures[i] = f
+	}
+	if err := dialClient(t, n).DeleteStream(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	answered := 0
+	for _, f := range futures {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err := f.Wait(wctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a publish queued at a deleted stream's shard was never answered (%d answered before it)", answered)
+		}
+		answered++
+	}
+}
+
+// Idempotence holds across a restart of an ephemeral stream's shard too.
+func TestEphemeralProducerSurvivesShardRestart(t *testing.T) {
+	var armed atomic.Bool
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) {
+		o.ShardProps = panicOnce(&armed, "*actors.ShardInfoRequest")
+		o.RequestTimeout = time.Second
+	})
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "idem", Stream: "eph"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p := c.NewProducer(name, 9)
+	first, err := p.Publish(ctx, nil, [][]byte{[]byte("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Publish(ctx, nil, [][]byte{[]byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	_, _ = c.DescribeStream(ctx, name) // the shard panics on it and restarts
+	dup, err := p.PublishSequence(ctx, nil, 1, [][]byte{[]byte("a")})
+	if err != nil || !dup.Duplicate || dup.Offset != first.Offset {
+		t.Fatalf("re-send after the shard restarted: %+v %v", dup, err)
+	}
+}
+
+// A client that routed with a stale view of a recreated stream is refused
+// and routes again: keyed records land where the stream's routing says.
+func TestStaleRoutingIsRefusedAndRetried(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	ctx := testCtx(t)
+	a, b := dialClient(t, n), dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "route", Stream: "recreated"}
+	if _, err := a.CreateStream(ctx, name, client.StreamConfig{Shards: 2, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := a.Publish(ctx, name, []byte("x"), client.WithKey(fmt.Appendf(nil, "k%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.DeleteStream(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateStream(ctx, name, client.StreamConfig{Shards: 8, Durable: true, Routing: client.RoutingJump}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		key := fmt.Appendf(nil, "k%d", i)
+		ack, err := a.Publish(ctx, name, []byte("y"), client.WithKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := wire.ShardFor(key, 8, wire.RoutingJump); ack.Shard != want {
+			t.Fatalf("key %s landed on shard %d, the stream's routing says %d", key, ack.Shard, want)
+		}
 	}
 }

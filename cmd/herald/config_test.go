@@ -59,6 +59,7 @@ listen: 0.0.0.0:7500
 publish_window: 64
 auto_create_streams: false
 max_frame_bytes: 1MiB
+read_max_bytes: 512KiB
 idle_timeout: 1m
 subscriber_queue_max_bytes: 0
 badger:
@@ -70,6 +71,7 @@ badger:
 				c.PublishWindow = 64
 				c.AutoCreateStreams = false
 				c.MaxFrameBytes = 1 << 20
+				c.ReadMaxBytes = 512 << 10
 				c.IdleTimeout = time.Minute
 				c.SubscriberQueueMaxBytes = 0
 				c.Badger.MemTableSize = 32 << 20

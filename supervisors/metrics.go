@@ -90,3 +90,28 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 func (m *nodeMetrics) shutdown(ctx context.Context) error {
 	return m.provider.Shutdown(ctx)
 }
+
+// Metric returns the current value of one series of the node's metrics,
+// summed over its labels (0 if absent). Benchmarks read their counters
+// through it.
+func (n *Node) Metric(name string) float64 {
+	families, err := n.metrics.registry.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}

@@ -17,6 +17,7 @@ Usage:
   herald pub     STREAM [MESSAGE...] [--key K] [--ack none|message|batch] [--batch N] [--count N --size B] [--if-offset N]
   herald sub     STREAM [--from earliest|latest|OFFSET] [--shard N] [--count N] [--queue N] [--json]
   herald read    STREAM --shard N --from OFFSET [--to OFFSET] [--limit N] [--json]
+  herald bench   isolation [--fast N] [--duration D] [--batch N] [--size B] [--durable] [--json]
 
 Client commands take --server ADDR (default 127.0.0.1:7400), --token T, --ca FILE, --insecure.
 A stream is tenant/namespace/stream; a bare name means default/default/name.
@@ -43,6 +44,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runSub(args[1:], stdin, stdout, stderr)
 	case "read":
 		return runRead(args[1:], stdin, stdout, stderr)
+	case "bench":
+		return runBench(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

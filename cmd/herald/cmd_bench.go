@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +60,12 @@ type isolationResult struct {
 	// subscriber may hold by configuration (queue bytes + its egress share).
 	RSSBaseline int64 `json:"rss_bytes_baseline"`
 	RSSBytes    int64 `json:"rss_bytes"`
-	BoundBytes int64 `json:"configured_stalled_bound_bytes"`
+	// HeapBaseline and HeapWithStalled are the live Go heap after a
+	// collection at the end of each phase, before its clients close: the
+	// difference is what the stalled subscriber holds.
+	HeapBaseline    int64 `json:"live_heap_bytes_baseline"`
+	HeapWithStalled int64 `json:"live_heap_bytes_with_stalled"`
+	BoundBytes      int64 `json:"configured_stalled_bound_bytes"`
 	// StalledDrops counts batches the stalled subscriber did not get.
 	StalledDrops float64 `json:"stalled_subscriber_drops"`
 }
@@ -74,6 +81,7 @@ func runBenchIsolation(args []string, stdout, stderr io.Writer) int {
 	queueBytes := fs.Int64("queue-max-bytes", 8<<20, "subscriber_queue_max_bytes for the run")
 	egress := fs.Int64("egress-max-bytes", 8<<20, "subscriber_egress_max_bytes for the run")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the stalled phase to `file`")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -86,6 +94,7 @@ func runBenchIsolation(args []string, stdout, stderr io.Writer) int {
 	cfg := supervisors.DefaultConfig()
 	cfg.DataDir, cfg.Listen, cfg.HTTP = dir, "127.0.0.1:0", "127.0.0.1:0"
 	cfg.SubscriberQueueMaxBytes, cfg.SubscriberEgressMaxBytes = *queueBytes, *egress
+	cfg.EphemeralShardMaxBytes = 16 << 20
 	node, err := supervisors.Start(cfg, supervisors.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		fmt.Fprintln(stderr, "herald bench:", err)
@@ -96,7 +105,7 @@ func runBenchIsolation(args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 		_ = node.Shutdown(ctx)
 	}()
-	res, err := benchIsolation(node, *fast, *duration, *batch, *size, *durable, cfg)
+	res, err := benchIsolation(node, *fast, *duration, *batch, *size, *durable, cfg, *memProfile)
 	if err != nil {
 		fmt.Fprintln(stderr, "herald bench:", err)
 		return 1
@@ -113,17 +122,18 @@ func runBenchIsolation(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  with stalled:  %12.0f deliveries/s per fast subscriber (publisher %.0f records/s)\n", res.WithStalled, res.PublishedWithStalled)
 	fmt.Fprintf(stdout, "  ratio:         %12.3f (target >= 0.90)\n", res.Ratio)
 	fmt.Fprintf(stdout, "  stalled subscriber: %.0f batches dropped; configured bound %d MiB\n", res.StalledDrops, res.BoundBytes>>20)
+	fmt.Fprintf(stdout, "  live heap: %d MiB at the end of the baseline, %d MiB with the stalled subscriber\n", res.HeapBaseline>>20, res.HeapWithStalled>>20)
 	fmt.Fprintf(stdout, "  process RSS: %d MiB after baseline, %d MiB after the stalled phase\n", res.RSSBaseline>>20, res.RSSBytes>>20)
 	return 0
 }
 
 // benchIsolation runs two phases on fresh streams of node: fast subscribers
 // alone, then the same with one subscriber that never reads.
-func benchIsolation(node *supervisors.Node, fast int, d time.Duration, batch, size int, durable bool, cfg supervisors.Config) (*isolationResult, error) {
+func benchIsolation(node *supervisors.Node, fast int, d time.Duration, batch, size int, durable bool, cfg supervisors.Config, memProfile string) (*isolationResult, error) {
 	dial := func(ctx context.Context) (*client.Client, error) {
 		return client.Dial(ctx, node.Addr(), client.WithCAFile(node.CAFile()))
 	}
-	phase := func(name string, stalled bool) (perSub, published float64, err error) {
+	phase := func(name string, stalled bool, heap *int64) (perSub, published float64, err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 		defer cancel()
 		pub, err := dial(ctx)
@@ -210,7 +220,17 @@ func benchIsolation(node *supervisors.Node, fast int, d time.Duration, batch, si
 		}
 		elapsed := time.Since(start)
 		got := delivered.Load()
+		*heap = liveHeap()
+		if stalled && memProfile != "" {
+			if f, err := os.Create(memProfile); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				_ = f.Close()
+			}
+		}
 		close(stop)
+		// The next phase starts from an empty node: its stream's memory
+		// goes with it.
+		defer func() { _ = pub.DeleteStream(context.Background(), stream) }()
 		for _, c := range clients {
 			_ = c.Close() // ends the readers' Next
 		}
@@ -222,12 +242,12 @@ func benchIsolation(node *supervisors.Node, fast int, d time.Duration, batch, si
 		BatchRecords: batch, PayloadBytes: size, Durable: durable,
 		BoundBytes: cfg.SubscriberQueueMaxBytes + cfg.SubscriberEgressMaxBytes}
 	var err error
-	if res.Baseline, res.PublishedBaseline, err = phase("baseline", false); err != nil {
+	if res.Baseline, res.PublishedBaseline, err = phase("baseline", false, &res.HeapBaseline); err != nil {
 		return nil, fmt.Errorf("baseline phase: %w", err)
 	}
 	res.RSSBaseline = processRSS()
 	dropsBefore := node.Metric("herald_subscriber_drops_total")
-	if res.WithStalled, res.PublishedWithStalled, err = phase("stalled", true); err != nil {
+	if res.WithStalled, res.PublishedWithStalled, err = phase("stalled", true, &res.HeapWithStalled); err != nil {
 		return nil, fmt.Errorf("stalled phase: %w", err)
 	}
 	res.StalledDrops = node.Metric("herald_subscriber_drops_total") - dropsBefore + node.Metric("herald_subscriptions_lagged_total")
@@ -236,6 +256,14 @@ func benchIsolation(node *supervisors.Node, fast int, d time.Duration, batch, si
 		res.Ratio = res.WithStalled / res.Baseline
 	}
 	return res, nil
+}
+
+// liveHeap returns the Go heap in use after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
 
 // processRSS reads this process's resident set size from /proc.

@@ -30,6 +30,8 @@ type CatalogConfig struct {
 	DefaultConfig wire.StreamConfig
 	// Stats is the node's, for metrics (may be nil).
 	Stats *Stats
+	// QueueTotal and RingTotal are the node-wide byte budgets (nil: none).
+	QueueTotal, RingTotal *Budget
 	// MaxPending and PendingWait are each shard's publish admission bounds.
 	MaxPending  int
 	PendingWait time.Duration
@@ -211,6 +213,8 @@ func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
 		RingRecords: c.cfg.RingRecords,
 		MaxPending:  c.cfg.MaxPending,
 		Stats:       c.cfg.Stats,
+		QueueTotal:  c.cfg.QueueTotal,
+		RingTotal:   c.cfg.RingTotal,
 		PendingWait: c.cfg.PendingWait,
 		RingBytes:   c.cfg.RingBytes,
 		Now:         c.cfg.Now,

@@ -39,6 +39,9 @@ type ConnectionConfig struct {
 	RequestTimeout time.Duration
 	// Stats is the node's, for metrics (may be nil).
 	Stats *Stats
+	// QueueTotal is the node-wide budget of subscriber queue and egress
+	// bytes (nil: none).
+	QueueTotal *Budget
 	// EgressMaxBytes bounds the records bytes the connection's subscriptions
 	// have handed to their lanes and not yet written, split equally among
 	// them (subscriber_egress_max_bytes; 0: no bound).
@@ -204,6 +207,7 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 		CapacityMax:     c.cfg.QueueCapacityMax,
 		MaxBytes:        c.cfg.QueueMaxBytes,
 		Stats:           c.cfg.Stats,
+		QueueTotal:      c.cfg.QueueTotal,
 		Lane:            LaneConfig{MaxEvents: c.cfg.EventBatchMaxEvents, MaxBytes: c.cfg.EventBatchMaxBytes},
 	})
 	if c.cfg.SubscriptionProps != nil {

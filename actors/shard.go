@@ -38,6 +38,9 @@ type ShardConfig struct {
 	PendingWait time.Duration
 	// Stats is the node's, for metrics (may be nil).
 	Stats *Stats
+	// QueueTotal and RingTotal are the node-wide byte budgets of subscriber
+	// queues and replay rings (nil: none).
+	QueueTotal, RingTotal *Budget
 	// Now returns the time stamped on batches; nil means time.Now.
 	Now func() time.Time
 }
@@ -218,6 +221,7 @@ func (s *shard) onStarted(ctx actor.Context) {
 func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 	s.core = newShardCore(s.cfg.Key.Shard, r.First, r.Tail, s.cfg.RingRecords, s.cfg.RingBytes)
 	s.core.durable, s.core.overflow, s.core.stats = s.cfg.Durable, s.cfg.Overflow, s.cfg.Stats
+	s.core.queueTotal, s.core.ring.total = s.cfg.QueueTotal, s.cfg.RingTotal
 	for _, v := range r.Producers {
 		p, err := decodeProducerState(v)
 		if err != nil {
@@ -526,6 +530,7 @@ func (s *shard) pump(ctx actor.Context, sub *subState) {
 // onRestarting runs on the failed instance: it tells its publishers their
 // outcome is unknown and its subscriptions to subscribe again.
 func (s *shard) onRestarting(ctx actor.Context) {
+	defer s.releaseRing()
 	lost := &wire.Error{Code: wire.CodeInternal, Message: "shard restarted; the publish may or may not have been written"}
 	s.rejectUnadmitted(ctx, lost)
 	if s.core == nil {
@@ -547,7 +552,15 @@ func (s *shard) onRestarting(ctx actor.Context) {
 // still pending has been sent to the storage writer and may or may not be
 // committed (the writer commits what it has already taken; requests still in
 // its mailbox when it is stopped are dropped).
+// releaseRing gives the ring's bytes back to the node's total.
+func (s *shard) releaseRing() {
+	if s.core != nil {
+		s.core.ring.release()
+	}
+}
+
 func (s *shard) onStopping(ctx actor.Context) {
+	defer s.releaseRing()
 	if s.tombstoneTimer != nil {
 		s.tombstoneTimer.Stop()
 	}

@@ -44,6 +44,10 @@ type shardCore struct {
 	drops DropCounts
 	// stats is the node's, for metrics (may be nil).
 	stats *Stats
+	// queueTotal is the node-wide budget of subscriber queue and egress
+	// bytes (nil: none). A live push must fit it; catch-up does not wait
+	// for it.
+	queueTotal *Budget
 }
 
 // pendingPublish is an admitted batch waiting for storage.
@@ -112,10 +116,14 @@ const (
 	dropNone  dropCause = iota
 	dropCount           // the queue held capacity batches
 	dropBytes           // the queue held too many bytes
+	dropTotal           // the node's subscriber_queue_max_bytes_total was spent
 )
 
 // DropCounts counts what overflow did, by cause, for metrics.
 type DropCounts struct {
+	// TotalBound counts batches not queued because the node-wide
+	// subscriber_queue_max_bytes_total was spent.
+	TotalBound uint64
 	// CountBound and ByteBound count batches not queued (drop_new: skipped
 	// on an ephemeral stream, or the batch that ended a lagged subscription
 	// on a durable one) because the queue's entry or byte bound was full.
@@ -306,7 +314,11 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read
 			return secs, evictFrom, true, false
 		}
 		size := int64(len(sec.Records))
-		if cause := s.fullBy(size); cause != dropNone {
+		cause := s.fullBy(size)
+		if cause == dropNone && s.live && !c.queueTotal.TryAcquire(size) {
+			cause = dropTotal
+		}
+		if cause != dropNone {
 			if !s.live {
 				break
 			}
@@ -314,9 +326,18 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read
 			case wire.OverflowBlock:
 				c.blocked = true
 			case wire.OverflowDropOld:
+				if cause == dropTotal {
+					// Nothing in this subscriber's queue to make room in
+					// the node's total: the arriving batch is the one lost.
+					c.countDrop(cause)
+					s.next = sec.End()
+					s.skipped++
+					continue
+				}
 				if evictFrom < 0 {
 					evictFrom = len(secs)
 				}
+				c.queueTotal.Acquire(size) // the evicted batch's bytes come back from the subscription
 				c.drops.Evicted++
 				c.stats.add(&c.stats.DropEvicted, 1)
 				secs = append(secs, sec)
@@ -335,6 +356,9 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read
 			}
 			break
 		}
+		if !s.live {
+			c.queueTotal.Acquire(size) // catch-up is covered but never refused
+		}
 		secs = append(secs, sec)
 		s.inEntries++
 		s.inBytes += size
@@ -347,6 +371,11 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read
 }
 
 func (c *shardCore) countDrop(cause dropCause) {
+	if cause == dropTotal {
+		c.drops.TotalBound++
+		c.stats.add(&c.stats.DropTotalBound, 1)
+		return
+	}
 	if cause == dropBytes {
 		c.drops.ByteBound++
 		c.stats.add(&c.stats.DropByteBound, 1)
@@ -397,9 +426,11 @@ func (c *shardCore) credit(s *subState, entries int, bytes int64) {
 type sectionRing struct {
 	maxRecords int
 	maxBytes   int64
-	secs       []*wire.Section
-	records    int
-	bytes      int64
+	// total is the node-wide replay_ring_max_bytes_total (nil: none).
+	total   *Budget
+	secs    []*wire.Section
+	records int
+	bytes   int64
 }
 
 func (r *sectionRing) push(s *wire.Section) {
@@ -409,9 +440,15 @@ func (r *sectionRing) push(s *wire.Section) {
 	r.secs = append(r.secs, s)
 	r.bytes += int64(len(s.Records))
 	r.records += int(s.Count())
+	// The node's total: make room from this ring's oldest, keeping the
+	// newest section even if it alone does not fit.
+	r.total.Acquire(int64(len(s.Records)))
+	over := func() bool { return r.total != nil && r.total.Used() > r.total.limit }
 	drop := 0
-	for len(r.secs)-drop > 1 && (r.records > r.maxRecords || (r.maxBytes > 0 && r.bytes > r.maxBytes)) {
-		r.bytes -= int64(len(r.secs[drop].Records))
+	for len(r.secs)-drop > 1 && (r.records > r.maxRecords || (r.maxBytes > 0 && r.bytes > r.maxBytes) || over()) {
+		n := int64(len(r.secs[drop].Records))
+		r.bytes -= n
+		r.total.Release(n)
 		r.records -= int(r.secs[drop].Count())
 		r.secs[drop] = nil
 		drop++
@@ -423,6 +460,13 @@ func (r *sectionRing) push(s *wire.Section) {
 	if cap(r.secs) > 4*max(len(r.secs), 16) {
 		r.secs = append([]*wire.Section(nil), r.secs...)
 	}
+}
+
+// release gives the ring's bytes back to the node's total (the shard is
+// going away).
+func (r *sectionRing) release() {
+	r.total.Release(r.bytes)
+	r.secs, r.bytes, r.records = nil, 0, 0
 }
 
 // find returns the section holding offset off, or nil when the ring does not

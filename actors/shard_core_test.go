@@ -296,3 +296,34 @@ func TestOverflowDropOldAndBlock(t *testing.T) {
 		t.Fatalf("block counted drops: %+v", c.drops)
 	}
 }
+
+// Rings share the node's replay total: a ring over it gives up its oldest
+// sections (never its newest), and a released ring gives its bytes back.
+func TestRingTotalBudget(t *testing.T) {
+	total := NewBudget(100)
+	a := sectionRing{maxRecords: 1000, total: total}
+	b := sectionRing{maxRecords: 1000, total: total}
+	for i := range 4 {
+		a.push(wire.NewSection(0, uint64(i), 0, 1, make([]byte, 20)))
+	}
+	if total.Used() != 80 {
+		t.Fatalf("used %d", total.Used())
+	}
+	b.push(wire.NewSection(0, 0, 0, 1, make([]byte, 30))) // 110 > 100: b gives up... only its newest, so it stays
+	b.push(wire.NewSection(0, 1, 0, 1, make([]byte, 30)))
+	if len(b.secs) != 1 || total.Used() != 110 {
+		t.Fatalf("b holds %d sections, used %d", len(b.secs), total.Used())
+	}
+	a.push(wire.NewSection(0, 4, 0, 1, make([]byte, 20)))
+	if total.Used() > 100 || a.find(4) == nil || a.find(0) != nil {
+		t.Fatalf("after a's push: used %d, a holds %d sections", total.Used(), len(a.secs))
+	}
+	a.release()
+	b.release()
+	if total.Used() != 0 {
+		t.Fatalf("released rings left %d bytes taken", total.Used())
+	}
+	if NewBudget(0) != nil || !(*Budget)(nil).TryAcquire(1<<40) {
+		t.Fatal("a zero budget must be no budget")
+	}
+}

@@ -10,6 +10,9 @@ type Stats struct {
 	// DropCountBound and DropByteBound count batches a live subscriber had no
 	// room for (drop_new), by the bound that was full.
 	DropCountBound, DropByteBound atomic.Uint64
+	// DropTotalBound counts batches a live subscriber did not get because
+	// the node-wide subscriber_queue_max_bytes_total was spent.
+	DropTotalBound atomic.Uint64
 	// DropEvicted counts batches drop_old evicted from subscriber queues.
 	DropEvicted atomic.Uint64
 	// Lagged counts subscriptions ended with lagged.

@@ -49,6 +49,10 @@ type SubscriptionConfig struct {
 	ReadMaxBytes int
 	// Stats is the node's, for metrics (may be nil).
 	Stats *Stats
+	// QueueTotal is the node-wide budget this subscription's queued and
+	// in-lane bytes count against until written (nil: none). The shard
+	// takes it for what it pushes; the subscription gives it back.
+	QueueTotal *Budget
 }
 
 // subscription pushes one shard's records to one client. It registers with
@@ -183,6 +187,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -s.queueBytes)
 		s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -s.laneBytes)
 		s.cfg.Stats.gauge(&s.cfg.Stats.Subscriptions, -1)
+		s.cfg.QueueTotal.Release(s.queueBytes + s.laneBytes)
 		s.queue, s.queueBytes, s.laneBytes = nil, 0, 0
 		s.wg.Wait()
 	case *actor.Restarting:
@@ -284,6 +289,7 @@ func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
 			if !evict {
 				s.returnCredit(ctx, 1, size)
 			}
+			s.cfg.QueueTotal.Release(size)
 			continue
 		}
 		if evict {
@@ -293,6 +299,7 @@ func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
 				s.queue[0] = nil
 				s.queue = s.queue[1:]
 				s.queueBytes -= int64(len(old.Records))
+				s.cfg.QueueTotal.Release(int64(len(old.Records)))
 				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, -1)
 				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -int64(len(old.Records)))
 				s.evicted++
@@ -365,6 +372,7 @@ func (s *subscription) send(ctx actor.Context, secs []*wire.Section) {
 	}
 	for _, sec := range secs {
 		if sec.End() > s.next {
+			s.cfg.QueueTotal.Acquire(int64(len(sec.Records))) // history is covered, never refused
 			s.enqueue(sec)
 		}
 	}
@@ -376,6 +384,7 @@ func (s *subscription) onWritten(ctx actor.Context, m *SectionsWritten) {
 	s.laneBytes = max(0, s.laneBytes-m.Bytes)
 	s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -m.Bytes)
 	s.cfg.Stats.add(&s.cfg.Stats.DeliveredBatches, uint64(m.Entries))
+	s.cfg.QueueTotal.Release(m.Bytes)
 	s.drain(ctx)
 	s.readMore(ctx)
 }

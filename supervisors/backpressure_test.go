@@ -323,3 +323,45 @@ func TestMetricsCountPublishesAndDrops(t *testing.T) {
 		t.Fatalf("herald_subscriber_queue_batches %v outside the queue bound", v)
 	}
 }
+
+// subscriber_queue_max_bytes_total: once a stalled subscriber holds the
+// node's total, a fast subscriber's live batches meet the overflow policy
+// too; when the stalled one leaves, every byte comes back.
+func TestQueueTotalSharedAndReleased(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) {
+		c.SubscriberQueueMaxBytesTotal = 1 << 20
+		c.SubscriberEgressMaxBytes = 256 << 10
+	})
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "total"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stalledClient := dialClient(t, n)
+	if _, err := stalledClient.Subscribe(ctx, name, client.OnShard(0), client.FromLatest()); err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 60<<10)
+	for range 100 {
+		if _, err := c.PublishBatch(ctx, name, [][]byte{payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the stalled subscriber to hold the node's total", func() bool {
+		return n.queueTotal.Used() > (1<<20)-(64<<10)
+	})
+	fast, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishBatch(ctx, name, [][]byte{payload}); err != nil {
+		t.Fatal(err)
+	}
+	if info := shardInfo(t, n, 0); info.Drops.TotalBound == 0 {
+		t.Fatal("a fast subscriber's batch fit a spent total")
+	}
+	_ = fast.Close()
+	_ = stalledClient.Close()
+	waitFor(t, "every byte of the total to come back", func() bool { return n.queueTotal.Used() == 0 })
+}

@@ -50,6 +50,15 @@ type Config struct {
 	// subscriptions have taken from their queues and not yet written to
 	// their QUIC streams, split equally among them; 0 means no bound.
 	SubscriberEgressMaxBytes int64 `yaml:"subscriber_egress_max_bytes"`
+	// SubscriberQueueMaxBytesTotal bounds the records bytes in every
+	// subscription queue and lane of the node together; 0 (the default)
+	// turns it off. It gives up isolation: once slow subscribers hold it, a
+	// fast subscriber's batch meets the overflow policy too.
+	SubscriberQueueMaxBytesTotal int64 `yaml:"subscriber_queue_max_bytes_total"`
+	// ReplayRingMaxBytesTotal bounds every shard's replay ring together;
+	// 0 (the default) turns it off. A ring over it gives up its oldest
+	// batches first.
+	ReplayRingMaxBytesTotal int64 `yaml:"replay_ring_max_bytes_total"`
 	// EventBatchMaxEvents and EventBatchMaxBytes bound one EventBatch frame:
 	// a subscription sends what is queued as one frame up to these bounds.
 	EventBatchMaxEvents int `yaml:"event_batch_max_events"`
@@ -188,6 +197,12 @@ func (c *Config) Validate() error {
 	}
 	if c.SubscriberQueueMaxBytes < 0 {
 		bad("subscriber_queue_max_bytes", "must not be negative")
+	}
+	if c.SubscriberQueueMaxBytesTotal < 0 {
+		bad("subscriber_queue_max_bytes_total", "must not be negative")
+	}
+	if c.ReplayRingMaxBytesTotal < 0 {
+		bad("replay_ring_max_bytes_total", "must not be negative")
 	}
 	if c.SubscriberEgressMaxBytes < 0 {
 		bad("subscriber_egress_max_bytes", "must not be negative")

@@ -51,6 +51,7 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 			o.Observe(u(stats.DropCountBound.Load()), cause("count_bound"))
 			o.Observe(u(stats.DropByteBound.Load()), cause("byte_bound"))
 			o.Observe(u(stats.DropEvicted.Load()), cause("drop_old_eviction"))
+			o.Observe(u(stats.DropTotalBound.Load()), cause("total_bound"))
 		})
 	counter("herald.subscriptions.lagged", "{subscription}", "Subscriptions ended with lagged (durable streams, drop_new).",
 		func(o metric.Int64Observer) { o.Observe(u(stats.Lagged.Load())) })

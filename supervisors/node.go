@@ -62,8 +62,10 @@ type Node struct {
 	// stop is closed when Shutdown begins; background loops end on it.
 	stop chan struct{}
 	// stats are the actors' counters; metrics exports them.
-	stats   *actors.Stats
-	metrics *nodeMetrics
+	stats *actors.Stats
+	// queueTotal and ringTotal are the node-wide byte budgets (nil: off).
+	queueTotal, ringTotal *actors.Budget
+	metrics               *nodeMetrics
 	// deadLetters is the event-stream subscription that answers publishes
 	// sent to a shard that is gone.
 	deadLetters *eventstream.Subscription
@@ -102,7 +104,8 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, logger: opts.Logger, now: opts.Now, stop: make(chan struct{}), stats: &actors.Stats{}}
+	n = &Node{cfg: cfg, logger: opts.Logger, now: opts.Now, stop: make(chan struct{}), stats: &actors.Stats{},
+		queueTotal: actors.NewBudget(cfg.SubscriberQueueMaxBytesTotal), ringTotal: actors.NewBudget(cfg.ReplayRingMaxBytesTotal)}
 	if n.now == nil {
 		n.now = time.Now
 	}
@@ -176,6 +179,8 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			Durable:       n.durable,
 			Memory:        n.ephemeral,
 			Stats:         n.stats,
+			QueueTotal:    n.queueTotal,
+			RingTotal:     n.ringTotal,
 			DefaultConfig: wire.StreamConfig{Shards: 1, Durable: true},
 			RingRecords:   cfg.ReplayRingRecords,
 			MaxPending:    cfg.PubQueueDepth,
@@ -196,6 +201,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			ReadMaxRecords:      cfg.ReadMaxRecords,
 			EgressMaxBytes:      cfg.SubscriberEgressMaxBytes,
 			Stats:               n.stats,
+			QueueTotal:          n.queueTotal,
 			EventBatchMaxEvents: cfg.EventBatchMaxEvents,
 			EventBatchMaxBytes:  cfg.EventBatchMaxBytes,
 			RequestTimeout:      opts.RequestTimeout,
@@ -339,9 +345,18 @@ func (n *Node) onDeadLetter(evt any) {
 	if !ok {
 		return
 	}
-	if p, ok := dl.Message.(*actors.PublishRequest); ok && p.ReplyTo != nil {
-		n.sys.Root.Send(p.ReplyTo, &actors.PublishRejected{ReqID: p.ReqID, Ack: p.Ack,
-			Err: wire.Errorf(wire.CodeStreamNotFound, "the stream was deleted")})
+	switch m := dl.Message.(type) {
+	case *actors.PublishRequest:
+		if m.ReplyTo != nil {
+			n.sys.Root.Send(m.ReplyTo, &actors.PublishRejected{ReqID: m.ReqID, Ack: m.Ack,
+				Err: wire.Errorf(wire.CodeStreamNotFound, "the stream was deleted")})
+		}
+	case *actors.SectionsPushed:
+		// Pushed to a subscription that had just gone: its bytes were taken
+		// from the node's queue total and come back here.
+		for _, s := range m.Sections {
+			n.queueTotal.Release(int64(len(s.Records)))
+		}
 	}
 }
 

@@ -365,3 +365,52 @@ func TestQueueTotalSharedAndReleased(t *testing.T) {
 	_ = stalledClient.Close()
 	waitFor(t, "every byte of the total to come back", func() bool { return n.queueTotal.Used() == 0 })
 }
+
+// Egress is split among a connection's subscriptions: a reader beside a
+// stalled subscription on the same connection loses nothing (only the
+// stalled one overflows).
+func TestEgressShareIsolatesSubscriptionsOnOneConnection(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.SubscriberEgressMaxBytes = 512 << 10 })
+	ctx := testCtx(t)
+	pub := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "share"}
+	if _, err := pub.CreateStream(ctx, name, client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatal(err)
+	}
+	shared := dialClient(t, n)
+	if _, err := shared.Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(4)); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := shared.Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches = 200
+	got := make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			ev, err := reader.Next(ctx)
+			if err != nil || string(ev.Payload) == "last" {
+				got <- n
+				return
+			}
+			n++
+		}
+	}()
+	payload := make([]byte, 60<<10)
+	for range batches {
+		if _, err := pub.PublishBatch(ctx, name, [][]byte{payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pub.PublishBatch(ctx, name, [][]byte{[]byte("last")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-got; n != batches {
+		t.Fatalf("the reader got %d of %d batches beside a stalled subscription on its connection", n, batches)
+	}
+	if info := shardInfo(t, n, 0); info.Drops.CountBound == 0 {
+		t.Fatal("the stalled subscription never overflowed: the test proved nothing")
+	}
+}

@@ -235,9 +235,6 @@ func TestValidateRecords(t *testing.T) {
 }
 
 func TestValidateRecordsMaxCount(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a 3 MB block")
-	}
 	block := bytes.Repeat([]byte{0, 0, 0}, wire.MaxRecordsInBatch)
 	if n, err := wire.ValidateRecords(block, wire.MaxRecordsInBatch); err != nil || n != 0 {
 		t.Fatalf("MaxRecordsInBatch empty records: %d, %v", n, err)

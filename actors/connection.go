@@ -46,6 +46,10 @@ type ConnectionConfig struct {
 	// have handed to their lanes and not yet written, split equally among
 	// them (subscriber_egress_max_bytes; 0: no bound).
 	EgressMaxBytes int64
+	// LaneBlock selects subscriber_lane_queue_policy block: the egress bound
+	// is one pool shared by the connection's subscriptions, so one whose
+	// stream stalls can stop them all (instead of equal shares).
+	LaneBlock bool
 	// EventBatchMaxEvents and EventBatchMaxBytes bound one EventBatch frame.
 	EventBatchMaxEvents, EventBatchMaxBytes int
 	// ReadMaxRecords and ReadMaxBytes cap one range-read page (defaults
@@ -81,8 +85,12 @@ type connection struct {
 	// laneStreams maps a publish lane to its stream's cancel func.
 	laneStreams map[string]context.CancelFunc
 	// subs are the connection's subscriptions; they share its egress bound.
-	subs   map[string]*actor.PID
-	logger *slog.Logger
+	subs map[string]*actor.PID
+	// pool is the shared egress pool under lane policy block (nil
+	// otherwise); waiting are the subscriptions waiting for room in it.
+	pool    *Budget
+	waiting map[string]*actor.PID
+	logger  *slog.Logger
 	// closing is set once the connection is going away.
 	closing bool
 }
@@ -135,6 +143,22 @@ func (c *connection) Receive(ctx actor.Context) {
 		ctx.Respond(&LanesResponse{Lanes: lanes})
 	case *LaneFailed:
 		c.onLaneFailed(ctx, ctx.Sender())
+	case *egressWaiting:
+		// The pool may have been freed between the subscription's try and
+		// this message (frees are atomic, their notices come later): poke at
+		// once if there is room, else wait for the next free.
+		if s := ctx.Sender(); s != nil {
+			if c.pool != nil && c.pool.Used() < c.pool.limit {
+				ctx.Send(s, &egressAvailable{})
+			} else {
+				c.waiting[s.Id] = s
+			}
+		}
+	case *egressFreed:
+		for id, pid := range c.waiting {
+			ctx.Send(pid, &egressAvailable{})
+			delete(c.waiting, id)
+		}
 	case *connectionDone:
 		c.closing = true
 		ctx.Stop(ctx.Self())
@@ -165,6 +189,10 @@ func (c *connection) log(ctx actor.Context) *slog.Logger {
 }
 
 func (c *connection) onStarted(ctx actor.Context) {
+	if c.cfg.LaneBlock {
+		c.pool = NewBudget(c.cfg.EgressMaxBytes)
+	}
+	c.waiting = map[string]*actor.PID{}
 	c.cfg.Stats.gauge(&c.cfg.Stats.Connections, 1)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	self, root := ctx.Self(), ctx.ActorSystem().Root
@@ -206,6 +234,7 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 		DefaultCapacity: c.cfg.QueueCapacity,
 		CapacityMax:     c.cfg.QueueCapacityMax,
 		MaxBytes:        c.cfg.QueueMaxBytes,
+		EgressPool:      c.pool,
 		Stats:           c.cfg.Stats,
 		QueueTotal:      c.cfg.QueueTotal,
 		Lane:            LaneConfig{MaxEvents: c.cfg.EventBatchMaxEvents, MaxBytes: c.cfg.EventBatchMaxBytes},
@@ -218,9 +247,10 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 	c.shareEgress(ctx)
 }
 
-// shareEgress splits the egress bound equally among the subscriptions.
+// shareEgress splits the egress bound equally among the subscriptions
+// (under lane policy block they share one pool instead).
 func (c *connection) shareEgress(ctx actor.Context) {
-	if c.cfg.EgressMaxBytes <= 0 || len(c.subs) == 0 {
+	if c.cfg.EgressMaxBytes <= 0 || len(c.subs) == 0 || c.pool != nil {
 		return
 	}
 	share := &EgressShare{Bytes: max(c.cfg.EgressMaxBytes/int64(len(c.subs)), 1)}
@@ -258,6 +288,12 @@ func (c *connection) onLaneFailed(ctx actor.Context, lane *actor.PID) {
 func (c *connection) onChildTerminated(ctx actor.Context, m *actor.Terminated) {
 	if _, ok := c.subs[m.Who.Id]; ok {
 		delete(c.subs, m.Who.Id)
+		delete(c.waiting, m.Who.Id)
+		// Its lane's bytes went back to the pool when it stopped.
+		for id, pid := range c.waiting {
+			ctx.Send(pid, &egressAvailable{})
+			delete(c.waiting, id)
+		}
 		c.shareEgress(ctx)
 		return
 	}

@@ -49,6 +49,11 @@ type SubscriptionConfig struct {
 	ReadMaxBytes int
 	// Stats is the node's, for metrics (may be nil).
 	Stats *Stats
+	// EgressPool, under subscriber_lane_queue_policy block, is the
+	// connection's egress bound as one pool shared by its subscriptions
+	// (instead of equal shares): one whose stream stalls can take it all,
+	// and then every subscription of the connection waits.
+	EgressPool *Budget
 	// QueueTotal is the node-wide budget this subscription's queued and
 	// in-lane bytes count against until written (nil: none). The shard
 	// takes it for what it pushes; the subscription gives it back.
@@ -132,6 +137,8 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.onWritten(ctx, m)
 	case *EgressShare:
 		s.onEgressShare(ctx, m)
+	case *egressAvailable:
+		s.drain(ctx)
 	case *ReadHistory:
 		s.reading, s.readTail = true, m.Tail
 		s.next = max(s.next, m.From)
@@ -188,6 +195,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -s.laneBytes)
 		s.cfg.Stats.gauge(&s.cfg.Stats.Subscriptions, -1)
 		s.cfg.QueueTotal.Release(s.queueBytes + s.laneBytes)
+		s.cfg.EgressPool.Release(s.laneBytes)
 		s.queue, s.queueBytes, s.laneBytes = nil, 0, 0
 		s.wg.Wait()
 	case *actor.Restarting:
@@ -330,7 +338,14 @@ func (s *subscription) drain(ctx actor.Context) {
 	var bytes int64
 	for len(s.queue) > 0 {
 		size := int64(len(s.queue[0].Records))
-		if s.share > 0 && s.laneEntries > 0 && s.laneBytes+size > s.share {
+		if pool := s.cfg.EgressPool; pool != nil {
+			if pool.Used() == 0 {
+				pool.Acquire(size) // a batch larger than the pool goes when the pool is empty
+			} else if !pool.TryAcquire(size) {
+				ctx.Request(ctx.Parent(), &egressWaiting{}) // Request: the connection needs the sender
+				break
+			}
+		} else if s.share > 0 && s.laneEntries > 0 && s.laneBytes+size > s.share {
 			break
 		}
 		out = append(out, s.queue[0])
@@ -385,6 +400,10 @@ func (s *subscription) onWritten(ctx actor.Context, m *SectionsWritten) {
 	s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -m.Bytes)
 	s.cfg.Stats.add(&s.cfg.Stats.DeliveredBatches, uint64(m.Entries))
 	s.cfg.QueueTotal.Release(m.Bytes)
+	if s.cfg.EgressPool != nil {
+		s.cfg.EgressPool.Release(m.Bytes)
+		ctx.Send(ctx.Parent(), &egressFreed{})
+	}
 	s.drain(ctx)
 	s.readMore(ctx)
 }

@@ -25,3 +25,14 @@ type EgressShare struct {
 
 // StreamGone tells a subscription its stream was deleted.
 type StreamGone struct{}
+
+// egressWaiting tells the connection that a subscription is waiting for
+// room in the connection's shared egress pool (lane policy block).
+type egressWaiting struct{}
+
+// egressFreed tells the connection that a subscription's lane wrote and gave
+// bytes back to the shared egress pool.
+type egressFreed struct{}
+
+// egressAvailable tells a waiting subscription to try the pool again.
+type egressAvailable struct{}

@@ -1,6 +1,8 @@
 package supervisors
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -366,51 +368,91 @@ func TestQueueTotalSharedAndReleased(t *testing.T) {
 	waitFor(t, "every byte of the total to come back", func() bool { return n.queueTotal.Used() == 0 })
 }
 
-// Egress is split among a connection's subscriptions: a reader beside a
-// stalled subscription on the same connection loses nothing (only the
-// stalled one overflows).
-func TestEgressShareIsolatesSubscriptionsOnOneConnection(t *testing.T) {
-	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.SubscriberEgressMaxBytes = 512 << 10 })
-	ctx := testCtx(t)
-	pub := dialClient(t, n)
-	name := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "share"}
-	if _, err := pub.CreateStream(ctx, name, client.StreamConfig{Shards: 1}); err != nil {
-		t.Fatal(err)
-	}
-	shared := dialClient(t, n)
-	if _, err := shared.Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(4)); err != nil {
-		t.Fatal(err)
-	}
-	reader, err := shared.Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(64))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const batches = 200
-	got := make(chan int, 1)
-	go func() {
-		n := 0
-		for {
-			ev, err := reader.Next(ctx)
-			if err != nil || string(ev.Payload) == "last" {
-				got <- n
-				return
+// subscriber_lane_queue_policy: under drop_new each subscription of a
+// connection has its own egress share, so a reader beside a stalled
+// subscription on the same connection loses nothing; under block they share
+// one pool, so the stalled one stops the reader, whose queue overflows; when
+// the stalled one goes, the reader carries on.
+func TestLaneQueuePolicies(t *testing.T) {
+	for _, policy := range []string{"drop_new", "block"} {
+		t.Run(policy, func(t *testing.T) {
+			n := testNode(t, t.TempDir(), func(c *Config, _ *Options) {
+				c.SubscriberLaneQueuePolicy = policy
+				c.SubscriberEgressMaxBytes = 512 << 10
+			})
+			ctx := testCtx(t)
+			pub := dialClient(t, n)
+			name := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "lane"}
+			if _, err := pub.CreateStream(ctx, name, client.StreamConfig{Shards: 1}); err != nil {
+				t.Fatal(err)
 			}
-			n++
-		}
-	}()
-	payload := make([]byte, 60<<10)
-	for range batches {
-		if _, err := pub.PublishBatch(ctx, name, [][]byte{payload}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := pub.PublishBatch(ctx, name, [][]byte{[]byte("last")}); err != nil {
-		t.Fatal(err)
-	}
-	if n := <-got; n != batches {
-		t.Fatalf("the reader got %d of %d batches beside a stalled subscription on its connection", n, batches)
-	}
-	if info := shardInfo(t, n, 0); info.Drops.CountBound == 0 {
-		t.Fatal("the stalled subscription never overflowed: the test proved nothing")
+			shared := dialClient(t, n)
+			stalled, err := shared.Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reader, err := shared.Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(64))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const batches = 200
+			readerGot := make(chan int, 1)
+			go func() {
+				got := 0
+				for {
+					rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					ev, err := reader.Next(rctx)
+					cancel()
+					if err != nil || string(ev.Payload) == "last" {
+						readerGot <- got
+						return
+					}
+					got++
+				}
+			}()
+			payload := make([]byte, 60<<10)
+			for range batches {
+				if _, err := pub.PublishBatch(ctx, name, [][]byte{payload}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := pub.PublishBatch(ctx, name, [][]byte{[]byte("last")}); err != nil {
+				t.Fatal(err)
+			}
+			got := <-readerGot
+			switch policy {
+			case "drop_new":
+				// Only the stalled subscription overflows; the reader gets all.
+				if got != batches {
+					t.Fatalf("the reader got %d of %d batches beside a stalled subscription with its own share", got, batches)
+				}
+			case "block":
+				if got >= batches {
+					t.Fatal("the reader got everything: it never waited for the stalled subscription's pool")
+				}
+				// With the stalled one gone the reader carries on.
+				_ = stalled.Close()
+				for {
+					if _, err := pub.PublishBatch(ctx, name, [][]byte{[]byte("again")}); err != nil {
+						t.Fatal(err)
+					}
+					rctx, cancel := context.WithTimeout(ctx, time.Second)
+					var err error
+					for {
+						var ev client.Event
+						if ev, err = reader.Next(rctx); err != nil || string(ev.Payload) == "again" {
+							break
+						}
+					}
+					cancel()
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, context.DeadlineExceeded) {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

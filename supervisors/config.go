@@ -50,6 +50,11 @@ type Config struct {
 	// subscriptions have taken from their queues and not yet written to
 	// their QUIC streams, split equally among them; 0 means no bound.
 	SubscriberEgressMaxBytes int64 `yaml:"subscriber_egress_max_bytes"`
+	// SubscriberLaneQueuePolicy is drop_new (the default: the egress bound
+	// is split equally, so a stalled stream fills only its own share) or
+	// block (one pool per connection: a subscription whose stream stalls can
+	// take it all, and then every subscription of the connection waits).
+	SubscriberLaneQueuePolicy string `yaml:"subscriber_lane_queue_policy"`
 	// SubscriberQueueMaxBytesTotal bounds the records bytes in every
 	// subscription queue and lane of the node together; 0 (the default)
 	// turns it off. It gives up isolation: once slow subscribers hold it, a
@@ -134,6 +139,7 @@ func DefaultConfig() Config {
 		SubscriberQueueMaxBytes:       128 << 20,
 		ReplayRingRecords:             1024,
 		SubscriberEgressMaxBytes:      256 << 20,
+		SubscriberLaneQueuePolicy:     "drop_new",
 		EventBatchMaxEvents:           64,
 		EventBatchMaxBytes:            64 << 10,
 		PubQueueDepth:                 1024,
@@ -197,6 +203,11 @@ func (c *Config) Validate() error {
 	}
 	if c.SubscriberQueueMaxBytes < 0 {
 		bad("subscriber_queue_max_bytes", "must not be negative")
+	}
+	switch c.SubscriberLaneQueuePolicy {
+	case "drop_new", "block":
+	default:
+		bad("subscriber_lane_queue_policy", "%q is not drop_new or block", c.SubscriberLaneQueuePolicy)
 	}
 	if c.SubscriberQueueMaxBytesTotal < 0 {
 		bad("subscriber_queue_max_bytes_total", "must not be negative")

@@ -202,6 +202,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			EgressMaxBytes:      cfg.SubscriberEgressMaxBytes,
 			Stats:               n.stats,
 			QueueTotal:          n.queueTotal,
+			LaneBlock:           cfg.SubscriberLaneQueuePolicy == "block",
 			EventBatchMaxEvents: cfg.EventBatchMaxEvents,
 			EventBatchMaxBytes:  cfg.EventBatchMaxBytes,
 			RequestTimeout:      opts.RequestTimeout,

@@ -50,8 +50,10 @@ type ConnectionConfig struct {
 	// is one pool shared by the connection's subscriptions, so one whose
 	// stream stalls can stop them all (instead of equal shares).
 	LaneBlock bool
-	// EventBatchMaxEvents and EventBatchMaxBytes bound one EventBatch frame.
+	// EventBatchMaxEvents and EventBatchMaxBytes bound one EventBatch frame;
+	// EventBatchMaxDelay is how long, under load, a frame waits to fill.
 	EventBatchMaxEvents, EventBatchMaxBytes int
+	EventBatchMaxDelay                      time.Duration
 	// ReadMaxRecords and ReadMaxBytes cap one range-read page (defaults
 	// 1000 records, 1 MiB).
 	ReadMaxRecords int
@@ -237,7 +239,7 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 		EgressPool:      c.pool,
 		Stats:           c.cfg.Stats,
 		QueueTotal:      c.cfg.QueueTotal,
-		Lane:            LaneConfig{MaxEvents: c.cfg.EventBatchMaxEvents, MaxBytes: c.cfg.EventBatchMaxBytes},
+		Lane:            LaneConfig{MaxEvents: c.cfg.EventBatchMaxEvents, MaxBytes: c.cfg.EventBatchMaxBytes, MaxDelay: c.cfg.EventBatchMaxDelay},
 	})
 	if c.cfg.SubscriptionProps != nil {
 		props = c.cfg.SubscriptionProps(props)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -26,6 +27,15 @@ type LaneConfig struct {
 	EventReqID uint64
 	// BufferSize is the bufio size (default 64 KiB).
 	BufferSize int
+	// MaxDelay is event_batch_max_delay_us: under load (the last write
+	// filled a frame) a frame that is not full yet waits up to this long,
+	// from its first section's arrival, for more. 0 turns it off. A trickle
+	// is never delayed.
+	MaxDelay time.Duration
+	// Now and AfterFunc are the lane's clock and timer (tests inject them);
+	// nil means time.Now and time.AfterFunc.
+	Now       func() time.Time
+	AfterFunc func(time.Duration, func()) (stop func() bool)
 }
 
 // lane owns the send side of one QUIC stream. It is one of the two actor
@@ -44,6 +54,13 @@ type lane struct {
 	flushQueued bool
 	// dead is set after a write failed or the lane was closed.
 	dead bool
+	// loaded is set when the last write of sections filled a frame: the
+	// lane is under load, and a frame that is not full may wait MaxDelay.
+	loaded bool
+	// firstAt is when the oldest gathered section arrived.
+	firstAt time.Time
+	// stopDelay cancels the pending delay timer (nil: none).
+	stopDelay func() bool
 	// scratch is reused to encode small frames.
 	scratch []byte
 }
@@ -58,6 +75,12 @@ func NewLaneProps(cfg LaneConfig) *actor.Props {
 	}
 	if cfg.BufferSize <= 0 {
 		cfg.BufferSize = 64 << 10
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.AfterFunc == nil {
+		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return &lane{cfg: cfg} })
 }
@@ -83,13 +106,23 @@ func (l *lane) Receive(ctx actor.Context) {
 		l.onSections(ctx, m)
 	case *flushLane:
 		l.flushQueued = false
+		if l.holdForMore(ctx) {
+			return
+		}
+		l.flush(ctx)
+	case *delayElapsed:
+		l.stopDelay = nil
 		l.flush(ctx)
 	case *CloseLane:
 		l.onClose(ctx, m)
 	case *LaneSyncRequest:
 		l.flush(ctx)
 		ctx.Respond(&LaneSyncResponse{})
-	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Stopping:
+		if l.stopDelay != nil {
+			l.stopDelay()
+		}
+	case *actor.Stopped, *actor.Restarting:
 	default:
 		ctx.Logger().Warn("lane: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -130,11 +163,34 @@ func (l *lane) onSections(ctx actor.Context, m *WriteSections) {
 	if l.dead {
 		return
 	}
+	if len(l.secs) == 0 {
+		l.firstAt = l.cfg.Now()
+	}
 	for _, s := range m.Sections {
 		l.secs = append(l.secs, s)
 		l.secBytes += int64(len(s.Records))
 	}
 	l.scheduleFlush(ctx)
+}
+
+// holdForMore decides, when the mailbox has been drained, whether to wait
+// for more sections instead of writing now: only under load, only while the
+// frame is not full, and at most MaxDelay after its first section arrived.
+// A trickle (the last write did not fill a frame) goes out at once.
+func (l *lane) holdForMore(ctx actor.Context) bool {
+	if l.cfg.MaxDelay <= 0 || !l.loaded || len(l.secs) == 0 || l.dead ||
+		len(l.secs) >= l.cfg.MaxEvents || l.secBytes >= int64(l.cfg.MaxBytes) {
+		return false
+	}
+	wait := l.firstAt.Add(l.cfg.MaxDelay).Sub(l.cfg.Now())
+	if wait <= 0 {
+		return false
+	}
+	if l.stopDelay == nil {
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		l.stopDelay = l.cfg.AfterFunc(wait, func() { root.Send(self, &delayElapsed{}) })
+	}
+	return true
 }
 
 // writeSections writes the gathered sections as EventBatch frames of at most
@@ -144,6 +200,11 @@ func (l *lane) writeSections(ctx actor.Context) {
 		return
 	}
 	entries, bytes := len(l.secs), l.secBytes
+	l.loaded = entries >= l.cfg.MaxEvents || bytes >= int64(l.cfg.MaxBytes)
+	if l.stopDelay != nil {
+		l.stopDelay()
+		l.stopDelay = nil
+	}
 	for start := 0; start < len(l.secs); {
 		end, size := start, 0
 		for end < len(l.secs) && end-start < l.cfg.MaxEvents && (end == start || size+l.secs[end].Size() <= l.cfg.MaxBytes) {

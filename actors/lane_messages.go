@@ -45,3 +45,7 @@ type LaneSyncRequest struct{}
 
 // LaneSyncResponse answers LaneSyncRequest.
 type LaneSyncResponse struct{}
+
+// delayElapsed is a lane's timer message: the wait for a fuller frame is
+// over.
+type delayElapsed struct{}

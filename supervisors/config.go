@@ -70,6 +70,10 @@ type Config struct {
 	// EventBatchMaxBytes bounds one EventBatch frame's records bytes (a
 	// larger batch goes alone).
 	EventBatchMaxBytes int `yaml:"event_batch_max_bytes"`
+	// EventBatchMaxDelayMicros is event_batch_max_delay_us: under load (the
+	// last frame written was full) a frame waits up to this long to fill; a
+	// trickle is never delayed. 0 turns it off.
+	EventBatchMaxDelayMicros int `yaml:"event_batch_max_delay_us"`
 	// PubQueueDepth bounds a shard's admitted-but-uncommitted publishes; a
 	// publish that finds it full waits.
 	PubQueueDepth int `yaml:"pub_queue_depth"`
@@ -140,6 +144,7 @@ func DefaultConfig() Config {
 		ReplayRingRecords:             1024,
 		SubscriberEgressMaxBytes:      256 << 20,
 		SubscriberLaneQueuePolicy:     "drop_new",
+		EventBatchMaxDelayMicros:      250,
 		EventBatchMaxEvents:           64,
 		EventBatchMaxBytes:            64 << 10,
 		PubQueueDepth:                 1024,
@@ -223,6 +228,9 @@ func (c *Config) Validate() error {
 	}
 	if c.EventBatchMaxBytes < 1024 {
 		bad("event_batch_max_bytes", "must be at least 1024")
+	}
+	if c.EventBatchMaxDelayMicros < 0 || c.EventBatchMaxDelayMicros > 1_000_000 {
+		bad("event_batch_max_delay_us", "%d is outside [0, 1000000]", c.EventBatchMaxDelayMicros)
 	}
 	if c.PubQueueDepth < 1 {
 		bad("pub_queue_depth", "must be at least 1")

@@ -205,6 +205,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			LaneBlock:           cfg.SubscriberLaneQueuePolicy == "block",
 			EventBatchMaxEvents: cfg.EventBatchMaxEvents,
 			EventBatchMaxBytes:  cfg.EventBatchMaxBytes,
+			EventBatchMaxDelay:  time.Duration(cfg.EventBatchMaxDelayMicros) * time.Microsecond,
 			RequestTimeout:      opts.RequestTimeout,
 			ReadMaxBytes:        cfg.ReadMaxBytes,
 			SubscriptionProps:   opts.SubscriptionProps,

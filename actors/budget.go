@@ -38,6 +38,11 @@ func (b *Budget) TryAcquire(n int64) bool {
 	}
 }
 
+// fits reports whether n more bytes would fit now (without taking them).
+func (b *Budget) fits(n int64) bool {
+	return b == nil || b.used.Load()+n <= b.limit
+}
+
 // Acquire takes n bytes even past the limit (for what the budget must cover
 // but must not refuse, such as history replay).
 func (b *Budget) Acquire(n int64) {

@@ -150,7 +150,7 @@ func (c *connection) Receive(ctx actor.Context) {
 		// this message (frees are atomic, their notices come later): poke at
 		// once if there is room, else wait for the next free.
 		if s := ctx.Sender(); s != nil {
-			if c.pool != nil && c.pool.Used() < c.pool.limit {
+			if c.pool != nil && (c.pool.Used() == 0 || c.pool.fits(m.Size)) {
 				ctx.Send(s, &egressAvailable{})
 			} else {
 				c.waiting[s.Id] = s

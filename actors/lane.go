@@ -59,8 +59,10 @@ type lane struct {
 	loaded bool
 	// firstAt is when the oldest gathered section arrived.
 	firstAt time.Time
-	// stopDelay cancels the pending delay timer (nil: none).
+	// stopDelay cancels the pending delay timer (nil: none); delaySeq names
+	// it, so a stale timer's message is ignored.
 	stopDelay func() bool
+	delaySeq  uint64
 	// scratch is reused to encode small frames.
 	scratch []byte
 }
@@ -111,6 +113,9 @@ func (l *lane) Receive(ctx actor.Context) {
 		}
 		l.flush(ctx)
 	case *delayElapsed:
+		if m.seq != l.delaySeq || l.stopDelay == nil {
+			return // a timer that was stopped or superseded
+		}
 		l.stopDelay = nil
 		l.flush(ctx)
 	case *CloseLane:
@@ -187,8 +192,9 @@ func (l *lane) holdForMore(ctx actor.Context) bool {
 		return false
 	}
 	if l.stopDelay == nil {
-		self, root := ctx.Self(), ctx.ActorSystem().Root
-		l.stopDelay = l.cfg.AfterFunc(wait, func() { root.Send(self, &delayElapsed{}) })
+		l.delaySeq++
+		self, root, seq := ctx.Self(), ctx.ActorSystem().Root, l.delaySeq
+		l.stopDelay = l.cfg.AfterFunc(wait, func() { root.Send(self, &delayElapsed{seq: seq}) })
 	}
 	return true
 }

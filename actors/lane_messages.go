@@ -48,4 +48,6 @@ type LaneSyncResponse struct{}
 
 // delayElapsed is a lane's timer message: the wait for a fuller frame is
 // over.
-type delayElapsed struct{}
+type delayElapsed struct {
+	seq uint64
+}

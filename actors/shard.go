@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -43,6 +44,9 @@ type ShardConfig struct {
 	QueueTotal, RingTotal *Budget
 	// Now returns the time stamped on batches; nil means time.Now.
 	Now func() time.Time
+	// Deleted, shared by every instance of the shard, is set when its stream
+	// is deleted: a tombstone that restarts stays a tombstone.
+	Deleted *atomic.Bool
 }
 
 // shard is the single writer of one shard's log: it assigns offsets, hands
@@ -98,6 +102,9 @@ func NewShardProps(cfg ShardConfig) *actor.Props {
 	}
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = 1024
+	}
+	if cfg.Deleted == nil {
+		cfg.Deleted = &atomic.Bool{}
 	}
 	if cfg.PendingWait <= 0 {
 		cfg.PendingWait = 2 * time.Second
@@ -177,6 +184,10 @@ func (s *shard) logger(ctx actor.Context) *slog.Logger {
 }
 
 func (s *shard) onStarted(ctx actor.Context) {
+	if s.cfg.Deleted.Load() {
+		s.onDeleted(ctx) // a tombstone that restarted
+		return
+	}
 	if !s.cfg.Durable {
 		tail, err := s.cfg.Log.Tail(s.cfg.Key)
 		if err != nil {
@@ -356,6 +367,7 @@ func (s *shard) expireHeld(ctx actor.Context) {
 	now := s.cfg.Now()
 	for len(s.held) > 0 && !s.held[0].deadline.After(now) {
 		m := s.held[0].m
+		s.held[0] = heldPublish{}
 		s.held = s.held[1:]
 		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: &wire.Error{Code: wire.CodeOverloaded,
 			Message: fmt.Sprintf("the shard's publish queue stayed full for %s", s.cfg.PendingWait)}})
@@ -392,6 +404,7 @@ func errStreamDeleted() *wire.Error {
 // already admitted are still answered when their commit comes back (their
 // records are then dropped with the stream).
 func (s *shard) onDeleted(ctx actor.Context) {
+	s.cfg.Deleted.Store(true)
 	s.deleted = true
 	s.rejectUnadmitted(ctx, errStreamDeleted())
 	if s.core != nil {
@@ -401,9 +414,13 @@ func (s *shard) onDeleted(ctx actor.Context) {
 		}
 		clear(s.core.subs)
 	}
-	ctx.Respond(&StreamDeletedResponse{})
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	s.tombstoneTimer = time.AfterFunc(tombstoneGrace, func() { root.Send(self, &tombstoneExpired{}) })
+	if ctx.Sender() != nil {
+		ctx.Respond(&StreamDeletedResponse{})
+	}
+	if s.tombstoneTimer == nil {
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		s.tombstoneTimer = time.AfterFunc(tombstoneGrace, func() { root.Send(self, &tombstoneExpired{}) })
+	}
 }
 
 // rejectUnadmitted answers the publishes stashed before the shard was ready
@@ -455,6 +472,7 @@ func (s *shard) onAppendFailed(ctx actor.Context, m *AppendFailed) {
 	s.failed = m.Err
 	s.logger(ctx).Error("shard: append failed; refusing publishes", slog.Any("error", m.Err))
 	s.rejectPending(ctx, s.core.failPending(), storageError(m.Err))
+	s.rejectUnadmitted(ctx, storageError(m.Err))
 }
 
 func storageError(err error) *wire.Error {
@@ -531,6 +549,9 @@ func (s *shard) pump(ctx actor.Context, sub *subState) {
 // outcome is unknown and its subscriptions to subscribe again.
 func (s *shard) onRestarting(ctx actor.Context) {
 	defer s.releaseRing()
+	if s.tombstoneTimer != nil {
+		s.tombstoneTimer.Stop() // the new instance arms its own
+	}
 	lost := &wire.Error{Code: wire.CodeInternal, Message: "shard restarted; the publish may or may not have been written"}
 	s.rejectUnadmitted(ctx, lost)
 	if s.core == nil {

@@ -315,7 +315,11 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read
 		}
 		size := int64(len(sec.Records))
 		cause := s.fullBy(size)
-		if cause == dropNone && s.live && !c.queueTotal.TryAcquire(size) {
+		// The node's total refuses live pushes (never catch-up, and never
+		// under block, which must not wait on bytes freed elsewhere: its own
+		// queue bound limits it). The subscription takes the bytes when it
+		// queues the batch, so nothing is taken for a push it never sees.
+		if cause == dropNone && s.live && c.overflow != wire.OverflowBlock && !c.queueTotal.fits(size) {
 			cause = dropTotal
 		}
 		if cause != dropNone {
@@ -337,9 +341,7 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read
 				if evictFrom < 0 {
 					evictFrom = len(secs)
 				}
-				c.queueTotal.Acquire(size) // the evicted batch's bytes come back from the subscription
 				c.drops.Evicted++
-				c.stats.add(&c.stats.DropEvicted, 1)
 				secs = append(secs, sec)
 				s.next = sec.End()
 				continue
@@ -355,9 +357,6 @@ func (c *shardCore) pump(s *subState) (secs []*wire.Section, evictFrom int, read
 				continue
 			}
 			break
-		}
-		if !s.live {
-			c.queueTotal.Acquire(size) // catch-up is covered but never refused
 		}
 		secs = append(secs, sec)
 		s.inEntries++

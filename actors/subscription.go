@@ -297,24 +297,30 @@ func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
 			if !evict {
 				s.returnCredit(ctx, 1, size)
 			}
-			s.cfg.QueueTotal.Release(size)
 			continue
 		}
 		if evict {
-			// drop_old: the newest batch takes the oldest queued one's place.
-			if len(s.queue) > 0 {
+			// drop_old: the newest batch takes the place of as many of the
+			// oldest queued ones as it needs, by count and by bytes. The
+			// shard did not count it: the credit returned is the evicted
+			// batches less the one that came in.
+			entries, bytes := 0, int64(0)
+			for len(s.queue) > 0 && (len(s.queue) >= s.cfg.Capacity ||
+				(s.cfg.MaxBytes > 0 && s.queueBytes+size > s.cfg.MaxBytes)) {
 				old := s.queue[0]
 				s.queue[0] = nil
 				s.queue = s.queue[1:]
-				s.queueBytes -= int64(len(old.Records))
-				s.cfg.QueueTotal.Release(int64(len(old.Records)))
+				n := int64(len(old.Records))
+				s.queueBytes -= n
+				s.cfg.QueueTotal.Release(n)
 				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, -1)
-				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -int64(len(old.Records)))
+				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -n)
+				s.cfg.Stats.add(&s.cfg.Stats.DropEvicted, 1)
 				s.evicted++
-				s.returnCredit(ctx, 0, int64(len(old.Records))-size)
-			} else {
-				s.returnCredit(ctx, -1, -size) // nothing to evict: it takes a place
+				entries++
+				bytes += n
 			}
+			s.returnCredit(ctx, entries-1, bytes-size)
 		}
 		s.enqueue(sec)
 	}
@@ -325,6 +331,8 @@ func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
 func (s *subscription) enqueue(sec *wire.Section) {
 	s.queue = append(s.queue, sec)
 	s.queueBytes += int64(len(sec.Records))
+	// Queued and in-lane bytes count against the node's total until written.
+	s.cfg.QueueTotal.Acquire(int64(len(sec.Records)))
 	s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, 1)
 	s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, int64(len(sec.Records)))
 	s.next = max(s.next, sec.End())
@@ -342,7 +350,7 @@ func (s *subscription) drain(ctx actor.Context) {
 			if pool.Used() == 0 {
 				pool.Acquire(size) // a batch larger than the pool goes when the pool is empty
 			} else if !pool.TryAcquire(size) {
-				ctx.Request(ctx.Parent(), &egressWaiting{}) // Request: the connection needs the sender
+				ctx.Request(ctx.Parent(), &egressWaiting{Size: size}) // Request: the connection needs the sender
 				break
 			}
 		} else if s.share > 0 && s.laneEntries > 0 && s.laneBytes+size > s.share {
@@ -387,7 +395,6 @@ func (s *subscription) send(ctx actor.Context, secs []*wire.Section) {
 	}
 	for _, sec := range secs {
 		if sec.End() > s.next {
-			s.cfg.QueueTotal.Acquire(int64(len(sec.Records))) // history is covered, never refused
 			s.enqueue(sec)
 		}
 	}

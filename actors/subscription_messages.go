@@ -27,8 +27,11 @@ type EgressShare struct {
 type StreamGone struct{}
 
 // egressWaiting tells the connection that a subscription is waiting for
-// room in the connection's shared egress pool (lane policy block).
-type egressWaiting struct{}
+// Size bytes of room in the connection's shared egress pool (lane policy
+// block).
+type egressWaiting struct {
+	Size int64
+}
 
 // egressFreed tells the connection that a subscription's lane wrote and gave
 // bytes back to the shared egress pool.

@@ -351,7 +351,7 @@ func TestQueueTotalSharedAndReleased(t *testing.T) {
 		}
 	}
 	waitFor(t, "the stalled subscriber to hold the node's total", func() bool {
-		return n.queueTotal.Used() > (1<<20)-(64<<10)
+		return n.queueTotal.Used() > (1<<20)-2*(64<<10)
 	})
 	fast, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest())
 	if err != nil {
@@ -454,5 +454,96 @@ func TestLaneQueuePolicies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Subscriptions that come and go while a publisher runs give back every
+// byte of the node's queue total, including batches pushed as they ended.
+func TestQueueTotalNoLeakOnSubscriberChurn(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.SubscriberQueueMaxBytesTotal = 4 << 20 })
+	ctx := testCtx(t)
+	pub := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "churn"}
+	if _, err := pub.CreateStream(ctx, name, client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	published := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				published <- nil
+				return
+			default:
+			}
+			if _, err := pub.PublishBatch(ctx, name, [][]byte{make([]byte, 1000)}); err != nil {
+				published <- err
+				return
+			}
+		}
+	}()
+	sc := dialClient(t, n)
+	for range 20 {
+		sub, err := sc.Subscribe(ctx, name, client.OnShard(0), client.FromLatest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			if _, err := sub.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = sub.Close()
+	}
+	close(stop)
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every byte of the total to come back", func() bool { return n.queueTotal.Used() == 0 })
+}
+
+// A block stream never waits on the node's queue total (bytes freed by
+// other streams' subscribers would never wake it): its own queue bounds it.
+func TestBlockStreamIgnoresQueueTotal(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) {
+		c.SubscriberQueueMaxBytesTotal = 1 << 20
+		c.SubscriberEgressMaxBytes = 256 << 10
+		c.PublishQueueWaitTimeoutMillis = 500
+	})
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	hog := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "hog"}
+	blocking := client.StreamName{Tenant: "t", Namespace: "bp", Stream: "blocking"}
+	if _, err := c.CreateStream(ctx, hog, client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateStream(ctx, blocking, client.StreamConfig{Shards: 1, Durable: true, Overflow: client.OverflowBlock}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dialClient(t, n).Subscribe(ctx, hog, client.OnShard(0), client.FromLatest()); err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 60<<10)
+	// Enough that the hog's client buffers (64 frames, a 1 MiB stream
+	// window) fill and the node's queue holds the rest.
+	for range 200 {
+		if _, err := c.PublishBatch(ctx, hog, [][]byte{payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the hog to spend the total", func() bool { return n.queueTotal.Used() > (1<<20)-2*(64<<10) })
+	reader, err := dialClient(t, n).Subscribe(ctx, blocking, client.OnShard(0), client.FromLatest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := c.PublishBatch(ctx, blocking, [][]byte{fmt.Appendf(nil, "%d", i)}); err != nil {
+			t.Fatalf("publish %d to a block stream while the total is spent: %v", i, err)
+		}
+		ev, err := reader.Next(ctx)
+		if err != nil || string(ev.Payload) != fmt.Sprint(i) {
+			t.Fatalf("reader: %q %v", ev.Payload, err)
+		}
 	}
 }

@@ -353,12 +353,6 @@ func (n *Node) onDeadLetter(evt any) {
 			n.sys.Root.Send(m.ReplyTo, &actors.PublishRejected{ReqID: m.ReqID, Ack: m.Ack,
 				Err: wire.Errorf(wire.CodeStreamNotFound, "the stream was deleted")})
 		}
-	case *actors.SectionsPushed:
-		// Pushed to a subscription that had just gone: its bytes were taken
-		// from the node's queue total and come back here.
-		for _, s := range m.Sections {
-			n.queueTotal.Release(int64(len(s.Records)))
-		}
 	}
 }
 

@@ -49,7 +49,9 @@ func (l *listener) Receive(ctx actor.Context) {
 			ctx.Send(c, m)
 		}
 	case *ConnectionsRequest:
-		ctx.Respond(&ConnectionsResponse{Connections: ctx.Children()})
+		// Children returns protoactor's own slice, which it changes as
+		// children stop: hand out a copy.
+		ctx.Respond(&ConnectionsResponse{Connections: append([]*actor.PID(nil), ctx.Children()...)})
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.Terminated:
 	default:
 		ctx.Logger().Warn("listener: unknown message", slog.String("type", fmt.Sprintf("%T", m)))

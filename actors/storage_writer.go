@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -26,8 +25,6 @@ type StorageWriterConfig struct {
 	MaxGroupBytes int
 	// OnFailure is called once, from the writer, when a commit fails.
 	OnFailure func(error)
-	// Observe, if set, is called after every commit with its size and time.
-	Observe func(batches int, bytes int, d time.Duration)
 	// Stats is the node's, for metrics (may be nil).
 	Stats *Stats
 	// Failed, shared by every instance of the writer, holds the error that
@@ -150,7 +147,7 @@ func (w *storageWriter) commit(ctx actor.Context) {
 	}
 	group := w.pending
 	w.pending = nil
-	nBatches, nBytes := w.pendingBatches, w.pendingBytes
+	nBatches := w.pendingBatches
 	w.pendingBatches, w.pendingBytes = 0, 0
 
 	var appends []storage.Append
@@ -166,7 +163,6 @@ func (w *storageWriter) commit(ctx actor.Context) {
 	}
 	err := w.failed
 	if err == nil && (len(appends) > 0 || len(metas) > 0) {
-		start := time.Now()
 		w.inflight = group
 		cerr := w.cfg.Log.Commit(appends, metas)
 		w.inflight = nil
@@ -182,9 +178,6 @@ func (w *storageWriter) commit(ctx actor.Context) {
 		} else {
 			w.cfg.Stats.add(&w.cfg.Stats.Commits, 1)
 			w.cfg.Stats.add(&w.cfg.Stats.CommittedBatches, uint64(nBatches))
-			if w.cfg.Observe != nil {
-				w.cfg.Observe(nBatches, nBytes, time.Since(start))
-			}
 		}
 	}
 	w.answer(ctx, group, err)

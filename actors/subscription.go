@@ -95,8 +95,6 @@ type subscription struct {
 	// share is this subscription's part of the connection's egress bound
 	// (0: none). A batch larger than it still goes when the lane is empty.
 	share int64
-	// evicted counts batches drop_old evicted from the queue.
-	evicted uint64
 	// closed is set once the subscription ended itself.
 	closed bool
 	// wg tracks the goroutines the subscription owns.
@@ -316,7 +314,6 @@ func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
 				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, -1)
 				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -n)
 				s.cfg.Stats.add(&s.cfg.Stats.DropEvicted, 1)
-				s.evicted++
 				entries++
 				bytes += n
 			}

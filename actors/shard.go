@@ -489,6 +489,7 @@ func (s *shard) onSubscribe(ctx actor.Context, from *actor.PID, m *SubscribeShar
 		return
 	}
 	sub := s.core.addSub(from, next, m.Capacity, m.MaxBytes)
+	sub.inEntries, sub.inBytes = m.InEntries, m.InBytes
 	ctx.Watch(from)
 	ctx.Send(from, &SubscribeShardResponse{Next: next, Tail: s.core.committed})
 	s.pump(ctx, sub)

@@ -56,6 +56,11 @@ type SubscribeShardRequest struct {
 	Offset   uint64
 	Capacity int
 	MaxBytes int64
+	// InEntries and InBytes are what the subscription already has queued
+	// (it registers again after a shard restart): the shard starts its
+	// account there, so the window is not pushed twice.
+	InEntries int
+	InBytes   int64
 }
 
 // SubscribeShardResponse answers SubscribeShardRequest.

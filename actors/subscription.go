@@ -157,8 +157,10 @@ func (s *subscription) Receive(ctx actor.Context) {
 			Message: fmt.Sprintf("the subscriber's queue overflowed; resume from offset %d", resume)})
 	case *ShardRestarted:
 		// The new shard instance forgot us: register again from where we are.
+		// It starts the account at what we hold, so nothing is pushed twice.
+		// A history read in progress comes back with ResumeLive as usual.
 		ctx.Request(s.shard, &SubscribeShardRequest{Start: wire.StartOffset, Offset: s.next,
-			Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes})
+			Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes, InEntries: len(s.queue), InBytes: s.queueBytes})
 	case *actor.DeadLetterResponse:
 		// The shard is gone: its stream was deleted.
 		s.end(ctx, wire.Errorf(wire.CodeStreamNotFound, "the stream was deleted"))
@@ -271,9 +273,7 @@ func (s *subscription) onSubscribed(ctx actor.Context, m *SubscribeShardResponse
 		return
 	}
 	if s.subscribed {
-		// Registered again after a shard restart: hand back our account.
-		s.reading = false
-		ctx.Request(s.shard, &ResumeLive{Next: s.next, InEntries: len(s.queue), InBytes: s.queueBytes})
+		// Registered again after a shard restart, with our account.
 		return
 	}
 	s.subscribed = true

@@ -287,7 +287,7 @@ func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
 		metas = []storage.MetaPut{{Key: producerKey(s.cfg.Key, p.id), Value: p.encode()}}
 	}
 	if !s.cfg.Durable {
-		if err := s.cfg.Log.Commit([]storage.Append{{Shard: s.cfg.Key, Batch: b}}, metas); err != nil {
+		if err := s.cfg.Log.Commit([]storage.Append{{Shard: s.cfg.Key, Batch: b, Metas: metas}}, nil); err != nil {
 			s.onAppendFailed(ctx, &AppendFailed{Shard: s.cfg.Key, From: b.Base, Err: err})
 			return
 		}

@@ -155,8 +155,9 @@ func (w *storageWriter) commit(ctx actor.Context) {
 	for _, p := range group {
 		switch {
 		case p.append != nil:
-			appends = append(appends, storage.Append{Shard: p.append.Shard, Batch: p.append.Batch})
-			metas = append(metas, p.append.Metas...)
+			// A batch's own metadata (producer state) rides with it, in the
+			// same transaction even if the commit is split.
+			appends = append(appends, storage.Append{Shard: p.append.Shard, Batch: p.append.Batch, Metas: p.append.Metas})
 		case p.meta != nil:
 			metas = append(metas, p.meta.Puts...)
 		}

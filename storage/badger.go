@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -346,21 +347,22 @@ func (l *BadgerLog) Commit(appends []Append, metas []MetaPut) error {
 	defer w.discard()
 	for _, a := range appends {
 		// Fresh keys and values per entry: Badger keeps them until the commit.
-		err := w.write(
+		// The batch, its index entry and its own metadata are one group.
+		ops := []writeOp{
 			setOp(batchKey(a.Shard, a.Batch.Base), encodeEnvelope(a.Batch)),
 			setOp(indexKey(a.Shard, a.Batch.Base), encodeIndex(infoOf(a.Batch))),
-		)
+		}
+		for _, m := range a.Metas {
+			ops = append(ops, metaOp(m))
+		}
+		err := w.write(ops...)
 		if err != nil {
 			return fmt.Errorf("storage: commit stream %d shard %d base %d: %w",
 				a.Shard.Stream, a.Shard.Shard, a.Batch.Base, err)
 		}
 	}
 	for _, m := range metas {
-		op := deleteOp(metaKey(m.Key))
-		if m.Value != nil {
-			op = setOp(metaKey(m.Key), m.Value)
-		}
-		if err := w.write(op); err != nil {
+		if err := w.write(metaOp(m)); err != nil {
 			return fmt.Errorf("storage: commit meta %q: %w", m.Key, err)
 		}
 	}
@@ -383,6 +385,14 @@ type writeOp struct {
 
 // setOp returns the write setting key to value.
 func setOp(key, value []byte) writeOp { return writeOp{key: key, value: value} }
+
+// metaOp returns the write of one metadata put (a delete for a nil value).
+func metaOp(m MetaPut) writeOp {
+	if m.Value == nil {
+		return deleteOp(metaKey(m.Key))
+	}
+	return setOp(metaKey(m.Key), bytes.Clone(m.Value))
+}
 
 // deleteOp returns the write deleting key.
 func deleteOp(key []byte) writeOp { return writeOp{key: key, del: true} }

@@ -385,3 +385,37 @@ func TestBadgerCloseStopsGC(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// A batch's own metadata is written with it, in the same group, even when a
+// commit has to be split across transactions.
+func TestBadgerAppendMetasTravelWithTheirBatch(t *testing.T) {
+	opts := DefaultBadgerOptions(t.TempDir())
+	l, err := OpenBadger(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	key := ShardKey{Stream: 1}
+	var appends []Append
+	for i := range 50 {
+		appends = append(appends, Append{Shard: key,
+			Batch: Batch{Base: uint64(i), Count: 1, Records: []byte{0, 0, 1, 'x'}},
+			Metas: []MetaPut{{Key: []byte(fmt.Sprintf("producer/%02d", i)), Value: []byte{byte(i)}}}})
+	}
+	if err := l.Commit(appends, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		v, err := l.GetMeta([]byte(fmt.Sprintf("producer/%02d", i)))
+		if err != nil || len(v) != 1 || v[0] != byte(i) {
+			t.Fatalf("meta %d: %v %v", i, v, err)
+		}
+	}
+	m := NewMemoryLog(MemoryOptions{})
+	if err := m.Commit(appends, []MetaPut{{Key: []byte("other"), Value: []byte("v")}}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := m.GetMeta([]byte("producer/07")); err != nil || v[0] != 7 {
+		t.Fatalf("memory: %v %v", v, err)
+	}
+}

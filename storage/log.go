@@ -97,6 +97,10 @@ type Append struct {
 	Shard ShardKey
 	// Batch is the batch appended; its Base must be the shard's tail.
 	Batch Batch
+	// Metas are metadata writes that belong to this batch (an idempotent
+	// producer's state): they are written in the same transaction as the
+	// batch even when a commit has to be split.
+	Metas []MetaPut
 }
 
 // MetaPut writes (or, with a nil Value, deletes) one metadata entry: stream

@@ -122,7 +122,9 @@ func (l *MemoryLog) Commit(appends []Append, metas []MetaPut) error {
 	if l.mu.closed {
 		return ErrClosed
 	}
+	var all []MetaPut
 	for _, a := range appends {
+		all = append(all, a.Metas...)
 		s := l.mu.shards[a.Shard]
 		if s == nil {
 			s = &memShard{}
@@ -132,7 +134,7 @@ func (l *MemoryLog) Commit(appends []Append, metas []MetaPut) error {
 		s.bytes += int64(len(a.Batch.Records))
 		l.evictLocked(s)
 	}
-	for _, m := range metas {
+	for _, m := range append(all, metas...) {
 		if m.Value == nil {
 			delete(l.mu.meta, string(m.Key))
 			continue

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -49,6 +50,8 @@ type storageWriter struct {
 	markerQueued bool
 	// failed is the sticky error after a failed commit.
 	failed error
+	// wg tracks the goroutines the writer owns (stream drops).
+	wg *sync.WaitGroup
 	// inflight is the group being committed; if the commit panics, the
 	// failed instance answers it (AppendFailed) before the restart, so no
 	// shard waits for, or is told about, a batch that was never written.
@@ -80,7 +83,7 @@ func NewStorageWriterProps(cfg StorageWriterConfig) *actor.Props {
 		cfg.MaxGroupBytes = 32 << 20
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		w := &storageWriter{cfg: cfg}
+		w := &storageWriter{cfg: cfg, wg: &sync.WaitGroup{}}
 		if p := cfg.Failed.Load(); p != nil {
 			w.failed = *p
 		}
@@ -102,6 +105,14 @@ func (w *storageWriter) Receive(ctx actor.Context) {
 	case *commitNow:
 		w.markerQueued = false
 		w.commit(ctx)
+	case *dropDone:
+		if m.err != nil {
+			if m.from != nil {
+				ctx.Send(m.from, &MetaWriteResponse{Err: m.err})
+			}
+			return
+		}
+		w.enqueue(ctx, pendingWrite{from: m.from, meta: &MetaWriteRequest{Puts: m.metas}})
 	case *actor.Restarting:
 		// The commit of inflight panicked: its outcome is unknown, and every
 		// request still pending is answered too (the new instance starts
@@ -119,6 +130,7 @@ func (w *storageWriter) Receive(ctx actor.Context) {
 		// Anything still pending is committed before the writer goes: the node
 		// stops the writer last, after the shards.
 		w.commit(ctx)
+		w.wg.Wait()
 	default:
 		ctx.Logger().Warn("storage writer: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -224,13 +236,23 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 		case p.tail != nil && p.from != nil:
 			ctx.Send(p.from, w.recoveryState(p.tail))
 		case p.drop != nil:
-			err := w.failed
-			if err == nil {
-				err = w.dropStream(p.drop)
+			if w.failed != nil {
+				if p.from != nil {
+					ctx.Send(p.from, &MetaWriteResponse{Err: w.failed})
+				}
+				continue
 			}
-			if p.from != nil {
-				ctx.Send(p.from, &MetaWriteResponse{Err: err})
-			}
+			// Dropping a big stream's data takes a while: it runs beside the
+			// writer (every append of the stream is committed by now), and
+			// its metadata deletes come back as an ordinary commit.
+			d, from := p.drop, p.from
+			self, root := ctx.Self(), ctx.ActorSystem().Root
+			w.wg.Add(1)
+			go func() {
+				defer w.wg.Done()
+				metas, err := w.dropData(d)
+				root.Send(self, &dropDone{from: from, metas: metas, err: err})
+			}()
 		}
 	}
 }
@@ -257,35 +279,34 @@ func (w *storageWriter) recoveryState(r *TailRequest) *TailResponse {
 	return resp
 }
 
-// dropStream removes a deleted stream's batches and writes its metadata
-// deletes (the stream's config, its producers).
-func (w *storageWriter) dropStream(d *DropStreamRequest) error {
+// dropData removes a deleted stream's batches (and an ephemeral stream's
+// producers) and returns the durable metadata deletes still to commit (the
+// stream's config, its producers). It runs in a goroutine the writer owns and
+// never commits to the durable log itself.
+func (w *storageWriter) dropData(d *DropStreamRequest) ([]storage.MetaPut, error) {
+	metas := d.Metas
 	for _, k := range d.Shards {
 		log := w.cfg.Log
 		if !d.Durable && d.Memory != nil {
 			log = d.Memory
 		}
 		if err := log.DropShard(k); err != nil {
-			return err
+			return nil, err
 		}
-		prefix := ProducerPrefix(k)
 		var keys []storage.MetaPut
-		if err := log.ScanMeta(prefix, func(key, _ []byte) error {
+		if err := log.ScanMeta(ProducerPrefix(k), func(key, _ []byte) error {
 			keys = append(keys, storage.MetaPut{Key: append([]byte(nil), key...)})
 			return nil
 		}); err != nil {
-			return err
+			return nil, err
 		}
 		if log != w.cfg.Log {
 			if err := log.Commit(nil, keys); err != nil {
-				return err
+				return nil, err
 			}
-		} else {
-			d.Metas = append(d.Metas, keys...)
+			continue
 		}
+		metas = append(metas, keys...)
 	}
-	if len(d.Metas) == 0 {
-		return nil
-	}
-	return w.cfg.Log.Commit(nil, d.Metas)
+	return metas, nil
 }

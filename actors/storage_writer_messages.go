@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/heraldmq/herald/storage"
 )
 
@@ -76,4 +78,11 @@ type DropStreamRequest struct {
 	Shards  []storage.ShardKey
 	Memory  storage.Log
 	Metas   []storage.MetaPut
+}
+
+// dropDone is the result of a stream drop the writer ran beside itself.
+type dropDone struct {
+	from  *actor.PID
+	metas []storage.MetaPut
+	err   error
 }

@@ -547,8 +547,20 @@ func TestDeleteStream(t *testing.T) {
 	if _, err := sub.Next(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if before, err := n.durable.Stats(storage.ShardKey{Stream: 1, Shard: 0}); err != nil || before.Batches == 0 {
+		t.Fatalf("before delete: %+v %v", before, err)
+	}
 	if err := c.DeleteStream(ctx, name); err != nil {
 		t.Fatal(err)
+	}
+	// The records and the stream's config are gone when delete returns.
+	for shard := range uint32(2) {
+		if st, err := n.durable.Stats(storage.ShardKey{Stream: 1, Shard: shard}); err != nil || st.Batches != 0 {
+			t.Fatalf("shard %d after delete: %+v %v", shard, st, err)
+		}
+	}
+	if _, err := n.durable.GetMeta([]byte("stream/" + name.String())); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the stream's config after delete: %v", err)
 	}
 	if _, err := sub.Next(ctx); err == nil {
 		t.Fatal("subscription survived its stream's deletion")

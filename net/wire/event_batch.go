@@ -102,6 +102,19 @@ func DecodeEventBatch(body []byte) ([]BatchView, error) {
 	if d.err == nil && (n == 0 || n > MaxSectionsPerFrame || int(n)*SectionHeaderSize > len(body)) {
 		return nil, malformed("section count %d is zero, over %d, or too large for the frame", n, MaxSectionsPerFrame)
 	}
+	out, err := d.sections(n)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.end("event_batch"); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sections decodes n sections (the body of an EventBatch or a ReadResult),
+// checking that each records block holds its count of records.
+func (d *decoder) sections(n uint16) ([]BatchView, error) {
 	out := make([]BatchView, 0, n)
 	for i := uint16(0); i < n && d.err == nil; i++ {
 		v := BatchView{Shard: d.u32("shard"), Base: d.u64("base"), Timestamp: int64(d.u64("timestamp")), Count: d.u32("count")}
@@ -113,9 +126,6 @@ func DecodeEventBatch(body []byte) ([]BatchView, error) {
 			return nil, err
 		}
 		out = append(out, v)
-	}
-	if err := d.end("event_batch"); err != nil {
-		return nil, err
 	}
 	return out, nil
 }

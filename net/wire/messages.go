@@ -756,17 +756,10 @@ func DecodeReadResult(body []byte) (ReadResult, error) {
 	if d.err == nil && (n > MaxSectionsPerFrame || int(n)*SectionHeaderSize > len(body)-d.off) {
 		return r, malformed("section count %d is over %d or too large for the frame", n, MaxSectionsPerFrame)
 	}
-	r.Batches = make([]BatchView, 0, n)
-	for i := uint16(0); i < n && d.err == nil; i++ {
-		v := BatchView{Shard: d.u32("shard"), Base: d.u64("base"), Timestamp: int64(d.u64("timestamp")), Count: d.u32("count")}
-		v.Records = d.bytes32("records")
-		if d.err != nil {
-			break
-		}
-		if _, err := ValidateRecords(v.Records, v.Count); err != nil {
-			return r, err
-		}
-		r.Batches = append(r.Batches, v)
+	batches, err := d.sections(n)
+	if err != nil {
+		return r, err
 	}
+	r.Batches = batches
 	return r, d.end("read_result")
 }

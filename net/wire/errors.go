@@ -35,6 +35,13 @@ const (
 	CodeSequenceGap         Code = 22 // an idempotent publish skipped sequence numbers; Detail is the next expected
 	CodeLagged              Code = 23 // the subscription fell behind its queue; Detail is the offset to resume from
 	CodeDuplicateSequence   Code = 24 // an idempotent re-send of a batch written too long ago to answer with its offsets
+	CodeInvalidCursor       Code = 25 // a group cursor that this node did not mint for this stream and group
+	CodeStaleCursor         Code = 26 // a group cursor from a membership that has ended; its records are redelivered
+	CodeNotDelivered        Code = 27 // a group ack or nack for an offset the group has not delivered
+	CodeTooManyClaims       Code = 28 // the group holds its maximum of in-flight claims; retry after some are settled
+	CodeSessionExpired      Code = 29 // the group member was silent past the session timeout; join again
+	CodeGroupNotFound       Code = 30 // the group has never been used on this stream
+	CodeStreamNotDurable    Code = 31 // the operation needs a durable stream (consumer groups do)
 )
 
 // RetryClass says what a caller should do about an error.
@@ -83,6 +90,13 @@ var codes = map[Code]codeInfo{
 	CodeSequenceGap:         {"sequence_gap", RetryFatal},
 	CodeLagged:              {"lagged", RetryNow},
 	CodeDuplicateSequence:   {"duplicate_sequence", RetryFatal},
+	CodeInvalidCursor:       {"invalid_cursor", RetryFatal},
+	CodeStaleCursor:         {"stale_cursor", RetryFatal},
+	CodeNotDelivered:        {"not_delivered", RetryFatal},
+	CodeTooManyClaims:       {"too_many_claims", RetryAfter},
+	CodeSessionExpired:      {"session_expired", RetryNow},
+	CodeGroupNotFound:       {"group_not_found", RetryFatal},
+	CodeStreamNotDurable:    {"stream_not_durable", RetryFatal},
 }
 
 // String returns the code's stable snake_case name.

@@ -43,6 +43,21 @@ const (
 	TypeSubscribe      Type = 0x30 // client → node: first frame of a subscription stream
 	TypeSubscribed     Type = 0x31 // node → client: the subscription is live from an offset
 	TypeEventBatch     Type = 0x32 // node → client: delivered records
+
+	TypeGroupPoll        Type = 0x40 // client → node: claim records of one shard for a group
+	TypeGroupRecords     Type = 0x41 // node → client: claimed records (poll answer, or a push)
+	TypeGroupAck         Type = 0x42 // client → node: finish claimed records
+	TypeGroupNack        Type = 0x43 // client → node: hand claimed records back for redelivery
+	TypeGroupDeadLetters Type = 0x44 // client → node: list a group's dead letters
+	TypeGroupDeadList    Type = 0x45 // node → client: dead letters
+	TypeGroupRedrive     Type = 0x46 // client → node: give dead letters back to the group
+	TypeGroupDiscard     Type = 0x47 // client → node: drop dead letters
+	TypeGroupDone        Type = 0x48 // node → client: how many records an ack/nack/redrive/discard changed
+	TypeDescribeGroup    Type = 0x49 // client → node: a group's cursors, claims and members
+	TypeGroupInfo        Type = 0x4A // node → client: the answer to DescribeGroup
+	TypeGroupSubscribe   Type = 0x4B // client → node: first frame of a group push stream
+	TypeGroupAssignment  Type = 0x4C // node → client: a member's shards (join and ack answer)
+	TypeGroupStreamAck   Type = 0x4D // client → node: on a push stream, return credit and commit a cursor
 )
 
 // String returns the frame type's name.
@@ -84,6 +99,34 @@ func (t Type) String() string {
 		return "subscribed"
 	case TypeEventBatch:
 		return "event_batch"
+	case TypeGroupPoll:
+		return "group_poll"
+	case TypeGroupRecords:
+		return "group_records"
+	case TypeGroupAck:
+		return "group_ack"
+	case TypeGroupNack:
+		return "group_nack"
+	case TypeGroupDeadLetters:
+		return "group_dead_letters"
+	case TypeGroupDeadList:
+		return "group_dead_list"
+	case TypeGroupRedrive:
+		return "group_redrive"
+	case TypeGroupDiscard:
+		return "group_discard"
+	case TypeGroupDone:
+		return "group_done"
+	case TypeDescribeGroup:
+		return "describe_group"
+	case TypeGroupInfo:
+		return "group_info"
+	case TypeGroupSubscribe:
+		return "group_subscribe"
+	case TypeGroupAssignment:
+		return "group_assignment"
+	case TypeGroupStreamAck:
+		return "group_stream_ack"
 	default:
 		return "unknown"
 	}

@@ -22,11 +22,13 @@ const (
 	FeatureIdempotentProducer uint64 = 1 << 4
 	// FeatureRead: range reads.
 	FeatureRead uint64 = 1 << 5
+	// FeatureGroups: consumer groups, pull and push (frames 0x40-0x4D).
+	FeatureGroups uint64 = 1 << 6
 )
 
 // Features is every feature this package's version implements.
 const Features = FeaturePublishPipeline | FeatureEventBatch | FeatureSubscribeQueue |
-	FeaturePublishConditional | FeatureIdempotentProducer | FeatureRead
+	FeaturePublishConditional | FeatureIdempotentProducer | FeatureRead | FeatureGroups
 
 // StreamName names a stream: tenant, namespace and stream. Each part is 1–64
 // bytes of [A-Za-z0-9._-].

@@ -42,6 +42,9 @@ type CatalogConfig struct {
 	ShardProps func(*actor.Props) *actor.Props
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
+	// Groups is the groups registry: a deleted stream's coordinators stop
+	// and its group state goes with it (nil: no groups).
+	Groups *actor.PID
 }
 
 // Metadata keys.
@@ -443,6 +446,26 @@ func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
 			}
 			reply(err)
 		})
+	}
+	if c.cfg.Groups != nil && h.Config.Durable {
+		// Groups live on durable streams only: their coordinators stop
+		// first, then their state is deleted with the stream.
+		plain := drop
+		drop = func() {
+			f := ctx.RequestFuture(c.cfg.Groups, &StreamGroupsDropped{Stream: h.ID}, 30*time.Second)
+			ctx.ReenterAfter(f, func(_ any, err error) {
+				if err != nil {
+					ctx.Logger().Warn("catalog: a deleted stream's groups did not stop", slog.String("stream", key), slog.Any("error", err))
+				}
+				keys, err := GroupStateKeys(c.cfg.Durable, h.ID)
+				if err != nil {
+					reply(err)
+					return
+				}
+				req.Metas = append(req.Metas, keys...)
+				plain()
+			})
+		}
 	}
 	for _, pid := range h.Shards {
 		f := ctx.RequestFuture(pid, &StreamDeletedRequest{}, 30*time.Second)

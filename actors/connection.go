@@ -54,6 +54,10 @@ type ConnectionConfig struct {
 	// EventBatchMaxDelay is how long, under load, a frame waits to fill.
 	EventBatchMaxEvents, EventBatchMaxBytes int
 	EventBatchMaxDelay                      time.Duration
+	// Groups is the groups registry (nil: consumer groups are refused).
+	Groups *actor.PID
+	// GroupMaxPoll bounds a poll's max (the coordinator checks it too).
+	GroupMaxPoll int
 	// ReadMaxRecords and ReadMaxBytes cap one range-read page (defaults
 	// 1000 records, 1 MiB).
 	ReadMaxRecords int
@@ -130,6 +134,12 @@ func (c *connection) Receive(ctx actor.Context) {
 		c.onOpenLane(ctx, m)
 	case *openSubscription:
 		c.onOpenSubscription(ctx, m)
+	case *openGroupMember:
+		if c.closing {
+			close(m.reply)
+			return
+		}
+		m.reply <- ctx.Spawn(NewGroupMemberProps(m.cfg))
 	case *Drain:
 		c.onDrain(ctx)
 	case *LanesRequest:
@@ -408,20 +418,25 @@ func (c *connection) controlLoop(root *actor.RootContext, lane *actor.PID, contr
 			}
 			return err
 		}
-		resp, err := c.controlRequest(root, f)
+		resp, err := c.controlRequest(root, lane, f)
 		if err != nil {
 			return c.closeWith(err)
 		}
-		root.Send(lane, &WriteFrame{Frame: resp})
+		if resp != nil { // nil: a group coordinator answers on the lane itself
+			root.Send(lane, &WriteFrame{Frame: resp})
+		}
 	}
 }
 
 // controlRequest answers one control frame. A frame that cannot be decoded
 // returns an error (closing the connection); a request the node refuses is
 // answered with an Error frame.
-func (c *connection) controlRequest(root *actor.RootContext, f wire.Frame) ([]byte, error) {
+func (c *connection) controlRequest(root *actor.RootContext, lane *actor.PID, f wire.Frame) ([]byte, error) {
 	id := f.Header.RequestID
 	switch f.Header.Type {
+	case wire.TypeGroupPoll, wire.TypeGroupAck, wire.TypeGroupNack, wire.TypeGroupDeadLetters,
+		wire.TypeGroupRedrive, wire.TypeGroupDiscard, wire.TypeDescribeGroup:
+		return c.groupRequest(root, lane, f)
 	case wire.TypeCreateStream:
 		req, err := wire.DecodeCreateStream(f.Body)
 		if err != nil {
@@ -633,6 +648,8 @@ func (c *connection) serveStream(root *actor.RootContext, self *actor.PID, s *qu
 		return nil
 	case wire.TypePublish:
 		return c.publishLoop(root, self, s, f)
+	case wire.TypeGroupSubscribe:
+		return c.groupStream(root, self, s, f)
 	default:
 		return wire.Errorf(wire.CodeProtocolViolation, "a stream cannot start with a %s frame", f.Header.Type)
 	}

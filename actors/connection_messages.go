@@ -36,6 +36,14 @@ type openSubscription struct {
 	req    wire.Subscribe
 }
 
+// openGroupMember asks the connection actor to start a push member on a
+// stream whose first frame was GroupSubscribe; it answers the member's pid
+// on reply (closed if the connection is closing).
+type openGroupMember struct {
+	cfg   GroupMemberConfig
+	reply chan *actor.PID
+}
+
 // connectionDone tells the connection actor that its serving goroutine has
 // ended (the peer left, or the connection was closed for an error).
 type connectionDone struct {

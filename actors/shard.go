@@ -66,6 +66,8 @@ type shard struct {
 	deleted bool
 	// tombstoneTimer stops a tombstone after its grace period.
 	tombstoneTimer *time.Timer
+	// watchers wait for the tail to pass what they know (WatchTail).
+	watchers map[string]tailWatcher
 	// held are publishes waiting for admission, oldest first.
 	held []heldPublish
 	// heldTimer fires when the oldest held publish's wait is over.
@@ -150,6 +152,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.onCredit(ctx, ctx.Sender(), m)
 	case *ResumeLive:
 		s.onResumeLive(ctx, ctx.Sender(), m)
+	case *WatchTail:
+		s.onWatchTail(ctx, ctx.Sender(), m)
 	case *ShardInfoRequest:
 		resp := &ShardInfoResponse{Shard: s.cfg.Key.Shard}
 		if s.core != nil {
@@ -242,6 +246,7 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 		s.core.producers[p.id] = p
 	}
 	s.ready = true
+	s.notifyWatchers(ctx, false)
 	stash := s.stash
 	s.stash = nil
 	for _, st := range stash {
@@ -330,6 +335,50 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 			s.pump(ctx, sub)
 		}
 		s.admitHeld(ctx)
+		s.notifyWatchers(ctx, false)
+	}
+}
+
+// onWatchTail answers a tail watcher at once if the tail is past what it
+// knows, else remembers it until a commit moves the tail.
+func (s *shard) onWatchTail(ctx actor.Context, from *actor.PID, m *WatchTail) {
+	if from == nil {
+		return
+	}
+	if s.deleted {
+		ctx.Send(from, &TailAdvanced{Shard: s.cfg.Key.Shard})
+		return
+	}
+	if s.ready && s.core != nil && s.core.committed > m.After {
+		ctx.Send(from, &TailAdvanced{Shard: s.cfg.Key.Shard, Tail: s.core.committed, First: s.core.first})
+		return
+	}
+	if s.watchers == nil {
+		s.watchers = map[string]tailWatcher{}
+	}
+	s.watchers[from.Id] = tailWatcher{pid: from, after: m.After}
+}
+
+type tailWatcher struct {
+	pid   *actor.PID
+	after uint64
+}
+
+// notifyWatchers tells every tail watcher whose tail moved (all of them
+// with force) the tail, once.
+func (s *shard) notifyWatchers(ctx actor.Context, force bool) {
+	if len(s.watchers) == 0 {
+		return
+	}
+	var tail, first uint64
+	if s.core != nil {
+		tail, first = s.core.committed, s.core.first
+	}
+	for id, w := range s.watchers {
+		if force || tail > w.after {
+			ctx.Send(w.pid, &TailAdvanced{Shard: s.cfg.Key.Shard, Tail: tail, First: first})
+			delete(s.watchers, id)
+		}
 	}
 }
 
@@ -414,6 +463,7 @@ func (s *shard) onDeleted(ctx actor.Context) {
 		}
 		clear(s.core.subs)
 	}
+	s.notifyWatchers(ctx, true)
 	if ctx.Sender() != nil {
 		ctx.Respond(&StreamDeletedResponse{})
 	}
@@ -568,6 +618,7 @@ func (s *shard) onRestarting(ctx actor.Context) {
 	for _, sub := range s.core.subs {
 		ctx.Send(sub.pid, &ShardRestarted{})
 	}
+	s.notifyWatchers(ctx, true) // they watch again, on the new instance
 }
 
 // onStopping answers what is pending as outcome-unknown: a durable batch

@@ -116,6 +116,20 @@ type CreditReturned struct {
 // restarting that it forgot them: they subscribe again from where they are.
 type ShardRestarted struct{}
 
+// WatchTail asks a shard to tell the sender (a group coordinator) once its
+// committed tail is past After: at once if it already is, otherwise after
+// the commit that moves it. One notice per request; a restarting shard
+// answers every watcher, so none waits on an instance that forgot it.
+type WatchTail struct {
+	After uint64
+}
+
+// TailAdvanced answers WatchTail.
+type TailAdvanced struct {
+	Shard       uint32
+	Tail, First uint64
+}
+
 // ShardInfoRequest asks a shard for its committed tail. Answered with
 // ShardInfoResponse.
 type ShardInfoRequest struct{}

@@ -35,6 +35,17 @@ type Stats struct {
 	// Commits and CommittedBatches count storage writer commits and the
 	// batches they carried.
 	Commits, CommittedBatches atomic.Uint64
+	// GroupDelivered counts records handed to group consumers (polls and
+	// pushes, redeliveries included); GroupAcked and GroupNacked count
+	// records settled and handed back; GroupRedelivered counts claims whose
+	// visibility timeout lapsed; GroupDeadLettered counts records
+	// dead-lettered.
+	GroupDelivered, GroupAcked, GroupNacked, GroupRedelivered, GroupDeadLettered atomic.Uint64
+	// GroupJoins, GroupLeaves and GroupExpired count push members joining,
+	// leaving, and removed by the session timeout.
+	GroupJoins, GroupLeaves, GroupExpired atomic.Uint64
+	// GroupMembers are the live push members, node-wide.
+	GroupMembers atomic.Int64
 }
 
 func (s *Stats) add(c *atomic.Uint64, n uint64) { c.Add(n) }

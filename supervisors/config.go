@@ -103,6 +103,24 @@ type Config struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// ShutdownTimeout bounds the drain on SIGINT/SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// GroupVisibilityTimeout is how long a consumer-group claim holds before
+	// its record is redelivered.
+	GroupVisibilityTimeout time.Duration `yaml:"group_visibility_timeout"`
+	// GroupMaxAttempts is how many deliveries a record gets before it is
+	// dead-lettered.
+	GroupMaxAttempts int `yaml:"group_max_attempts"`
+	// GroupSessionTimeout removes a push member that sent no ack or
+	// heartbeat for this long; its shards go to the others.
+	GroupSessionTimeout time.Duration `yaml:"group_session_timeout"`
+	// GroupMaxInFlight bounds a group's claims (delivered, unsettled
+	// records) across its shards.
+	GroupMaxInFlight int `yaml:"group_max_in_flight"`
+	// GroupMaxPoll bounds the records of one poll.
+	GroupMaxPoll int `yaml:"group_max_poll"`
+	// GroupMaxPollWait bounds how long a poll waits for work.
+	GroupMaxPollWait time.Duration `yaml:"group_max_poll_wait"`
+	// GroupMaxWindow bounds a push member's credit window.
+	GroupMaxWindow int `yaml:"group_max_window"`
 	// Badger sizes the storage engine.
 	Badger BadgerConfig `yaml:"badger"`
 }
@@ -157,6 +175,13 @@ func DefaultConfig() Config {
 		HandshakeTimeout:              5 * time.Second,
 		IdleTimeout:                   30 * time.Second,
 		ShutdownTimeout:               10 * time.Second,
+		GroupVisibilityTimeout:        30 * time.Second,
+		GroupMaxAttempts:              5,
+		GroupSessionTimeout:           30 * time.Second,
+		GroupMaxInFlight:              10000,
+		GroupMaxPoll:                  1000,
+		GroupMaxPollWait:              30 * time.Second,
+		GroupMaxWindow:                10000,
 		Badger: BadgerConfig{
 			MemTableSize:     16 << 20,
 			NumMemtables:     2,
@@ -257,10 +282,23 @@ func (c *Config) Validate() error {
 		key string
 		v   time.Duration
 	}{{"handshake_timeout", c.HandshakeTimeout}, {"idle_timeout", c.IdleTimeout}, {"shutdown_timeout", c.ShutdownTimeout},
-		{"retention_check_interval", c.RetentionCheckInterval}} {
+		{"retention_check_interval", c.RetentionCheckInterval}, {"group_visibility_timeout", c.GroupVisibilityTimeout},
+		{"group_session_timeout", c.GroupSessionTimeout}, {"group_max_poll_wait", c.GroupMaxPollWait}} {
 		if d.v <= 0 {
 			bad(d.key, "must be positive")
 		}
+	}
+	for _, r := range []struct {
+		key string
+		v   int
+	}{{"group_max_attempts", c.GroupMaxAttempts}, {"group_max_in_flight", c.GroupMaxInFlight}, {"group_max_poll", c.GroupMaxPoll},
+		{"group_max_window", c.GroupMaxWindow}} {
+		if r.v < 1 {
+			bad(r.key, "must be at least 1")
+		}
+	}
+	if c.GroupMaxPoll > c.GroupMaxInFlight {
+		bad("group_max_poll", "%d exceeds group_max_in_flight %d", c.GroupMaxPoll, c.GroupMaxInFlight)
 	}
 	b := c.Badger
 	// A batch is one Badger value: it must fit a value-log file, or one

@@ -45,6 +45,13 @@ type Options struct {
 	// Now is the clock batches are stamped with and retention compares
 	// against; nil means time.Now. Tests inject one.
 	Now func() time.Time
+	// GroupNow and GroupAfterFunc are the consumer groups' clock (visibility
+	// and session timeouts, poll waits); nil means real time. Tests inject
+	// a fake clock.
+	GroupNow       func() time.Time
+	GroupAfterFunc func(time.Duration, func()) (stop func() bool)
+	// CoordinatorProps, if set, wraps group coordinator props.
+	CoordinatorProps func(*actor.Props) *actor.Props
 	// WrapMemoryLog and WrapDurableLog, if set, wrap the ephemeral and
 	// durable logs (tests make storage stall with them).
 	WrapMemoryLog  func(storage.Log) storage.Log
@@ -146,6 +153,10 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 	if n.durable, err = storage.OpenBadger(bo); err != nil {
 		return nil, fmt.Errorf("node: open storage: %w", err)
 	}
+	secret, err := loadGroupSecret(n.durable)
+	if err != nil {
+		return nil, err
+	}
 	n.memory = storage.NewMemoryLog(storage.MemoryOptions{MaxShardBytes: cfg.EphemeralShardMaxBytes})
 	n.ephemeral = n.memory
 	if opts.WrapMemoryLog != nil {
@@ -210,6 +221,23 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			ReadMaxBytes:        cfg.ReadMaxBytes,
 			SubscriptionProps:   opts.SubscriptionProps,
 			ConnectionProps:     opts.ConnectionProps,
+		},
+		groups: actors.GroupsConfig{
+			Limits: actors.GroupLimits{
+				Visibility:  cfg.GroupVisibilityTimeout,
+				MaxAttempts: uint32(cfg.GroupMaxAttempts),
+				Session:     cfg.GroupSessionTimeout,
+				MaxInFlight: cfg.GroupMaxInFlight,
+				MaxPoll:     cfg.GroupMaxPoll,
+				MaxPollWait: cfg.GroupMaxPollWait,
+				MaxWindow:   cfg.GroupMaxWindow,
+			},
+			Secret:           secret,
+			MaxFrameBytes:    int(cfg.MaxFrameBytes),
+			Now:              opts.GroupNow,
+			AfterFunc:        opts.GroupAfterFunc,
+			Stats:            n.stats,
+			CoordinatorProps: opts.CoordinatorProps,
 		},
 		wrapCatalog: opts.CatalogProps,
 		wrapWriter:  opts.WriterProps,
@@ -569,7 +597,8 @@ func (n *Node) closeResources() error {
 				n.logger.Debug("actor stopped", slog.String("actor", pid.Id), slog.Duration("took", time.Since(start)))
 			}
 		}
-		stop(n.children.Listener) // connections and subscriptions
+		stop(n.children.Listener) // connections, subscriptions and group members
+		stop(n.children.Groups)   // coordinators hand their last state to the writer
 		stop(n.children.Catalog)  // shards
 		stop(n.children.Writer)   // commits what is still pending
 		stop(n.root)
@@ -615,4 +644,29 @@ func (n *Node) closeResources() error {
 		cancel()
 	}
 	return errors.Join(errs...)
+}
+
+// groupSecretKey is the metadata key of the secret that signs group cursors.
+var groupSecretKey = []byte("node/group_secret")
+
+// loadGroupSecret returns the node's cursor-signing secret, creating it on
+// first start. It is kept in the durable log so cursors handed out before a
+// restart are still recognised as this node's (and then found stale, not
+// forged).
+func loadGroupSecret(log storage.Log) ([]byte, error) {
+	v, err := log.GetMeta(groupSecretKey)
+	if err == nil && len(v) == 32 {
+		return v, nil
+	}
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return nil, fmt.Errorf("node: group secret: %w", err)
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("node: group secret: %w", err)
+	}
+	if err := log.Commit(nil, []storage.MetaPut{{Key: groupSecretKey, Value: secret}}); err != nil {
+		return nil, fmt.Errorf("node: group secret: %w", err)
+	}
+	return secret, nil
 }

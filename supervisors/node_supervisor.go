@@ -12,7 +12,7 @@ import (
 
 // nodeChildren are the node supervisor's children.
 type nodeChildren struct {
-	Writer, Catalog, Listener *actor.PID
+	Writer, Groups, Catalog, Listener *actor.PID
 }
 
 // childrenRequest asks the node supervisor for its children; answered with
@@ -30,6 +30,7 @@ type nodeSupervisor struct {
 	writer   actors.StorageWriterConfig
 	catalog  actors.CatalogConfig
 	listener actors.ConnectionConfig
+	groups   actors.GroupsConfig
 	// onChildStopped is told when a child stopped for good.
 	onChildStopped func(name string)
 	// wrapCatalog and wrapWriter, if set, wrap those children's props
@@ -84,6 +85,10 @@ func (n *nodeSupervisor) onStarted(ctx actor.Context) {
 	}
 	n.children.Writer = spawn(wrap(actors.NewStorageWriterProps(n.writer), n.wrapWriter), "storage-writer")
 	n.catalog.Writer = n.children.Writer
+	n.groups.Writer = n.children.Writer
+	n.children.Groups = spawn(actors.NewGroupsProps(n.groups), "groups")
+	n.catalog.Groups = n.children.Groups
+	n.listener.Groups = n.children.Groups
 	n.children.Catalog = spawn(wrap(actors.NewCatalogProps(n.catalog), n.wrapCatalog), "catalog")
 	n.listener.Catalog = n.children.Catalog
 	n.children.Listener = spawn(actors.NewListenerProps(n.listener), "listener")

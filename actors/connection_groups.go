@@ -1,0 +1,177 @@
+package actors
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// groupRequest decodes a pull-side group request from the control stream
+// and hands it to the group's coordinator, which answers on lane (so a poll
+// that waits for work holds up no other request). A frame that cannot be
+// decoded closes the connection; a request the node refuses is answered at
+// once.
+func (c *connection) groupRequest(root *actor.RootContext, lane *actor.PID, f wire.Frame) ([]byte, error) {
+	id := f.Header.RequestID
+	var name wire.StreamName
+	var group string
+	var msg groupAddressed
+	target := func() GroupTarget { return GroupTarget{Group: group, ReplyTo: lane, ReqID: id} }
+	switch f.Header.Type {
+	case wire.TypeGroupPoll:
+		req, err := wire.DecodeGroupPoll(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		name, group = req.Name, req.Group
+		msg = &GroupPollRequest{GroupTarget: target(), Shard: req.Shard, Max: int(min(req.Max, 1<<30)),
+			Wait: time.Duration(req.WaitMillis) * time.Millisecond}
+	case wire.TypeGroupAck, wire.TypeGroupNack:
+		req, err := wire.DecodeGroupAck(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		name, group = req.Name, req.Group
+		msg = &GroupAckRequest{GroupTarget: target(), Shard: req.Shard, Offsets: req.Offsets, Nack: f.Header.Type == wire.TypeGroupNack}
+	case wire.TypeGroupDeadLetters:
+		req, err := wire.DecodeGroupDeadLetters(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		name, group = req.Name, req.Group
+		msg = &GroupDeadLettersRequest{GroupTarget: target(), Shard: req.Shard, From: req.From, Limit: int(min(req.Limit, 1<<30))}
+	case wire.TypeGroupRedrive, wire.TypeGroupDiscard:
+		req, err := wire.DecodeGroupSelect(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		name, group = req.Name, req.Group
+		msg = &GroupSelectRequest{GroupTarget: target(), Shard: req.Shard, Offsets: req.Offsets, Discard: f.Header.Type == wire.TypeGroupDiscard}
+	case wire.TypeDescribeGroup:
+		req, err := wire.DecodeDescribeGroup(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		name, group = req.Name, req.Group
+		msg = &GroupDescribeRequest{GroupTarget: target()}
+	}
+	h, werr := c.groupStream0(root, name, group)
+	if werr != nil {
+		return wire.AppendError(nil, id, werr), nil
+	}
+	switch m := msg.(type) {
+	case *GroupPollRequest:
+		m.Stream = h
+	case *GroupAckRequest:
+		m.Stream = h
+	case *GroupDeadLettersRequest:
+		m.Stream = h
+	case *GroupSelectRequest:
+		m.Stream = h
+	case *GroupDescribeRequest:
+		m.Stream = h
+	}
+	root.Send(c.cfg.Groups, msg)
+	return nil, nil
+}
+
+// groupStream0 checks a group request's names and finds its stream, which
+// must be durable.
+func (c *connection) groupStream0(root *actor.RootContext, name wire.StreamName, group string) (*StreamHandle, *wire.Error) {
+	if c.cfg.Groups == nil {
+		return nil, wire.Errorf(wire.CodeInvalidRequest, "consumer groups are not enabled on this node")
+	}
+	if err := wire.ValidateGroupName("group name", group); err != nil {
+		return nil, err.(*wire.Error)
+	}
+	h, werr := c.lookup(root, &LookupStreamRequest{Name: name})
+	if werr != nil {
+		return nil, werr
+	}
+	if !h.Config.Durable {
+		return nil, wire.Errorf(wire.CodeStreamNotDurable, "stream %s is ephemeral; consumer groups need a durable stream", h.Name)
+	}
+	return h, nil
+}
+
+// groupStream serves a group push stream: it starts the member actor, then
+// reads the client's acks and hands them over until the client's side ends.
+func (c *connection) groupStream(root *actor.RootContext, self *actor.PID, s *quic.Stream, f wire.Frame) error {
+	req, err := wire.DecodeGroupSubscribe(f.Body)
+	if err != nil {
+		return err
+	}
+	refuse := func(werr *wire.Error) error {
+		_, _ = s.Write(wire.AppendError(nil, f.Header.RequestID, werr))
+		_ = s.Close()
+		s.CancelRead(quic.StreamErrorCode(werr.Code))
+		return nil
+	}
+	if c.draining.Load() {
+		return refuse(wire.Errorf(wire.CodeShuttingDown, "node is draining"))
+	}
+	h, werr := c.groupStream0(root, req.Name, req.Group)
+	if werr != nil {
+		return refuse(werr)
+	}
+	member := req.Member
+	if member == "" {
+		// One member reading the whole stream: name it after this stream.
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		member = "anon-" + hex.EncodeToString(b[:])
+	} else if err := wire.ValidateGroupName("member id", member); err != nil {
+		return refuse(err.(*wire.Error))
+	}
+	if req.Window == 0 {
+		return refuse(wire.Errorf(wire.CodeInvalidRequest, "window must be at least 1"))
+	}
+	maxPush := req.MaxPerPush
+	if maxPush == 0 || maxPush > req.Window {
+		maxPush = req.Window
+	}
+	reply := make(chan *actor.PID, 1)
+	root.Send(self, &openGroupMember{reply: reply, cfg: GroupMemberConfig{Groups: c.cfg.Groups, Stream: h, Request: req,
+		ReqID: f.Header.RequestID, Member: member, QUIC: quicSubStream{s}, MaxPerPush: maxPush, Stats: c.cfg.Stats}})
+	var pid *actor.PID
+	select {
+	case p, ok := <-reply:
+		if !ok {
+			return refuse(wire.Errorf(wire.CodeShuttingDown, "connection closing"))
+		}
+		pid = p
+	case <-c.ctx.Done():
+		return nil
+	}
+	for {
+		f, err := wire.ReadFrame(s, c.cfg.MaxFrameBytes)
+		if err != nil {
+			root.Send(pid, &memberStreamEnded{})
+			var we *wire.Error
+			if errors.As(err, &we) {
+				return err
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return nil // reset or connection gone: the member ends
+		}
+		if f.Header.Type != wire.TypeGroupStreamAck {
+			root.Send(pid, &memberStreamEnded{})
+			return wire.Errorf(wire.CodeProtocolViolation, "%s frame on a group stream", f.Header.Type)
+		}
+		ack, err := wire.DecodeGroupStreamAck(f.Body)
+		if err != nil {
+			root.Send(pid, &memberStreamEnded{})
+			return err
+		}
+		root.Send(pid, &memberAck{reqID: f.Header.RequestID, cursor: ack.Cursor, count: ack.Count})
+	}
+}

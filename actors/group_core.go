@@ -1,0 +1,788 @@
+package actors
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// groupCore is a consumer group's state on one stream, without the actor
+// around it: cursors, claims, redeliveries, dead letters and members. Every
+// method takes the time it runs at, so timeouts are tested with an injected
+// clock. Each change appends the metadata puts that make it durable to
+// c.puts; the coordinator flushes them through the storage writer.
+//
+// Per shard, every offset below committed is settled (acked, dead-lettered
+// or discarded) unless it was redriven (then it is owed or claimed again),
+// and every offset in [committed, next) is exactly one of: settled (in
+// done), claimed, or owed. Offsets from next on were never delivered.
+type groupCore struct {
+	stream uint64
+	group  string
+	shards []*groupShard
+	cfg    GroupLimits
+
+	// generation counts membership changes; a member's epoch is the
+	// generation it joined at.
+	generation uint64
+	members    map[string]*groupMember
+	// claimCount is the number of claims across shards.
+	claimCount int
+	// deadlines orders claims by visibility deadline (lazily: entries of
+	// settled or re-claimed claims are skipped).
+	deadlines deadlineHeap
+	claimSeq  uint64
+	// deadLettered counts records dead-lettered (for metrics).
+	deadLettered uint64
+
+	puts []storage.MetaPut
+}
+
+// GroupLimits are a group's timeouts and bounds (from the node's config).
+type GroupLimits struct {
+	// Visibility is how long a claim holds before its record is redelivered
+	// (default 30 s).
+	Visibility time.Duration
+	// MaxAttempts is how many deliveries a record gets before it is
+	// dead-lettered (default 5).
+	MaxAttempts uint32
+	// Session is how long a push member may stay silent before it is
+	// removed (default 30 s).
+	Session time.Duration
+	// MaxInFlight bounds the group's claims across shards (default 10000).
+	MaxInFlight int
+	// MaxPoll bounds one poll's records (default 1000).
+	MaxPoll int
+	// MaxPollWait bounds a poll's wait (default 30 s).
+	MaxPollWait time.Duration
+	// MaxWindow bounds a push member's window (default 10000).
+	MaxWindow int
+	// MaxDeadLetterList caps one dead-letter listing (default 1000).
+	MaxDeadLetterList int
+}
+
+func (l GroupLimits) withDefaults() GroupLimits {
+	if l.Visibility <= 0 {
+		l.Visibility = 30 * time.Second
+	}
+	if l.MaxAttempts == 0 {
+		l.MaxAttempts = 5
+	}
+	if l.Session <= 0 {
+		l.Session = 30 * time.Second
+	}
+	if l.MaxInFlight <= 0 {
+		l.MaxInFlight = 10000
+	}
+	if l.MaxPoll <= 0 {
+		l.MaxPoll = 1000
+	}
+	if l.MaxPollWait <= 0 {
+		l.MaxPollWait = 30 * time.Second
+	}
+	if l.MaxWindow <= 0 {
+		l.MaxWindow = 10000
+	}
+	if l.MaxDeadLetterList <= 0 {
+		l.MaxDeadLetterList = 1000
+	}
+	return l
+}
+
+type groupShard struct {
+	index     uint32
+	committed uint64
+	next      uint64
+	// tail is the shard's committed tail and first its first retained
+	// offset, as last heard.
+	tail, first uint64
+	// done holds settled offsets in [committed, next).
+	done map[uint64]struct{}
+	// claims are the delivered, unsettled records now held by a consumer.
+	claims map[uint64]*groupClaim
+	// owed are unsettled records waiting to be delivered again, in offset
+	// order: they go out before new ones.
+	owed []uint64
+	// attempts counts deliveries of claimed and owed records.
+	attempts map[uint64]uint32
+	dead     map[uint64]*deadLetter
+	// dirty: committed or next changed since the last flush.
+	dirty bool
+}
+
+type groupClaim struct {
+	owner    string // member id; "" for a pull claim
+	deadline time.Time
+	seq      uint64
+}
+
+type deadLetter struct {
+	attempts uint32
+	at       int64
+	reason   string
+}
+
+// groupMember is a push member as the group sees it.
+type groupMember struct {
+	id       string
+	epoch    uint64
+	lastSeen time.Time
+	shards   []uint32
+	window   uint32
+	inFlight uint32
+}
+
+type deadlineEntry struct {
+	at     time.Time
+	shard  uint32
+	offset uint64
+	seq    uint64
+}
+
+type deadlineHeap []deadlineEntry
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineEntry)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+func newGroupCore(stream uint64, group string, shards int, cfg GroupLimits) *groupCore {
+	c := &groupCore{stream: stream, group: group, cfg: cfg.withDefaults(), members: map[string]*groupMember{}}
+	c.shards = make([]*groupShard, shards)
+	for i := range c.shards {
+		c.shards[i] = &groupShard{index: uint32(i), done: map[uint64]struct{}{}, claims: map[uint64]*groupClaim{},
+			attempts: map[uint64]uint32{}, dead: map[uint64]*deadLetter{}}
+	}
+	return c
+}
+
+// Metadata keys: 'G' | stream id | group length | group | kind | ...
+//
+//	'g'                      generation (u64): the group exists
+//	'c' | shard              committed (u64), next (u64)
+//	'k' | shard | offset     settled at or above committed (not a dead letter)
+//	'a' | shard | offset     attempts (u32) of an unsettled record delivered more than once
+//	'o' | shard | offset     attempts (u32) of a redriven record below committed
+//	'd' | shard | offset     dead letter: attempts (u32), when (i64), reason
+func groupPrefix(stream uint64, group string) []byte {
+	b := make([]byte, 0, 10+len(group))
+	b = append(b, 'G')
+	b = binary.BigEndian.AppendUint64(b, stream)
+	b = append(b, byte(len(group)))
+	return append(b, group...)
+}
+
+// GroupStreamPrefix is the prefix of every group key of a stream.
+func GroupStreamPrefix(stream uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{'G'}, stream)
+}
+
+func (c *groupCore) key(kind byte, shard uint32, offset uint64, withOffset bool) []byte {
+	b := append(groupPrefix(c.stream, c.group), kind)
+	if kind == 'g' {
+		return b
+	}
+	b = binary.BigEndian.AppendUint32(b, shard)
+	if withOffset {
+		b = binary.BigEndian.AppendUint64(b, offset)
+	}
+	return b
+}
+
+func (c *groupCore) put(kind byte, shard uint32, offset uint64, value []byte) {
+	c.puts = append(c.puts, storage.MetaPut{Key: c.key(kind, shard, offset, true), Value: value})
+}
+
+func u32Value(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+
+// load rebuilds the state from the group's metadata (the map from key to
+// value, as scanned under groupPrefix). It reports whether the group had
+// any state.
+func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (bool, error) {
+	prefix := groupPrefix(c.stream, c.group)
+	found := false
+	aKeys := map[[2]uint64]uint32{}
+	err := scan(func(key, value []byte) error {
+		found = true
+		rest := key[len(prefix):]
+		if len(rest) == 0 {
+			return nil
+		}
+		kind, rest := rest[0], rest[1:]
+		if kind == 'g' {
+			if len(value) == 8 {
+				c.generation = binary.BigEndian.Uint64(value)
+			}
+			return nil
+		}
+		if len(rest) < 4 {
+			return fmt.Errorf("group key %x: short", key)
+		}
+		shard := binary.BigEndian.Uint32(rest)
+		if int(shard) >= len(c.shards) {
+			return nil // a shard the stream no longer has
+		}
+		s := c.shards[shard]
+		rest = rest[4:]
+		if kind == 'c' {
+			if len(value) != 16 {
+				return fmt.Errorf("group key %x: cursor value of %d bytes", key, len(value))
+			}
+			s.committed, s.next = binary.BigEndian.Uint64(value), binary.BigEndian.Uint64(value[8:])
+			return nil
+		}
+		if len(rest) != 8 {
+			return fmt.Errorf("group key %x: bad offset", key)
+		}
+		off := binary.BigEndian.Uint64(rest)
+		switch kind {
+		case 'k':
+			s.done[off] = struct{}{}
+		case 'a':
+			if len(value) == 4 {
+				aKeys[[2]uint64{uint64(shard), off}] = binary.BigEndian.Uint32(value)
+			}
+		case 'o':
+			if len(value) == 4 {
+				s.attempts[off] = binary.BigEndian.Uint32(value)
+				s.owed = append(s.owed, off)
+			}
+		case 'd':
+			if len(value) >= 14 {
+				n := int(binary.BigEndian.Uint16(value[12:]))
+				reason := ""
+				if len(value) >= 14+n {
+					reason = string(value[14 : 14+n])
+				}
+				s.dead[off] = &deadLetter{attempts: binary.BigEndian.Uint32(value), at: int64(binary.BigEndian.Uint64(value[4:])), reason: reason}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return found, err
+	}
+	for _, s := range c.shards {
+		for off := range s.done {
+			if off < s.committed || off >= s.next {
+				delete(s.done, off)
+			}
+		}
+		for off := range s.dead {
+			if off >= s.committed && off < s.next {
+				s.done[off] = struct{}{}
+			}
+		}
+		// Every delivered record not settled was in flight when the node
+		// stopped: it is owed again, with its attempts so far.
+		for off := s.committed; off < s.next; off++ {
+			if _, ok := s.done[off]; ok {
+				continue
+			}
+			n, ok := aKeys[[2]uint64{uint64(s.index), off}]
+			if !ok {
+				n = 1
+			}
+			s.attempts[off] = n
+			s.owed = append(s.owed, off)
+		}
+		slices.Sort(s.owed)
+		s.owed = slices.Compact(s.owed)
+	}
+	return found, nil
+}
+
+// touch marks the group as existing (its generation key).
+func (c *groupCore) saveGeneration() {
+	c.puts = append(c.puts, storage.MetaPut{Key: c.key('g', 0, 0, false), Value: binary.BigEndian.AppendUint64(nil, c.generation)})
+}
+
+// flushPuts returns the pending puts, adding each dirty shard's cursor.
+func (c *groupCore) flushPuts() []storage.MetaPut {
+	for _, s := range c.shards {
+		if s.dirty {
+			s.dirty = false
+			v := binary.BigEndian.AppendUint64(nil, s.committed)
+			v = binary.BigEndian.AppendUint64(v, s.next)
+			c.puts = append(c.puts, storage.MetaPut{Key: c.key('c', s.index, 0, false), Value: v})
+		}
+	}
+	p := c.puts
+	c.puts = nil
+	return p
+}
+
+// pick is a record chosen for delivery; the coordinator reads it.
+type pick struct {
+	shard    uint32
+	offset   uint64
+	attempts uint32
+}
+
+// claimable reports whether shard has anything to deliver now.
+func (c *groupCore) claimable(shard uint32) bool {
+	s := c.shards[shard]
+	return len(s.owed) > 0 || s.next < s.tail
+}
+
+// candidates picks, without claiming, up to max records of the given
+// shards: owed records first (in offset order), then new ones from next up
+// to the tail, within the group's in-flight bound. A shard with nothing in
+// flight whose records below first were deleted by retention skips them at
+// once.
+func (c *groupCore) candidates(shards []uint32, max int) []pick {
+	var out []pick
+	room := c.cfg.MaxInFlight - c.claimCount
+	if max > room {
+		max = room
+	}
+	for _, si := range shards {
+		s := c.shards[si]
+		if s.committed == s.next && s.next < s.first && len(s.owed) == 0 {
+			s.committed, s.next, s.dirty = s.first, s.first, true
+			clear(s.done)
+		}
+		for _, off := range s.owed {
+			if len(out) >= max {
+				break
+			}
+			out = append(out, pick{shard: si, offset: off})
+		}
+		for off := s.next; len(out) < max && off < s.tail; off++ {
+			out = append(out, pick{shard: si, offset: off})
+		}
+		if len(out) >= max {
+			break
+		}
+	}
+	return out
+}
+
+// take claims the picks (a prefix of what candidates returned) for owner
+// with the visibility deadline; picks in gone were deleted by retention and
+// are settled instead.
+func (c *groupCore) take(owner string, picks []pick, gone map[pick]bool, now time.Time) {
+	for _, p := range picks {
+		s := c.shards[p.shard]
+		if p.offset >= s.next {
+			s.next = p.offset + 1
+			s.dirty = true
+		} else if i, ok := slices.BinarySearch(s.owed, p.offset); ok {
+			s.owed = slices.Delete(s.owed, i, i+1)
+		}
+		if gone[p] {
+			c.settle(s, p.offset, false)
+			continue
+		}
+		s.attempts[p.offset]++
+		c.persistAttempts(s, p.offset, s.attempts[p.offset])
+		c.addClaim(s, p.offset, owner, now)
+	}
+}
+
+func (c *groupCore) persistAttempts(s *groupShard, off uint64, n uint32) {
+	if off < s.committed {
+		c.put('o', s.index, off, u32Value(n))
+	} else if n > 1 {
+		c.put('a', s.index, off, u32Value(n))
+	}
+}
+
+func (c *groupCore) addClaim(s *groupShard, off uint64, owner string, now time.Time) {
+	c.claimSeq++
+	cl := &groupClaim{owner: owner, deadline: now.Add(c.cfg.Visibility), seq: c.claimSeq}
+	s.claims[off] = cl
+	c.claimCount++
+	heap.Push(&c.deadlines, deadlineEntry{at: cl.deadline, shard: s.index, offset: off, seq: cl.seq})
+}
+
+// unclaim gives a claim up (the caller decides what follows).
+func (c *groupCore) unclaim(s *groupShard, off uint64) {
+	if _, ok := s.claims[off]; ok {
+		delete(s.claims, off)
+		c.claimCount--
+	}
+}
+
+// skip settles records the log no longer holds (retention deleted them
+// before they were delivered): they count as done for the cursor.
+func (c *groupCore) skip(shard uint32, off uint64) {
+	s := c.shards[shard]
+	c.unclaim(s, off)
+	c.settle(s, off, false)
+}
+
+// settle marks an unsettled delivered record done and advances committed
+// over the contiguous settled run. deadLettered records keep their 'd' key
+// instead of a 'k' key.
+func (c *groupCore) settle(s *groupShard, off uint64, deadLettered bool) {
+	if i, ok := slices.BinarySearch(s.owed, off); ok {
+		s.owed = slices.Delete(s.owed, i, i+1)
+	}
+	if n := s.attempts[off]; n > 1 || off < s.committed {
+		if off < s.committed {
+			c.put('o', s.index, off, nil)
+		} else {
+			c.put('a', s.index, off, nil)
+		}
+	}
+	delete(s.attempts, off)
+	if off < s.committed {
+		return
+	}
+	s.done[off] = struct{}{}
+	if !deadLettered {
+		c.put('k', s.index, off, []byte{})
+	}
+	if off != s.committed {
+		return
+	}
+	for {
+		if _, ok := s.done[s.committed]; !ok {
+			break
+		}
+		delete(s.done, s.committed)
+		if _, isDead := s.dead[s.committed]; !isDead {
+			c.put('k', s.index, s.committed, nil)
+		}
+		s.committed++
+		s.dirty = true
+	}
+}
+
+// state of one offset, for acks.
+func (c *groupCore) unsettled(s *groupShard, off uint64) bool {
+	if _, ok := s.claims[off]; ok {
+		return true
+	}
+	_, ok := slices.BinarySearch(s.owed, off)
+	return ok
+}
+
+// ack settles delivered records; it returns how many changed state. An
+// offset never delivered is refused with not_delivered (nothing is changed
+// then). A record already settled is not an error: acks are idempotent.
+func (c *groupCore) ack(shard uint32, offsets []uint64) (int, *wire.Error) {
+	s := c.shards[shard]
+	for _, off := range offsets {
+		if off >= s.next {
+			return 0, &wire.Error{Code: wire.CodeNotDelivered, Detail: s.next,
+				Message: fmt.Sprintf("shard %d offset %d has not been delivered to group %s (next is %d)", shard, off, c.group, s.next)}
+		}
+	}
+	n := 0
+	for _, off := range offsets {
+		if c.unsettled(s, off) {
+			c.unclaim(s, off)
+			c.settle(s, off, false)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// nack hands claimed records back for immediate redelivery (or dead-letters
+// them past max attempts).
+func (c *groupCore) nack(shard uint32, offsets []uint64, now time.Time) (int, *wire.Error) {
+	s := c.shards[shard]
+	for _, off := range offsets {
+		if off >= s.next {
+			return 0, &wire.Error{Code: wire.CodeNotDelivered, Detail: s.next,
+				Message: fmt.Sprintf("shard %d offset %d has not been delivered to group %s (next is %d)", shard, off, c.group, s.next)}
+		}
+	}
+	n := 0
+	for _, off := range offsets {
+		if _, ok := s.claims[off]; ok {
+			c.release(s, off, "nacked", now)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// release ends a claim that failed (nack, visibility timeout, member gone):
+// the record is owed again, or dead-lettered once it has had MaxAttempts.
+func (c *groupCore) release(s *groupShard, off uint64, reason string, now time.Time) {
+	c.unclaim(s, off)
+	n := s.attempts[off]
+	if n >= c.cfg.MaxAttempts {
+		dl := &deadLetter{attempts: n, at: now.UnixNano(), reason: reason}
+		s.dead[off] = dl
+		c.deadLettered++
+		c.put('d', s.index, off, encodeDeadLetter(dl))
+		c.settle(s, off, true)
+		return
+	}
+	i, found := slices.BinarySearch(s.owed, off)
+	if !found {
+		s.owed = slices.Insert(s.owed, i, off)
+	}
+}
+
+func encodeDeadLetter(d *deadLetter) []byte {
+	v := binary.BigEndian.AppendUint32(nil, d.attempts)
+	v = binary.BigEndian.AppendUint64(v, uint64(d.at))
+	r := d.reason
+	if len(r) > 1024 {
+		r = r[:1024]
+	}
+	v = binary.BigEndian.AppendUint16(v, uint16(len(r)))
+	return append(v, r...)
+}
+
+// expire releases every claim whose visibility deadline has passed.
+func (c *groupCore) expire(now time.Time) int {
+	n := 0
+	for len(c.deadlines) > 0 && !c.deadlines[0].at.After(now) {
+		e := heap.Pop(&c.deadlines).(deadlineEntry)
+		s := c.shards[e.shard]
+		if cl, ok := s.claims[e.offset]; ok && cl.seq == e.seq {
+			c.release(s, e.offset, "visibility timeout", now)
+			n++
+		}
+	}
+	return n
+}
+
+// nextDeadline returns the earliest live claim deadline.
+func (c *groupCore) nextDeadline() (time.Time, bool) {
+	for len(c.deadlines) > 0 {
+		e := c.deadlines[0]
+		if cl, ok := c.shards[e.shard].claims[e.offset]; ok && cl.seq == e.seq {
+			return e.at, true
+		}
+		heap.Pop(&c.deadlines)
+	}
+	return time.Time{}, false
+}
+
+// redrive gives dead letters back to the group with their attempts reset:
+// they are owed, and go out before new records. No offsets: every dead
+// letter of the shards.
+func (c *groupCore) redrive(shards []uint32, offsets []uint64) int {
+	n := 0
+	for _, si := range shards {
+		s := c.shards[si]
+		for _, off := range c.selectDead(s, offsets) {
+			delete(s.dead, off)
+			c.put('d', si, off, nil)
+			if off >= s.committed {
+				delete(s.done, off)
+			} else {
+				c.put('o', si, off, u32Value(0))
+			}
+			s.attempts[off] = 0
+			i, found := slices.BinarySearch(s.owed, off)
+			if !found {
+				s.owed = slices.Insert(s.owed, i, off)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// discard drops dead letters: the records stay settled.
+func (c *groupCore) discard(shards []uint32, offsets []uint64) int {
+	n := 0
+	for _, si := range shards {
+		s := c.shards[si]
+		for _, off := range c.selectDead(s, offsets) {
+			delete(s.dead, off)
+			c.put('d', si, off, nil)
+			if off >= s.committed {
+				c.put('k', si, off, []byte{}) // still settled, now as an ack
+			}
+			n++
+		}
+	}
+	return n
+}
+
+func (c *groupCore) selectDead(s *groupShard, offsets []uint64) []uint64 {
+	var out []uint64
+	if len(offsets) == 0 {
+		for off := range s.dead {
+			out = append(out, off)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, off := range offsets {
+		if _, ok := s.dead[off]; ok {
+			out = append(out, off)
+		}
+	}
+	return out
+}
+
+// deadLetters lists dead letters in shard then offset order.
+func (c *groupCore) deadLetters(shards []uint32, from uint64, limit int) ([]wire.DeadLetter, bool) {
+	if limit <= 0 || limit > c.cfg.MaxDeadLetterList {
+		limit = c.cfg.MaxDeadLetterList
+	}
+	var out []wire.DeadLetter
+	for _, si := range shards {
+		s := c.shards[si]
+		offs := make([]uint64, 0, len(s.dead))
+		for off := range s.dead {
+			if off >= from {
+				offs = append(offs, off)
+			}
+		}
+		slices.Sort(offs)
+		for _, off := range offs {
+			if len(out) == limit {
+				return out, true
+			}
+			d := s.dead[off]
+			out = append(out, wire.DeadLetter{Shard: si, Offset: off, Attempts: d.attempts, DeadUnixNano: d.at, Reason: d.reason})
+		}
+	}
+	return out, false
+}
+
+// join adds (or re-adds) a push member and rebalances.
+func (c *groupCore) join(id string, window uint32, now time.Time) *groupMember {
+	if old, ok := c.members[id]; ok {
+		c.removeMember(old, now) // the same id joining again replaces the old session
+	}
+	c.generation++
+	c.saveGeneration()
+	m := &groupMember{id: id, epoch: c.generation, lastSeen: now, window: window}
+	c.members[id] = m
+	c.rebalance()
+	return m
+}
+
+// leave removes a member at once: its claims are redelivered.
+func (c *groupCore) leave(id string, epoch uint64, now time.Time) bool {
+	m, ok := c.members[id]
+	if !ok || m.epoch != epoch {
+		return false
+	}
+	c.removeMember(m, now)
+	c.generation++
+	c.saveGeneration()
+	c.rebalance()
+	return true
+}
+
+func (c *groupCore) removeMember(m *groupMember, now time.Time) {
+	delete(c.members, m.id)
+	for _, s := range c.shards {
+		var offs []uint64
+		for off, cl := range s.claims {
+			if cl.owner == m.id {
+				offs = append(offs, off)
+			}
+		}
+		slices.Sort(offs)
+		for _, off := range offs {
+			c.release(s, off, "member left", now)
+		}
+	}
+}
+
+// expireMembers removes members silent past the session timeout and
+// returns them.
+func (c *groupCore) expireMembers(now time.Time) []*groupMember {
+	var gone []*groupMember
+	for _, m := range c.members {
+		if now.Sub(m.lastSeen) >= c.cfg.Session {
+			gone = append(gone, m)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	sort.Slice(gone, func(i, j int) bool { return gone[i].id < gone[j].id })
+	for _, m := range gone {
+		c.removeMember(m, now)
+	}
+	c.generation++
+	c.saveGeneration()
+	c.rebalance()
+	return gone
+}
+
+// nextSessionDeadline returns when the next member would expire.
+func (c *groupCore) nextSessionDeadline() (time.Time, bool) {
+	var at time.Time
+	ok := false
+	for _, m := range c.members {
+		d := m.lastSeen.Add(c.cfg.Session)
+		if !ok || d.Before(at) {
+			at, ok = d, true
+		}
+	}
+	return at, ok
+}
+
+// rebalance splits the shards among the members in id order, in contiguous
+// ranges; members beyond the shard count get none and wait idle.
+func (c *groupCore) rebalance() {
+	ids := make([]string, 0, len(c.members))
+	for id := range c.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	n, shards := len(ids), len(c.shards)
+	for i, id := range ids {
+		m := c.members[id]
+		m.shards = m.shards[:0]
+		lo, hi := i*shards/n, (i+1)*shards/n
+		if n > shards {
+			lo, hi = i, i+1
+			if i >= shards {
+				lo, hi = 0, 0
+			}
+		}
+		for s := lo; s < hi; s++ {
+			m.shards = append(m.shards, uint32(s))
+		}
+	}
+}
+
+// allShards returns every shard index.
+func (c *groupCore) allShards() []uint32 {
+	out := make([]uint32, len(c.shards))
+	for i := range out {
+		out[i] = uint32(i)
+	}
+	return out
+}
+
+// info describes the group.
+func (c *groupCore) info(now time.Time) wire.GroupInfo {
+	g := wire.GroupInfo{Group: c.group, Generation: c.generation, VisibilityMillis: uint32(c.cfg.Visibility.Milliseconds()),
+		SessionMillis: uint32(c.cfg.Session.Milliseconds()), MaxAttempts: c.cfg.MaxAttempts}
+	for _, s := range c.shards {
+		g.Shards = append(g.Shards, wire.GroupShardInfo{Shard: s.index, Committed: s.committed, Delivered: s.next, Tail: s.tail,
+			Claims: uint32(len(s.claims)), Owed: uint32(len(s.owed)), DeadLetters: uint32(len(s.dead))})
+	}
+	ids := make([]string, 0, len(c.members))
+	for id := range c.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := c.members[id]
+		g.Members = append(g.Members, wire.GroupMemberInfo{ID: id, Shards: append([]uint32(nil), m.shards...), Window: m.window,
+			InFlight: m.inFlight, IdleMillis: uint32(min(now.Sub(m.lastSeen).Milliseconds(), int64(^uint32(0))))})
+	}
+	return g
+}

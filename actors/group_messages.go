@@ -1,0 +1,168 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// Messages of the groups registry, the group coordinators and the push
+// members. Every message is sent as a pointer.
+
+// groupAddressed is a request the groups registry routes to the coordinator
+// of (Stream, Group), spawning it if needed.
+type groupAddressed interface {
+	groupAddress() (*StreamHandle, string)
+	// creates reports whether the request brings the group into being (a
+	// poll or a join); others are answered group_not_found for a group that
+	// has no state.
+	creates() bool
+}
+
+// GroupTarget names a group and where its answer frame goes.
+type GroupTarget struct {
+	Stream *StreamHandle
+	Group  string
+	// ReplyTo is the lane that writes the answer frame; ReqID is its
+	// request id.
+	ReplyTo *actor.PID
+	ReqID   uint64
+}
+
+func (t *GroupTarget) groupAddress() (*StreamHandle, string) { return t.Stream, t.Group }
+
+// GroupPollRequest claims records of one shard; answered with a
+// GroupRecords frame (or Error) written to ReplyTo.
+type GroupPollRequest struct {
+	GroupTarget
+	Shard uint32
+	Max   int
+	Wait  time.Duration
+}
+
+func (*GroupPollRequest) creates() bool { return true }
+
+// GroupAckRequest acks (or with Nack, nacks) records of one shard;
+// answered with GroupDone once durable.
+type GroupAckRequest struct {
+	GroupTarget
+	Shard   uint32
+	Offsets []uint64
+	Nack    bool
+}
+
+func (*GroupAckRequest) creates() bool { return false }
+
+// GroupDeadLettersRequest lists dead letters; answered with GroupDeadList.
+type GroupDeadLettersRequest struct {
+	GroupTarget
+	Shard uint32
+	From  uint64
+	Limit int
+}
+
+func (*GroupDeadLettersRequest) creates() bool { return false }
+
+// GroupSelectRequest redrives (or with Discard, discards) dead letters;
+// answered with GroupDone once durable.
+type GroupSelectRequest struct {
+	GroupTarget
+	Shard   uint32
+	Offsets []uint64
+	Discard bool
+}
+
+func (*GroupSelectRequest) creates() bool { return false }
+
+// GroupDescribeRequest asks for GroupInfo.
+type GroupDescribeRequest struct {
+	GroupTarget
+}
+
+func (*GroupDescribeRequest) creates() bool { return false }
+
+// GroupJoinRequest joins a push member (the sender) to a group. Answered
+// (ctx.Respond) with GroupJoinResponse.
+type GroupJoinRequest struct {
+	Stream     *StreamHandle
+	Group      string
+	Member     string
+	Window     uint32
+	MaxPerPush uint32
+}
+
+func (r *GroupJoinRequest) groupAddress() (*StreamHandle, string) { return r.Stream, r.Group }
+func (*GroupJoinRequest) creates() bool                           { return true }
+
+// GroupJoinResponse answers GroupJoinRequest: the member's epoch and
+// shards, and the coordinator to talk to from now on.
+type GroupJoinResponse struct {
+	Err         *wire.Error
+	Coordinator *actor.PID
+	Epoch       uint64
+	Generation  uint64
+	Shards      []uint32
+	Session     uint32 // milliseconds
+}
+
+// GroupClaimRequest asks the coordinator for up to Max records of the
+// member's shards. The coordinator answers GroupClaimGranted as soon as it
+// has any: at once, or later when work arrives. A member has at most one
+// claim request outstanding, and sends none while its budget is zero.
+type GroupClaimRequest struct {
+	Member string
+	Epoch  uint64
+	Max    int
+}
+
+// GroupClaimGranted delivers claimed records and the cursor that acks them.
+type GroupClaimGranted struct {
+	Records []wire.GroupRecord
+	Cursor  []byte
+}
+
+// GroupCommitRequest is a member's ack (an empty Cursor: a heartbeat). The
+// coordinator answers GroupCommitResponse once the commit is durable.
+type GroupCommitRequest struct {
+	Member   string
+	Epoch    uint64
+	Cursor   []byte
+	ReqID    uint64
+	InFlight uint32
+}
+
+// GroupCommitResponse answers GroupCommitRequest with the member's current
+// assignment, or the error that refused the commit.
+type GroupCommitResponse struct {
+	ReqID      uint64
+	Err        *wire.Error
+	Generation uint64
+	Shards     []uint32
+}
+
+// GroupMemberEnded tells a member actor that the coordinator removed it
+// (session timeout) or is going away; it ends its stream with Err.
+type GroupMemberEnded struct {
+	Err *wire.Error
+}
+
+// StreamGroupsDropped tells the groups registry that a stream was deleted:
+// its coordinators stop. Answered with StreamGroupsDroppedResponse once
+// they have, so the catalog deletes the group state after their last write.
+type StreamGroupsDropped struct {
+	Stream uint64
+}
+
+// StreamGroupsDroppedResponse answers StreamGroupsDropped.
+type StreamGroupsDroppedResponse struct{}
+
+// groupTick is a coordinator's timer message.
+type groupTick struct{ gen uint64 }
+
+// groupFlushed is the storage writer's answer to a coordinator's flush,
+// carrying what waits for it.
+type groupFlushed struct {
+	err error
+}

@@ -1,0 +1,168 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// GroupsConfig configures the groups registry.
+type GroupsConfig struct {
+	// Writer is the storage writer.
+	Writer *actor.PID
+	Limits GroupLimits
+	// Secret signs group cursors (the node keeps it in its metadata, so
+	// cursors stay verifiable across restarts).
+	Secret        []byte
+	MaxFrameBytes int
+	// Now and AfterFunc are the coordinators' clock (nil: real time).
+	Now       func() time.Time
+	AfterFunc func(time.Duration, func()) (stop func() bool)
+	Stats     *Stats
+	// CoordinatorProps, if set, wraps coordinator props (tests add
+	// middleware).
+	CoordinatorProps func(*actor.Props) *actor.Props
+}
+
+// groups is the registry of group coordinators: it routes each group
+// request to the coordinator of its (stream, group), spawning it on first
+// use, and is the coordinators' parent and supervisor. A coordinator that
+// panics is restarted and reloads its state from storage.
+type groups struct {
+	cfg   GroupsConfig
+	coord map[groupKey]*groupEntry
+	log   *slog.Logger
+}
+
+type groupKey struct {
+	stream uint64
+	group  string
+}
+
+type groupEntry struct {
+	pid    *actor.PID
+	handle *StreamHandle
+}
+
+// NewGroupsProps returns the props of the groups registry.
+func NewGroupsProps(cfg GroupsConfig) *actor.Props {
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &groups{cfg: cfg} },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, func(reason any) actor.Directive {
+			return actor.RestartDirective
+		})))
+}
+
+// errStopScan ends a metadata scan early.
+var errStopScan = errors.New("stop scan")
+
+func (r *groups) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		r.coord = map[groupKey]*groupEntry{}
+		r.log = ctx.Logger()
+	case groupAddressed:
+		r.route(ctx, m)
+	case *StreamGroupsDropped:
+		r.onDropped(ctx, m)
+	case *actor.Terminated:
+		for k, e := range r.coord {
+			if e.pid.Equal(m.Who) {
+				delete(r.coord, k)
+			}
+		}
+	}
+}
+
+func (r *groups) route(ctx actor.Context, m groupAddressed) {
+	h, group := m.groupAddress()
+	if h.Deleted() {
+		r.refuse(ctx, m, wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", h.Name))
+		return
+	}
+	k := groupKey{stream: h.ID, group: group}
+	e, ok := r.coord[k]
+	if ok && e.handle != h && e.handle.Deleted() {
+		// The stream was recreated, or the catalog restarted and handed out
+		// new handles: the old coordinator's shards are gone.
+		ctx.Unwatch(e.pid)
+		ctx.Stop(e.pid)
+		delete(r.coord, k)
+		ok = false
+	}
+	if !ok {
+		if !m.creates() && !r.exists(h, group) {
+			r.refuse(ctx, m, wire.Errorf(wire.CodeGroupNotFound, "group %s has never been used on stream %s", group, h.Name))
+			return
+		}
+		props := NewGroupCoordinatorProps(GroupCoordinatorConfig{Stream: h, Group: group, Writer: r.cfg.Writer,
+			Limits: r.cfg.Limits, Secret: r.cfg.Secret, MaxFrameBytes: r.cfg.MaxFrameBytes, Now: r.cfg.Now,
+			AfterFunc: r.cfg.AfterFunc, Stats: r.cfg.Stats})
+		if r.cfg.CoordinatorProps != nil {
+			props = r.cfg.CoordinatorProps(props)
+		}
+		pid := ctx.Spawn(props)
+		ctx.Watch(pid)
+		e = &groupEntry{pid: pid, handle: h}
+		r.coord[k] = e
+	}
+	ctx.Forward(e.pid)
+}
+
+// exists reports whether the group has state in storage.
+func (r *groups) exists(h *StreamHandle, group string) bool {
+	found := false
+	err := h.Log.ScanMeta(groupPrefix(h.ID, group), func(_, _ []byte) error {
+		found = true
+		return errStopScan
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		r.log.Error("groups: scanning group state", slog.Any("error", err))
+	}
+	return found
+}
+
+// refuse answers a request without a coordinator.
+func (r *groups) refuse(ctx actor.Context, m groupAddressed, err *wire.Error) {
+	var t *GroupTarget
+	switch m := m.(type) {
+	case *GroupPollRequest:
+		t = &m.GroupTarget
+	case *GroupAckRequest:
+		t = &m.GroupTarget
+	case *GroupDeadLettersRequest:
+		t = &m.GroupTarget
+	case *GroupSelectRequest:
+		t = &m.GroupTarget
+	case *GroupDescribeRequest:
+		t = &m.GroupTarget
+	case *GroupJoinRequest:
+		ctx.Respond(&GroupJoinResponse{Err: err})
+		return
+	default:
+		r.log.Warn("groups: unanswerable request", slog.String("type", fmt.Sprintf("%T", m)))
+		return
+	}
+	ctx.Send(t.ReplyTo, &WriteFrame{Frame: wire.AppendError(nil, t.ReqID, err)})
+}
+
+// onDropped stops a deleted stream's coordinators, then answers: whatever
+// they sent the storage writer is in its mailbox by then, so the stream's
+// group state can be deleted after it.
+func (r *groups) onDropped(ctx actor.Context, m *StreamGroupsDropped) {
+	for k, e := range r.coord {
+		if k.stream == m.Stream {
+			ctx.Unwatch(e.pid)
+			_ = ctx.StopFuture(e.pid).Wait()
+			delete(r.coord, k)
+		}
+	}
+	ctx.Respond(&StreamGroupsDroppedResponse{})
+}

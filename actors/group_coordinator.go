@@ -168,8 +168,21 @@ func (g *groupCoordinator) onStarted(ctx actor.Context) {
 		panic(fmt.Errorf("group %s on %s: loading state: %w", g.cfg.Group, h.Name, err))
 	}
 	g.exists = found
-	// Learn every shard's tail (and retention floor) now.
-	for i := range g.core.shards {
+	// Learn every shard's tail (and retention floor) before the first
+	// request, so a poll that does not wait finds what is there. Shards
+	// answer at once (a recovering one once it knows its tail).
+	futures := make([]*actor.Future, len(h.Shards))
+	for i, pid := range h.Shards {
+		futures[i] = ctx.RequestFuture(pid, &ShardInfoRequest{}, 10*time.Second)
+	}
+	for i, f := range futures {
+		res, err := f.Result()
+		if info, ok := res.(*ShardInfoResponse); ok && err == nil {
+			s := g.core.shards[i]
+			s.tail, s.first = info.Tail, info.First
+			continue
+		}
+		g.log.Warn("group: shard did not report its tail; watching it", slog.Int("shard", i), slog.Any("error", err))
 		g.watch(ctx, uint32(i), true)
 	}
 }

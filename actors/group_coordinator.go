@@ -554,11 +554,13 @@ func (g *groupCoordinator) commitCursor(member string, epoch uint64, cursor []by
 		return 0, wire.Errorf(wire.CodeStaleCursor,
 			"the cursor is from an earlier membership of %s (epoch %d, now %d); its records are redelivered", member, t.epoch, epoch)
 	}
+	for _, r := range t.ranges {
+		if int(r.shard) >= len(g.core.shards) || r.first+uint64(r.count) > g.core.shards[r.shard].next {
+			return 0, wire.Errorf(wire.CodeInvalidCursor, "the cursor names records of shard %d the group never delivered", r.shard)
+		}
+	}
 	n := 0
 	for _, r := range t.ranges {
-		if int(r.shard) >= len(g.core.shards) {
-			return n, wire.Errorf(wire.CodeInvalidCursor, "the cursor names shard %d", r.shard)
-		}
 		offs := make([]uint64, r.count)
 		for i := range offs {
 			offs[i] = r.first + uint64(i)

@@ -42,6 +42,13 @@ var codeTable = []struct {
 	{wire.CodeSequenceGap, 22, "sequence_gap", wire.RetryFatal},
 	{wire.CodeLagged, 23, "lagged", wire.RetryNow},
 	{wire.CodeDuplicateSequence, 24, "duplicate_sequence", wire.RetryFatal},
+	{wire.CodeInvalidCursor, 25, "invalid_cursor", wire.RetryFatal},
+	{wire.CodeStaleCursor, 26, "stale_cursor", wire.RetryFatal},
+	{wire.CodeNotDelivered, 27, "not_delivered", wire.RetryFatal},
+	{wire.CodeTooManyClaims, 28, "too_many_claims", wire.RetryAfter},
+	{wire.CodeSessionExpired, 29, "session_expired", wire.RetryNow},
+	{wire.CodeGroupNotFound, 30, "group_not_found", wire.RetryFatal},
+	{wire.CodeStreamNotDurable, 31, "stream_not_durable", wire.RetryFatal},
 }
 
 func TestCodesTable(t *testing.T) {
@@ -87,7 +94,9 @@ func TestCodesOrderedAndNamed(t *testing.T) {
 }
 
 func TestUnknownCode(t *testing.T) {
-	for _, c := range []wire.Code{0, 25, 999, 0xffff} {
+	// The first code past the table is the next one to be assigned.
+	next := codeTable[len(codeTable)-1].code + 1
+	for _, c := range []wire.Code{0, next, 999, 0xffff} {
 		if got, want := c.String(), fmt.Sprintf("code_%d", uint16(c)); got != want {
 			t.Errorf("Code(%d).String() = %q, want %q", c, got, want)
 		}

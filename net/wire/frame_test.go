@@ -31,6 +31,21 @@ var knownTypes = map[wire.Type]string{
 	wire.TypeSubscribe:      "subscribe",
 	wire.TypeSubscribed:     "subscribed",
 	wire.TypeEventBatch:     "event_batch",
+
+	wire.TypeGroupPoll:        "group_poll",
+	wire.TypeGroupRecords:     "group_records",
+	wire.TypeGroupAck:         "group_ack",
+	wire.TypeGroupNack:        "group_nack",
+	wire.TypeGroupDeadLetters: "group_dead_letters",
+	wire.TypeGroupDeadList:    "group_dead_list",
+	wire.TypeGroupRedrive:     "group_redrive",
+	wire.TypeGroupDiscard:     "group_discard",
+	wire.TypeGroupDone:        "group_done",
+	wire.TypeDescribeGroup:    "describe_group",
+	wire.TypeGroupInfo:        "group_info",
+	wire.TypeGroupSubscribe:   "group_subscribe",
+	wire.TypeGroupAssignment:  "group_assignment",
+	wire.TypeGroupStreamAck:   "group_stream_ack",
 }
 
 func TestHeaderLayout(t *testing.T) {

@@ -203,6 +203,91 @@ func checkReadResult(t *testing.T, body []byte) {
 	reencode(t, body, wire.TypeReadResult, wire.DecodeReadResult, encode, true)
 }
 
+func checkGroupPoll(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeGroupPoll, wire.DecodeGroupPoll, func(p wire.GroupPoll) []byte { return wire.AppendGroupPoll(nil, 1, p) }, true)
+}
+
+func checkGroupRecords(t *testing.T, body []byte) {
+	g, err := wire.DecodeGroupRecords(body)
+	if err != nil {
+		wantWireError(t, err)
+		return
+	}
+	if len(g.Cursor) > wire.MaxCursorBytes {
+		t.Fatalf("cursor of %d bytes accepted", len(g.Cursor))
+	}
+	for i, r := range g.Records {
+		if _, err := wire.ValidateRecords(r.Record, 1); err != nil {
+			t.Fatalf("record %d accepted with bad record bytes: %v", i, err)
+		}
+	}
+	reencode(t, body, wire.TypeGroupRecords, wire.DecodeGroupRecords, func(g wire.GroupRecords) []byte { return wire.AppendGroupRecords(nil, 1, g) }, true)
+}
+
+// checkGroupAck returns the property of GroupAck (nack false) or GroupNack
+// bodies: the two share a decoder and a layout.
+func checkGroupAck(nack bool) func(*testing.T, []byte) {
+	typ := wire.TypeGroupAck
+	if nack {
+		typ = wire.TypeGroupNack
+	}
+	return func(t *testing.T, body []byte) {
+		a, err := wire.DecodeGroupAck(body)
+		if err == nil && len(a.Offsets) > wire.MaxGroupAckOffsets {
+			t.Fatalf("%d offsets accepted", len(a.Offsets))
+		}
+		reencode(t, body, typ, wire.DecodeGroupAck, func(a wire.GroupAck) []byte { return wire.AppendGroupAck(nil, 1, nack, a) }, true)
+	}
+}
+
+func checkGroupDeadLetters(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeGroupDeadLetters, wire.DecodeGroupDeadLetters, func(g wire.GroupDeadLetters) []byte { return wire.AppendGroupDeadLetters(nil, 1, g) }, true)
+}
+
+func checkGroupDeadList(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeGroupDeadList, wire.DecodeGroupDeadList, func(l wire.GroupDeadList) []byte { return wire.AppendGroupDeadList(nil, 1, l) }, true)
+}
+
+// checkGroupSelect returns the property of GroupRedrive (discard false) or
+// GroupDiscard bodies.
+func checkGroupSelect(discard bool) func(*testing.T, []byte) {
+	typ := wire.TypeGroupRedrive
+	if discard {
+		typ = wire.TypeGroupDiscard
+	}
+	return func(t *testing.T, body []byte) {
+		g, err := wire.DecodeGroupSelect(body)
+		if err == nil && (len(g.Offsets) > wire.MaxGroupAckOffsets || g.Shard == wire.AnyShard && len(g.Offsets) > 0) {
+			t.Fatalf("accepted %d offsets of shard %#x", len(g.Offsets), g.Shard)
+		}
+		reencode(t, body, typ, wire.DecodeGroupSelect, func(g wire.GroupSelect) []byte { return wire.AppendGroupSelect(nil, 1, discard, g) }, true)
+	}
+}
+
+func checkGroupDone(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeGroupDone, wire.DecodeGroupDone, func(n uint64) []byte { return wire.AppendGroupDone(nil, 1, n) }, true)
+}
+
+func checkDescribeGroup(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeDescribeGroup, wire.DecodeDescribeGroup, func(g wire.DescribeGroup) []byte { return wire.AppendDescribeGroup(nil, 1, g) }, true)
+}
+
+func checkGroupInfo(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeGroupInfo, wire.DecodeGroupInfo, func(g wire.GroupInfo) []byte { return wire.AppendGroupInfo(nil, 1, g) }, true)
+}
+
+func checkGroupSubscribe(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeGroupSubscribe, wire.DecodeGroupSubscribe, func(g wire.GroupSubscribe) []byte { return wire.AppendGroupSubscribe(nil, 1, g) }, true)
+}
+
+func checkGroupAssignment(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeGroupAssignment, wire.DecodeGroupAssignment, func(g wire.GroupAssignment) []byte { return wire.AppendGroupAssignment(nil, 1, g) }, true)
+}
+
+func checkGroupStreamAck(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeGroupStreamAck, wire.DecodeGroupStreamAck, func(a wire.GroupStreamAck) []byte { return wire.AppendGroupStreamAck(nil, 1, a) }, true)
+}
+
 // checkByType maps every frame type to its decoder's property.
 var checkByType = map[wire.Type]func(*testing.T, []byte){
 	wire.TypeHello:          checkHello,
@@ -223,6 +308,21 @@ var checkByType = map[wire.Type]func(*testing.T, []byte){
 	wire.TypeSubscribe:      checkSubscribe,
 	wire.TypeSubscribed:     checkSubscribed,
 	wire.TypeEventBatch:     checkEventBatch,
+
+	wire.TypeGroupPoll:        checkGroupPoll,
+	wire.TypeGroupRecords:     checkGroupRecords,
+	wire.TypeGroupAck:         checkGroupAck(false),
+	wire.TypeGroupNack:        checkGroupAck(true),
+	wire.TypeGroupDeadLetters: checkGroupDeadLetters,
+	wire.TypeGroupDeadList:    checkGroupDeadList,
+	wire.TypeGroupRedrive:     checkGroupSelect(false),
+	wire.TypeGroupDiscard:     checkGroupSelect(true),
+	wire.TypeGroupDone:        checkGroupDone,
+	wire.TypeDescribeGroup:    checkDescribeGroup,
+	wire.TypeGroupInfo:        checkGroupInfo,
+	wire.TypeGroupSubscribe:   checkGroupSubscribe,
+	wire.TypeGroupAssignment:  checkGroupAssignment,
+	wire.TypeGroupStreamAck:   checkGroupStreamAck,
 }
 
 func TestCheckByTypeCoversEveryType(t *testing.T) {
@@ -281,6 +381,30 @@ func seedFrames() [][]byte {
 		wire.AppendSubscribe(nil, 6, wire.Subscribe{Name: nameABC, Shard: 1, Start: wire.StartOffset, Offset: 5, QueueCapacity: 32}),
 		wire.AppendSubscribed(nil, 6, wire.Subscribed{Shard: 1, Offset: 5, Tail: 7, QueueCapacity: 32}),
 		batch.Bytes(),
+
+		wire.AppendGroupPoll(nil, 9, wire.GroupPoll{Name: nameABC, Group: "billing", Shard: 1, Max: 100, WaitMillis: 5_000}),
+		wire.AppendGroupRecords(nil, 0, wire.GroupRecords{Cursor: []byte("cursor-token-1"), Records: seedGroupRecords()}),
+		wire.AppendGroupAck(nil, 10, false, wire.GroupAck{Name: nameABC, Group: "billing", Shard: 1, Offsets: []uint64{10, 11}}),
+		wire.AppendGroupAck(nil, 11, true, wire.GroupAck{Name: nameABC, Group: "billing", Shard: 1, Offsets: []uint64{12}}),
+		wire.AppendGroupDeadLetters(nil, 12, wire.GroupDeadLetters{Name: nameABC, Group: "billing", Shard: wire.AnyShard, Limit: 100}),
+		wire.AppendGroupDeadList(nil, 12, wire.GroupDeadList{More: true, Letters: []wire.DeadLetter{
+			{Shard: 1, Offset: 9, Attempts: 5, DeadUnixNano: 1_700_000_000_000_000_000, Reason: "max attempts"}}}),
+		wire.AppendGroupSelect(nil, 13, false, wire.GroupSelect{Name: nameABC, Group: "billing", Shard: 1, Offsets: []uint64{9}}),
+		wire.AppendGroupSelect(nil, 14, true, wire.GroupSelect{Name: nameABC, Group: "billing", Shard: wire.AnyShard}),
+		wire.AppendGroupDone(nil, 10, 2),
+		wire.AppendDescribeGroup(nil, 15, wire.DescribeGroup{Name: nameABC, Group: "billing"}),
+		wire.AppendGroupInfo(nil, 15, groupInfoFull),
+		wire.AppendGroupSubscribe(nil, 16, wire.GroupSubscribe{Name: nameABC, Group: "billing", Member: "worker-1", Window: 64, MaxPerPush: 16}),
+		wire.AppendGroupAssignment(nil, 16, wire.GroupAssignment{Member: "worker-1", Generation: 3, Shards: []uint32{0, 1}, Window: 64, MaxPerPush: 16, SessionMillis: 10_000}),
+		wire.AppendGroupStreamAck(nil, 17, wire.GroupStreamAck{Cursor: []byte("cursor-token-1"), Count: 2}),
+	}
+}
+
+// seedGroupRecords are the records of the seed GroupRecords frame.
+func seedGroupRecords() []wire.GroupRecord {
+	return []wire.GroupRecord{
+		{Shard: 0, Offset: 10, Attempts: 1, Timestamp: 1_700_000_000_000_000_000, Record: tracedRecord},
+		{Shard: 1, Offset: 4, Attempts: 3, Timestamp: 1_700_000_000_000_000_001, Record: oneRecord},
 	}
 }
 
@@ -457,6 +581,118 @@ func FuzzDecodeEventBatch(f *testing.F) {
 	f.Add(eventBody(1, rawSection{count: 1, length: 100, recs: one}))
 	f.Add(eventBody(1, rawSection{count: 0}))
 	f.Fuzz(checkEventBatch)
+}
+
+func FuzzDecodeGroupPoll(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupPoll)
+	f.Add(splitFrame(f, wire.AppendGroupPoll(nil, 1, wire.GroupPoll{Name: nameLong, Group: repeatString('g', 64), Shard: wire.AnyShard})).Body)
+	f.Fuzz(checkGroupPoll)
+}
+
+func FuzzDecodeGroupRecords(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupRecords)
+	f.Add(splitFrame(f, wire.AppendGroupRecords(nil, 1, wire.GroupRecords{Records: seedGroupRecords()})).Body) // a poll answer
+	f.Add(splitFrame(f, wire.AppendGroupRecords(nil, 1, wire.GroupRecords{})).Body)
+	two := wire.AppendRecords(nil, []wire.Record{{}, {}})
+	f.Add(bcat(be16(0), be32(1), groupEntry(uint32(len(two)), two)))
+	f.Add(bcat(be16(0), be32(1), groupEntry(0, nil)))
+	f.Add(bcat(be16(0), be32(1), groupEntry(2, []byte{0x05, 'a'})))
+	f.Add(bcat(be16(0), be32(1), groupEntry(100, oneRecord)))
+	f.Add(bcat(be16(0), be32(math.MaxUint32), goodEntry))
+	f.Fuzz(checkGroupRecords)
+}
+
+func FuzzDecodeGroupAck(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupAck)
+	f.Add(offsetsBody(1, 0, nil))
+	f.Add(offsetsBody(1, 2, be64(1)))
+	f.Add(offsetsBody(1, wire.MaxGroupAckOffsets+1, be64(1)))
+	f.Fuzz(checkGroupAck(false))
+}
+
+func FuzzDecodeGroupDeadLetters(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupDeadLetters)
+	f.Add(splitFrame(f, wire.AppendGroupDeadLetters(nil, 1, wire.GroupDeadLetters{Name: nameABC, Group: "g", Shard: 2, From: 100, Limit: 50})).Body)
+	f.Fuzz(checkGroupDeadLetters)
+}
+
+func FuzzDecodeGroupDeadList(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupDeadList)
+	body := seedBody(wire.TypeGroupDeadList)
+	for _, v := range []byte{0, 2, 0xff} {
+		f.Add(withByte(body, 0, v)) // the more flag
+	}
+	f.Add([]byte{0, 0, 0, 0, 0})
+	f.Add(bcat([]byte{0}, be32(math.MaxUint32), be32(1), be64(2), be32(3), be64(4), str16("r")))
+	f.Fuzz(checkGroupDeadList)
+}
+
+func FuzzDecodeGroupSelect(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupRedrive)
+	f.Add(seedBody(wire.TypeGroupDiscard))
+	f.Add(offsetsBody(wire.AnyShard, 1, be64(9)))
+	f.Add(offsetsBody(wire.AnyShard, 1, append(be64(9), 0)))
+	f.Add(offsetsBody(1, 2, be64(1)))
+	f.Fuzz(checkGroupSelect(false))
+}
+
+func FuzzDecodeGroupDone(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupDone)
+	f.Fuzz(checkGroupDone)
+}
+
+func FuzzDecodeDescribeGroup(f *testing.F) {
+	addBodySeeds(f, wire.TypeDescribeGroup)
+	f.Add(splitFrame(f, wire.AppendDescribeGroup(nil, 1, wire.DescribeGroup{Name: nameLong})).Body)
+	f.Fuzz(checkDescribeGroup)
+}
+
+func FuzzDecodeGroupInfo(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupInfo)
+	f.Add(splitFrame(f, wire.AppendGroupInfo(nil, 1, wire.GroupInfo{})).Body)
+	head := bcat(str16("g"), be64(1), be32(2), be32(3), be32(4))
+	f.Add(bcat(head, be32(math.MaxUint32), be32(0)))
+	f.Add(bcat(head, be32(0), be32(math.MaxUint32), str16("m"), be32(0), be32(1), be32(2), be32(3)))
+	f.Add(bcat(head, be32(0), be32(1), str16("m"), be32(math.MaxUint32), be32(1), be32(2), be32(3)))
+	f.Fuzz(checkGroupInfo)
+}
+
+func FuzzDecodeGroupSubscribe(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupSubscribe)
+	f.Add(splitFrame(f, wire.AppendGroupSubscribe(nil, 1, wire.GroupSubscribe{Name: nameABC, Group: "g", Window: 1})).Body)
+	f.Fuzz(checkGroupSubscribe)
+}
+
+func FuzzDecodeGroupAssignment(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupAssignment)
+	f.Add(splitFrame(f, wire.AppendGroupAssignment(nil, 1, wire.GroupAssignment{Member: "idle", Generation: 1, Window: 8})).Body)
+	f.Add(bcat(str16("m"), be64(1), be32(math.MaxUint32), be32(1), be32(2), be32(3), be32(4)))
+	f.Fuzz(checkGroupAssignment)
+}
+
+func FuzzDecodeGroupStreamAck(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupStreamAck)
+	f.Add(splitFrame(f, wire.AppendGroupStreamAck(nil, 1, wire.GroupStreamAck{})).Body) // a heartbeat
+	f.Add(bcat(be16(math.MaxUint16), be32(1)))
+	f.Fuzz(checkGroupStreamAck)
+}
+
+// FuzzValidateGroupName checks ValidateGroupName against the stream-name
+// rules it shares.
+func FuzzValidateGroupName(f *testing.F) {
+	for _, s := range []string{"g", "billing", "AZaz09._-", "", "my group", "a/b", "é", strings.Repeat("g", 64), strings.Repeat("g", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := wire.ValidateGroupName("group", s)
+		streamErr := wire.StreamName{Tenant: "t", Namespace: "n", Stream: s}.Validate()
+		if (err == nil) != (streamErr == nil) {
+			t.Fatalf("%q: group name %v, stream name %v", s, err, streamErr)
+		}
+		if err != nil {
+			wantCode(t, err, wire.CodeInvalidRequest)
+		}
+	})
 }
 
 // FuzzReadFrame feeds a byte stream to ReadFrame and every frame it yields to

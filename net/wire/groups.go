@@ -304,15 +304,20 @@ func AppendGroupSelect(dst []byte, reqID uint64, discard bool, g GroupSelect) []
 	return frameEnd(dst, s)
 }
 
-// DecodeGroupSelect decodes a GroupRedrive or GroupDiscard body.
+// DecodeGroupSelect decodes a GroupRedrive or GroupDiscard body. A body
+// that does not frame is CodeMalformedFrame; a well-framed one naming
+// offsets with Shard AnyShard is CodeInvalidRequest.
 func DecodeGroupSelect(body []byte) (GroupSelect, error) {
 	d := decoder{b: body}
 	g := GroupSelect{Name: d.name(), Group: d.str16("group"), Shard: d.u32("shard")}
 	g.Offsets = d.offsets()
-	if d.err == nil && g.Shard == AnyShard && len(g.Offsets) > 0 {
+	if err := d.end("group_select"); err != nil {
+		return g, err
+	}
+	if g.Shard == AnyShard && len(g.Offsets) > 0 {
 		return g, Errorf(CodeInvalidRequest, "offsets need a shard")
 	}
-	return g, d.end("group_select")
+	return g, nil
 }
 
 // AppendGroupDone appends a GroupDone frame: count records changed state.

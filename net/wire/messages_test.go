@@ -556,6 +556,45 @@ func TestAppendKeepsPrefix(t *testing.T) {
 		"publish_ack": func(b []byte) []byte { return wire.AppendPublishAck(b, 1, wire.PublishAck{Count: 1, Duplicate: true}) },
 		"subscribe":   func(b []byte) []byte { return wire.AppendSubscribe(b, 1, wire.Subscribe{Name: nameABC}) },
 		"subscribed":  func(b []byte) []byte { return wire.AppendSubscribed(b, 1, wire.Subscribed{Tail: 1}) },
+
+		"group_poll": func(b []byte) []byte {
+			return wire.AppendGroupPoll(b, 1, wire.GroupPoll{Name: nameABC, Group: "g", Max: 1})
+		},
+		"group_records": func(b []byte) []byte {
+			return wire.AppendGroupRecords(b, 0, wire.GroupRecords{Cursor: []byte("c"), Records: []wire.GroupRecord{{Attempts: 1, Record: oneRecord}}})
+		},
+		"group_ack": func(b []byte) []byte {
+			return wire.AppendGroupAck(b, 1, false, wire.GroupAck{Name: nameABC, Group: "g", Offsets: []uint64{1}})
+		},
+		"group_nack": func(b []byte) []byte {
+			return wire.AppendGroupAck(b, 1, true, wire.GroupAck{Name: nameABC, Group: "g", Offsets: []uint64{1}})
+		},
+		"group_dead_letters": func(b []byte) []byte {
+			return wire.AppendGroupDeadLetters(b, 1, wire.GroupDeadLetters{Name: nameABC, Group: "g"})
+		},
+		"group_dead_list": func(b []byte) []byte {
+			return wire.AppendGroupDeadList(b, 1, wire.GroupDeadList{Letters: []wire.DeadLetter{{Offset: 1, Reason: "r"}}, More: true})
+		},
+		"group_redrive": func(b []byte) []byte {
+			return wire.AppendGroupSelect(b, 1, false, wire.GroupSelect{Name: nameABC, Group: "g"})
+		},
+		"group_discard": func(b []byte) []byte {
+			return wire.AppendGroupSelect(b, 1, true, wire.GroupSelect{Name: nameABC, Group: "g"})
+		},
+		"group_done": func(b []byte) []byte { return wire.AppendGroupDone(b, 1, 3) },
+		"describe_group": func(b []byte) []byte {
+			return wire.AppendDescribeGroup(b, 1, wire.DescribeGroup{Name: nameABC, Group: "g"})
+		},
+		"group_info": func(b []byte) []byte { return wire.AppendGroupInfo(b, 1, groupInfoFull) },
+		"group_subscribe": func(b []byte) []byte {
+			return wire.AppendGroupSubscribe(b, 1, wire.GroupSubscribe{Name: nameABC, Group: "g", Window: 1})
+		},
+		"group_assignment": func(b []byte) []byte {
+			return wire.AppendGroupAssignment(b, 1, wire.GroupAssignment{Member: "m", Shards: []uint32{0}})
+		},
+		"group_stream_ack": func(b []byte) []byte {
+			return wire.AppendGroupStreamAck(b, 1, wire.GroupStreamAck{Cursor: []byte("c"), Count: 1})
+		},
 	}
 	// Every type but EventBatch (WriteEventBatch writes to an io.Writer)
 	// has an AppendX builder.
@@ -660,7 +699,7 @@ func TestParseStreamName(t *testing.T) {
 
 func TestFeatures(t *testing.T) {
 	bits := []uint64{wire.FeaturePublishPipeline, wire.FeatureEventBatch, wire.FeatureSubscribeQueue,
-		wire.FeaturePublishConditional, wire.FeatureIdempotentProducer, wire.FeatureRead}
+		wire.FeaturePublishConditional, wire.FeatureIdempotentProducer, wire.FeatureRead, wire.FeatureGroups}
 	var all uint64
 	for i, b := range bits {
 		if b != 1<<i {

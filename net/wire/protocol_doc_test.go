@@ -3,6 +3,7 @@ package wire_test
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -12,9 +13,9 @@ import (
 )
 
 // These tests keep docs/protocol.md in step with the code: the error code
-// table, the frame type table, the feature bits, the keyed routing examples
-// and the worked hex examples are read back from the page and compared with
-// what the package defines.
+// table, the frame type table, the body layout headings, the feature bits,
+// the keyed routing examples and the worked hex examples are read back from
+// the page and compared with what the package defines.
 
 const protocolDoc = "../../docs/protocol.md"
 
@@ -129,6 +130,27 @@ func TestProtocolDocFrameTypes(t *testing.T) {
 	for typ, name := range knownTypes {
 		if !seen[typ] {
 			t.Errorf("type 0x%02x %s is missing from the frame type table", uint8(typ), name)
+		}
+	}
+}
+
+func TestProtocolDocFrameBodies(t *testing.T) {
+	// Every type has a "### Name (0xNN)" heading (two types may share one)
+	// in the Frame bodies section.
+	var headings []string
+	for _, line := range docSection(t, "Frame bodies") {
+		if strings.HasPrefix(line, "### ") {
+			headings = append(headings, strings.ToLower(line))
+		}
+	}
+	for typ, name := range knownTypes {
+		code := fmt.Sprintf("(0x%02x)", uint8(typ))
+		found := false
+		for _, h := range headings {
+			found = found || strings.Contains(h, code)
+		}
+		if !found {
+			t.Errorf("type %s %s has no body layout heading in %s", code, name, protocolDoc)
 		}
 	}
 }

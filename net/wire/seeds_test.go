@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -50,6 +51,19 @@ var bodyTargets = map[string]wire.Type{
 	"FuzzDecodeSubscribe":      wire.TypeSubscribe,
 	"FuzzDecodeSubscribed":     wire.TypeSubscribed,
 	"FuzzDecodeEventBatch":     wire.TypeEventBatch,
+
+	"FuzzDecodeGroupPoll":        wire.TypeGroupPoll,
+	"FuzzDecodeGroupRecords":     wire.TypeGroupRecords,
+	"FuzzDecodeGroupAck":         wire.TypeGroupAck,
+	"FuzzDecodeGroupDeadLetters": wire.TypeGroupDeadLetters,
+	"FuzzDecodeGroupDeadList":    wire.TypeGroupDeadList,
+	"FuzzDecodeGroupSelect":      wire.TypeGroupRedrive,
+	"FuzzDecodeGroupDone":        wire.TypeGroupDone,
+	"FuzzDecodeDescribeGroup":    wire.TypeDescribeGroup,
+	"FuzzDecodeGroupInfo":        wire.TypeGroupInfo,
+	"FuzzDecodeGroupSubscribe":   wire.TypeGroupSubscribe,
+	"FuzzDecodeGroupAssignment":  wire.TypeGroupAssignment,
+	"FuzzDecodeGroupStreamAck":   wire.TypeGroupStreamAck,
 }
 
 func seedFileList() []seedFile {
@@ -107,6 +121,41 @@ func seedFileList() []seedFile {
 
 	add("FuzzDecodeRead", "bounded", body(wire.AppendRead(nil, 1, wire.Read{Name: nameABC, Shard: 0, Start: 10, End: 20, MaxRecords: 5, MaxBytes: 4096})))
 
+	// Consumer groups: counts that lie, bad record bytes, the AnyShard rule,
+	// flags and the empty forms (heartbeats, idle members, poll answers).
+	add("FuzzDecodeGroupPoll", "no_wait", body(wire.AppendGroupPoll(nil, 1, wire.GroupPoll{Name: nameABC, Group: "billing", Max: 1})))
+	add("FuzzDecodeGroupRecords", "poll_answer", body(wire.AppendGroupRecords(nil, 9, wire.GroupRecords{Records: seedGroupRecords()})))
+	add("FuzzDecodeGroupRecords", "empty_poll_answer", body(wire.AppendGroupRecords(nil, 9, wire.GroupRecords{})))
+	add("FuzzDecodeGroupRecords", "count_lies", bcat(be16(0), be32(math.MaxUint32), goodEntry))
+	add("FuzzDecodeGroupRecords", "record_length_lies", bcat(be16(0), be32(1), groupEntry(100, oneRecord)))
+	add("FuzzDecodeGroupRecords", "empty_record", bcat(be16(0), be32(1), groupEntry(0, nil)))
+	add("FuzzDecodeGroupRecords", "bad_record", bcat(be16(0), be32(1), groupEntry(2, []byte{0x05, 'a'})))
+	twoRecs := wire.AppendRecords(nil, []wire.Record{{}, {}})
+	add("FuzzDecodeGroupRecords", "two_records_in_one", bcat(be16(0), be32(1), groupEntry(uint32(len(twoRecs)), twoRecs)))
+	add("FuzzDecodeGroupAck", "no_offsets", offsetsBody(1, 0, nil))
+	add("FuzzDecodeGroupAck", "count_lies", offsetsBody(1, 2, be64(1)))
+	add("FuzzDecodeGroupAck", "count_over_limit", offsetsBody(1, wire.MaxGroupAckOffsets+1, be64(1)))
+	add("FuzzDecodeGroupDeadLetters", "one_shard_paged", body(wire.AppendGroupDeadLetters(nil, 1, wire.GroupDeadLetters{Name: nameABC, Group: "billing", Shard: 2, From: 100, Limit: 50})))
+	add("FuzzDecodeGroupDeadList", "empty", body(wire.AppendGroupDeadList(nil, 1, wire.GroupDeadList{})))
+	add("FuzzDecodeGroupDeadList", "unknown_more_flag", withByte(seedBody(wire.TypeGroupDeadList), 0, 2))
+	add("FuzzDecodeGroupDeadList", "count_lies", bcat([]byte{0}, be32(math.MaxUint32), be32(1), be64(2), be32(3), be64(4), str16("r")))
+	add("FuzzDecodeGroupSelect", "any_shard_all", seedBody(wire.TypeGroupDiscard))
+	add("FuzzDecodeGroupSelect", "any_shard_with_offsets", offsetsBody(wire.AnyShard, 1, be64(9)))
+	add("FuzzDecodeGroupSelect", "count_lies", offsetsBody(1, 2, be64(1)))
+	add("FuzzDecodeGroupInfo", "empty", body(wire.AppendGroupInfo(nil, 1, wire.GroupInfo{})))
+	infoHead := bcat(str16("g"), be64(1), be32(2), be32(3), be32(4))
+	add("FuzzDecodeGroupInfo", "shard_count_lies", bcat(infoHead, be32(math.MaxUint32), be32(0)))
+	add("FuzzDecodeGroupInfo", "member_count_lies", bcat(infoHead, be32(0), be32(math.MaxUint32), str16("m"), be32(0), be32(1), be32(2), be32(3)))
+	add("FuzzDecodeGroupInfo", "member_shard_count_lies", bcat(infoHead, be32(0), be32(1), str16("m"), be32(math.MaxUint32), be32(1), be32(2), be32(3)))
+	add("FuzzDecodeGroupSubscribe", "node_names_member", body(wire.AppendGroupSubscribe(nil, 1, wire.GroupSubscribe{Name: nameABC, Group: "billing", Window: 64, MaxPerPush: 16})))
+	add("FuzzDecodeGroupAssignment", "idle", body(wire.AppendGroupAssignment(nil, 1, wire.GroupAssignment{Member: "worker-2", Generation: 3, Window: 64, MaxPerPush: 16, SessionMillis: 10_000})))
+	add("FuzzDecodeGroupAssignment", "shard_count_lies", bcat(str16("m"), be64(1), be32(math.MaxUint32), be32(1), be32(2), be32(3), be32(4)))
+	add("FuzzDecodeGroupStreamAck", "heartbeat", body(wire.AppendGroupStreamAck(nil, 1, wire.GroupStreamAck{})))
+	add("FuzzDecodeGroupStreamAck", "cursor_length_lies", bcat(be16(math.MaxUint16), be32(1)))
+	for name, s := range map[string]string{"valid": "billing", "empty": "", "too_long": strings.Repeat("g", wire.MaxGroupName+1), "bad_character": "bill ing"} {
+		add("FuzzValidateGroupName", name, s)
+	}
+
 	// ReadFrame: streams of frames.
 	frames := seedFrames()
 	byType := map[wire.Type][]byte{}
@@ -130,6 +179,9 @@ func seedFileList() []seedFile {
 	add("FuzzReadFrame", "too_large", wire.AppendHeader(nil, wire.Header{Length: 1 << 24, Type: wire.TypePublish, RequestID: 1}))
 	add("FuzzReadFrame", "unknown_type", append(wire.AppendHeader(nil, wire.Header{Length: 1, Type: 0x7f, RequestID: 1}), 'x'))
 	add("FuzzReadFrame", "delete_then_read", cat(wire.TypeDeleteStream, wire.TypeOK, wire.TypeRead, wire.TypeReadResult))
+	pollAnswer := wire.AppendGroupRecords(nil, 9, wire.GroupRecords{Records: seedGroupRecords()})
+	add("FuzzReadFrame", "group_pull", append(append(cat(wire.TypeGroupPoll), pollAnswer...), cat(wire.TypeGroupAck, wire.TypeGroupDone)...))
+	add("FuzzReadFrame", "group_push", cat(wire.TypeGroupSubscribe, wire.TypeGroupAssignment, wire.TypeGroupRecords, wire.TypeGroupStreamAck, wire.TypeGroupAssignment))
 
 	// Records blocks.
 	two := wire.AppendRecords(nil, []wire.Record{

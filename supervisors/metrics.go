@@ -69,6 +69,25 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		func(o metric.Int64Observer) { o.Observe(u(stats.Commits.Load())) })
 	counter("herald.storage.committed_batches", "{batch}", "Batches carried by storage writer commits.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.CommittedBatches.Load())) })
+	counter("herald.group.delivered", "{record}", "Records handed to consumer-group consumers (polls and pushes, redeliveries included).",
+		func(o metric.Int64Observer) { o.Observe(u(stats.GroupDelivered.Load())) })
+	counter("herald.group.acked", "{record}", "Consumer-group records settled by an ack.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.GroupAcked.Load())) })
+	counter("herald.group.nacked", "{record}", "Consumer-group records handed back by a nack.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.GroupNacked.Load())) })
+	counter("herald.group.redeliveries", "{record}", "Consumer-group claims whose visibility timeout lapsed.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.GroupRedelivered.Load())) })
+	counter("herald.group.dead_letters", "{record}", "Consumer-group records dead-lettered after their last attempt.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.GroupDeadLettered.Load())) })
+	counter("herald.group.member.events", "{event}", "Push members joining, leaving, and removed by the session timeout, by event.",
+		func(o metric.Int64Observer) {
+			ev := func(e string) metric.ObserveOption { return metric.WithAttributes(attribute.String("event", e)) }
+			o.Observe(u(stats.GroupJoins.Load()), ev("join"))
+			o.Observe(u(stats.GroupLeaves.Load()), ev("leave"))
+			o.Observe(u(stats.GroupExpired.Load()), ev("session_expired"))
+		})
+	gauge("herald.group.members", "{member}", "Live consumer-group push members, node-wide.",
+		func(o metric.Int64Observer) { o.Observe(stats.GroupMembers.Load()) })
 	gauge("herald.subscriber.queue.batches", "{batch}", "Batches waiting in subscription queues, node-wide.",
 		func(o metric.Int64Observer) { o.Observe(stats.QueuedBatches.Load()) })
 	gauge("herald.subscriber.queue.bytes", "By", "Records bytes waiting in subscription queues, node-wide.",

@@ -543,3 +543,74 @@ func TestGroupStateSurvivesRestart(t *testing.T) {
 		t.Fatalf("after redrive %+v", g.Records)
 	}
 }
+
+func TestGroupPushAndPullShareOnePosition(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	c := dialRaw(t, n)
+	c.createDurable(jobs, 1)
+	c.publishN(jobs, 0, 20)
+	seen := map[uint64]int{}
+	// Push: take 6 records in pushes of 3, ack the first push only.
+	s, _ := joinRaw(t, c, 10, "mixed", "p1", 6)
+	var pushes []wire.GroupRecords
+	for got := 0; got < 6; {
+		g := decodeRecords(t, c.read(s))
+		pushes = append(pushes, g)
+		got += len(g.Records)
+		for _, r := range g.Records {
+			seen[r.Offset]++
+		}
+	}
+	c.write(s, wire.AppendGroupStreamAck(nil, 11, wire.GroupStreamAck{Cursor: pushes[0].Cursor, Count: uint32(len(pushes[0].Records))}))
+	if f := readUntil(t, c, s, 11); f.Header.Type != wire.TypeGroupAssignment {
+		t.Fatal(errFrame(f))
+	}
+	acked := len(pushes[0].Records)
+	// The member leaves; its unacked records are owed.
+	_ = s.Close()
+	s.CancelRead(0)
+	// Pull: the owed records come first, then the rest, with nothing
+	// skipped. Ack all but one, leave that one to be polled again.
+	var polled []wire.GroupRecord
+	deadline := time.Now().Add(10 * time.Second)
+	for len(polled) < 20-acked && time.Now().Before(deadline) {
+		id := uint64(100 + len(polled))
+		g := decodeRecords(t, c.call(id, wire.AppendGroupPoll(nil, id, wire.GroupPoll{Name: jobs, Group: "mixed", Max: 4, WaitMillis: 200})))
+		polled = append(polled, g.Records...)
+	}
+	if len(polled) != 20-acked {
+		t.Fatalf("polled %d records, want %d", len(polled), 20-acked)
+	}
+	for i, r := range polled {
+		want := uint64(acked + i)
+		if r.Offset != want {
+			t.Fatalf("poll %d: offset %d, want %d (owed first, then new, nothing skipped)", i, r.Offset, want)
+		}
+		if seen[r.Offset] > 0 && r.Attempts != 2 {
+			t.Fatalf("pushed record %d polled with attempts %d", r.Offset, r.Attempts)
+		}
+	}
+	var offs []uint64
+	for _, r := range polled[:len(polled)-1] {
+		offs = append(offs, r.Offset)
+	}
+	if f := c.call(200, wire.AppendGroupAck(nil, 200, false, wire.GroupAck{Name: jobs, Group: "mixed", Offsets: offs})); f.Header.Type != wire.TypeGroupDone {
+		t.Fatal(errFrame(f))
+	}
+	last := polled[len(polled)-1].Offset
+	if f := c.call(201, wire.AppendGroupAck(nil, 201, true, wire.GroupAck{Name: jobs, Group: "mixed", Offsets: []uint64{last}})); f.Header.Type != wire.TypeGroupDone {
+		t.Fatal(errFrame(f))
+	}
+	// Back to push: the nacked record comes first, then new ones.
+	c.publishN(jobs, 20, 2)
+	s, _ = joinRaw(t, c, 300, "mixed", "p2", 10)
+	var got []uint64
+	for len(got) < 3 {
+		for _, r := range decodeRecords(t, c.read(s)).Records {
+			got = append(got, r.Offset)
+		}
+	}
+	if !slices.Equal(got, []uint64{last, 20, 21}) {
+		t.Fatalf("push after pull got %v, want [%d 20 21]", got, last)
+	}
+}

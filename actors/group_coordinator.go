@@ -105,7 +105,11 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 		g.onStarted(ctx)
 		return
 	case *actor.Stopping:
-		g.onStopping(ctx, wire.Errorf(wire.CodeShuttingDown, "the group coordinator is stopping"))
+		err := wire.Errorf(wire.CodeShuttingDown, "the group coordinator is stopping (the node is shutting down)")
+		if g.cfg.Stream.Deleted() {
+			err = wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", g.cfg.Stream.Name)
+		}
+		g.onStopping(ctx, err)
 		return
 	case *actor.Restarting:
 		g.onStopping(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator restarted; join again"))

@@ -39,6 +39,11 @@ type memberAck struct {
 // memberStreamEnded: the client closed or reset its side of the stream.
 type memberStreamEnded struct{}
 
+// The connection's reader may outlive the member by a moment (the member
+// ended the stream itself): what it sends then is dropped quietly.
+func (*memberAck) IgnoreDeadLetterLogging()         {}
+func (*memberStreamEnded) IgnoreDeadLetterLogging() {}
+
 // groupMemberActor is one push member. It owns its credit window: each push
 // is at most min(MaxPerPush, Window − in flight) records, asked of the
 // coordinator only while that budget is above zero; at zero it sends

@@ -124,8 +124,14 @@ func (a *groupMemberActor) Receive(ctx actor.Context) {
 		case a.lane != nil && m.Who.Equal(a.lane):
 			ctx.Stop(ctx.Self())
 		case a.coordinator != nil && m.Who.Equal(a.coordinator):
+			// Terminated is a system message: it can overtake the
+			// coordinator's GroupMemberEnded, so say why from here.
 			a.coordinator = nil
-			a.end(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator stopped (the stream was deleted, or the node is stopping)"), 0)
+			err := wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator stopped (the node is stopping); join again")
+			if a.cfg.Stream.Deleted() {
+				err = wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", a.cfg.Stream.Name)
+			}
+			a.end(ctx, err, 0)
 		}
 	case *actor.Stopping:
 		if !a.closed {

@@ -614,3 +614,36 @@ func TestGroupPushAndPullShareOnePosition(t *testing.T) {
 		t.Fatalf("push after pull got %v, want [%d 20 21]", got, last)
 	}
 }
+
+func TestGroupStateGoesWithItsStream(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	c := dialRaw(t, n)
+	c.createDurable(jobs, 1)
+	c.publishN(jobs, 0, 5)
+	if g := decodeRecords(t, c.call(90, wire.AppendGroupPoll(nil, 90, wire.GroupPoll{Name: jobs, Group: "work", Max: 2}))); len(g.Records) != 2 {
+		t.Fatalf("poll: %+v", g)
+	}
+	s, _ := joinRaw(t, c, 91, "live", "m1", 10)
+	if g := decodeRecords(t, c.read(s)); len(g.Records) == 0 {
+		t.Fatal("no push")
+	}
+	if f := c.call(92, wire.AppendDeleteStream(nil, 92, jobs)); f.Header.Type != wire.TypeOK {
+		t.Fatal(errFrame(f))
+	}
+	// The member's stream ends with stream_not_found.
+	for {
+		f := c.read(s)
+		if f.Header.Type == wire.TypeGroupRecords {
+			continue
+		}
+		wantErrCode(t, f, wire.CodeStreamNotFound)
+		break
+	}
+	// A stream of the same name is a new stream: its groups start afresh.
+	c.createDurable(jobs, 1)
+	wantErrCode(t, c.call(93, wire.AppendDescribeGroup(nil, 93, wire.DescribeGroup{Name: jobs, Group: "work"})), wire.CodeGroupNotFound)
+	left := 0
+	if err := n.durable.ScanMeta([]byte{'G'}, func(_, _ []byte) error { left++; return nil }); err != nil || left != 0 {
+		t.Fatalf("group state of the deleted stream left behind: %d keys, %v", left, err)
+	}
+}

@@ -58,6 +58,8 @@ type groupMemberActor struct {
 	epoch       uint64
 	inFlight    uint32
 	asking      bool
+	// session is the session timeout (ms) the coordinator granted.
+	session uint32
 	closed      bool
 	joined      bool
 }
@@ -89,7 +91,7 @@ func (a *groupMemberActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.joined = true
-		a.coordinator, a.epoch = m.Coordinator, m.Epoch
+		a.coordinator, a.epoch, a.session = m.Coordinator, m.Epoch, m.Session
 		ctx.Watch(a.coordinator)
 		ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendGroupAssignment(nil, a.cfg.ReqID, a.assignment(m.Generation, m.Shards, m.Session))})
 		a.ask(ctx)
@@ -111,7 +113,7 @@ func (a *groupMemberActor) Receive(ctx actor.Context) {
 			ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendError(nil, m.ReqID, m.Err)})
 			return
 		}
-		ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendGroupAssignment(nil, m.ReqID, a.assignment(m.Generation, m.Shards, 0))})
+		ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendGroupAssignment(nil, m.ReqID, a.assignment(m.Generation, m.Shards, a.session))})
 	case *GroupMemberEnded:
 		a.coordinator = nil // it has forgotten us already
 		a.end(ctx, m.Err, 0)

@@ -16,7 +16,7 @@ import (
 // requests (blocking on the write is allowed: it owns that send side), keeps
 // the pending ones by request id and routes each answer to its caller. It
 // also routes publishes to publish-stream actors (its children) and spawns
-// subscription actors (its children too).
+// subscription and group subscription actors (its children too).
 //
 // All fields are owned by the actor and touched only in Receive.
 type connectionActor struct {
@@ -40,10 +40,11 @@ type connectionActor struct {
 	routes map[publishRoute]*actor.PID
 	// publishers are the publish-stream actors, in spawn order.
 	publishers []*actor.PID
-	// subscriptions maps each subscription actor's id to the channel the
-	// Subscription waits on; it is closed once this actor has seen the
-	// child terminate, so a Subscription's Close returns only when its actor
-	// is gone from here too.
+	// subscriptions maps each subscription and group subscription actor's
+	// id to the channel the Subscription (GroupSubscription) waits on; it is
+	// closed once this actor has seen the child terminate, so a
+	// Subscription's Close returns only when its actor is gone from here
+	// too.
 	subscriptions map[string]chan struct{}
 	// nextShared is the index of the publisher the next new route shares
 	// once every publish stream is taken (round-robin).
@@ -92,6 +93,8 @@ func (a *connectionActor) Receive(ctx actor.Context) {
 		a.onPublishWithdrawn(ctx, m)
 	case *subscriptionSpawnRequest:
 		a.onSubscriptionSpawn(ctx, m)
+	case *groupSubscriptionSpawnRequest:
+		a.onGroupSubscriptionSpawn(ctx, m)
 	case *publishStatsRequest:
 		a.onPublishStats(ctx, m)
 	case *publishersRequest:
@@ -143,6 +146,14 @@ func decodeControlFrame(f wire.Frame) (*controlFrameReceived, error) {
 		m.value, err = wire.DecodeReadResult(f.Body)
 	case wire.TypeOK:
 		m.value, err = struct{}{}, wire.DecodeOK(f.Body)
+	case wire.TypeGroupRecords:
+		m.value, err = wire.DecodeGroupRecords(f.Body)
+	case wire.TypeGroupDone:
+		m.value, err = wire.DecodeGroupDone(f.Body)
+	case wire.TypeGroupDeadList:
+		m.value, err = wire.DecodeGroupDeadList(f.Body)
+	case wire.TypeGroupInfo:
+		m.value, err = wire.DecodeGroupInfo(f.Body)
 	case wire.TypeError:
 		m.value, err = wire.DecodeError(f.Body)
 	case wire.TypeGoAway:
@@ -326,6 +337,21 @@ func (a *connectionActor) onSubscriptionSpawn(ctx actor.Context, m *subscription
 		return
 	}
 	pid := ctx.SpawnPrefix(newSubscriptionProps(a.s, m.init), "subscription-")
+	a.subscriptions[pid.Id] = m.init.stopped
+	m.reply <- subscriptionSpawned{pid: pid}
+}
+
+func (a *connectionActor) onGroupSubscriptionSpawn(ctx actor.Context, m *groupSubscriptionSpawnRequest) {
+	if a.failed != nil {
+		m.reply <- subscriptionSpawned{err: a.failed}
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.abandoned {
+		return
+	}
+	pid := ctx.SpawnPrefix(newGroupSubscriptionProps(a.s, m.init), "group-subscription-")
 	a.subscriptions[pid.Id] = m.init.stopped
 	m.reply <- subscriptionSpawned{pid: pid}
 }

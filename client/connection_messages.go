@@ -13,8 +13,9 @@ import (
 // The requests the Client's methods send race with Close: one that reaches a
 // stopped actor is dropped quietly (the caller also waits on the actor's
 // stopped channel), so they skip the dead-letter log.
-func (*controlRequest) IgnoreDeadLetterLogging()           {}
-func (*subscriptionSpawnRequest) IgnoreDeadLetterLogging() {}
+func (*controlRequest) IgnoreDeadLetterLogging()                {}
+func (*subscriptionSpawnRequest) IgnoreDeadLetterLogging()      {}
+func (*groupSubscriptionSpawnRequest) IgnoreDeadLetterLogging() {}
 
 // controlRequest asks the connection actor to send one request on the
 // control stream and to route its answer to reply.
@@ -30,7 +31,10 @@ type controlRequest struct {
 
 // controlResponse is the answer to a controlRequest: value is a
 // wire.StreamInfo (TypeStreamInfo), a []wire.StreamInfo (TypeStreamList), a
-// wire.ReadResult (TypeReadResult) or struct{}{} (TypeOK).
+// wire.ReadResult (TypeReadResult), struct{}{} (TypeOK), a
+// wire.GroupRecords (TypeGroupRecords), a uint64 (TypeGroupDone), a
+// wire.GroupDeadList (TypeGroupDeadList) or a wire.GroupInfo
+// (TypeGroupInfo).
 type controlResponse struct {
 	value any
 	err   error
@@ -43,8 +47,9 @@ type controlFrameReceived struct {
 	// typ is the frame's type.
 	typ wire.Type
 	// value is the decoded body: wire.StreamInfo, []wire.StreamInfo,
-	// wire.ReadResult, struct{}{} (OK), *wire.Error, or the GoAway reason
-	// (string).
+	// wire.ReadResult, struct{}{} (OK), wire.GroupRecords, uint64
+	// (GroupDone), wire.GroupDeadList, wire.GroupInfo, *wire.Error, or the
+	// GoAway reason (string).
 	value any
 }
 
@@ -67,7 +72,17 @@ type subscriptionSpawnRequest struct {
 	abandoned bool
 }
 
-// subscriptionSpawned answers subscriptionSpawnRequest.
+// groupSubscriptionSpawnRequest asks the connection actor to start a group
+// subscription actor; mu and abandoned work as in subscriptionSpawnRequest.
+type groupSubscriptionSpawnRequest struct {
+	init      *groupSubscriptionInit
+	reply     chan subscriptionSpawned // capacity 1
+	mu        sync.Mutex
+	abandoned bool
+}
+
+// subscriptionSpawned answers subscriptionSpawnRequest and
+// groupSubscriptionSpawnRequest.
 type subscriptionSpawned struct {
 	pid *actor.PID
 	err error

@@ -1,6 +1,7 @@
 // Package client is Herald's Go client: Dial a node, manage streams,
-// publish records (keyed, conditional, idempotent), subscribe to them and
-// read ranges of them, over one QUIC connection.
+// publish records (keyed, conditional, idempotent), subscribe to them, read
+// ranges of them and consume them in consumer groups, over one QUIC
+// connection.
 //
 // # Shape
 //
@@ -60,6 +61,21 @@
 // Read reads one page of a shard's committed records from an offset,
 // without subscribing.
 //
+// # Consumer groups
+//
+// A consumer group shares a durable stream's records among consumers, each
+// record settled once. Pull consumers claim records of one shard with
+// GroupPoll and settle them with GroupAck or GroupNack; push members join
+// with SubscribeGroup, are assigned shards by the node, receive Deliveries
+// within their credit window (Window) and Ack each delivery's Cursor, which
+// commits its records and returns their credit in one request. A claim not
+// settled within the group's visibility timeout is delivered again; after
+// the group's maximum of attempts the record becomes a dead letter
+// (GroupDeadLetters, GroupRedrive, GroupDiscard). A push member that sends
+// nothing for the session timeout is removed; the GroupSubscription
+// heartbeats by itself (Heartbeat). DescribeGroup shows a group's cursors,
+// claims and members.
+//
 // # Errors
 //
 // Errors the node sends are *Error values (an alias of wire.Error) with a
@@ -82,12 +98,18 @@
 //	│                       owns one QUIC publish stream's send side and its
 //	│                       unacknowledged publishes; a reader goroutine feeds
 //	│                       it acks
-//	└── subscription (one per Subscribe)
-//	                        owns the subscription's QUIC streams (one per
-//	                        shard) and their received frames; per shard a
-//	                        reader goroutine opens the stream, subscribes and
-//	                        feeds it EventBatch frames, and Next asks it for
-//	                        the next event
+//	├── subscription (one per Subscribe)
+//	│                       owns the subscription's QUIC streams (one per
+//	│                       shard) and their received frames; per shard a
+//	│                       reader goroutine opens the stream, subscribes and
+//	│                       feeds it EventBatch frames, and Next asks it for
+//	│                       the next event
+//	└── group subscription (one per SubscribeGroup)
+//	                        owns one group stream: writes the join, acks and
+//	                        heartbeats, matches the node's answers by request
+//	                        id and holds pushed deliveries; a reader goroutine
+//	                        feeds it the node's frames, a heartbeat goroutine
+//	                        wakes it when a heartbeat may be due
 //
 // The shard descriptions publishes are routed with are a small cache shared
 // by the callers (routeTable), not an actor: a caller that misses it
@@ -96,5 +118,6 @@
 // The exported methods are the Go-shaped doors into these actors: they send a
 // message carrying a reply channel and wait on it, their context, and the
 // client's shutdown. Every goroutine the client starts (one reader per QUIC
-// stream) is owned by the client and waited for by Close.
+// stream, one heartbeat goroutine per group subscription) is owned by the
+// client and waited for by Close.
 package client

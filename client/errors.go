@@ -79,13 +79,39 @@ var (
 	// ago for the node to answer with its offsets. It was written once;
 	// nothing was written again.
 	ErrDuplicateSequence error = &wire.Error{Code: wire.CodeDuplicateSequence}
+	// ErrInvalidCursor: a GroupSubscription.Ack cursor the node did not mint
+	// for this stream and group (corrupt, or from another group). The group
+	// stream goes on.
+	ErrInvalidCursor error = &wire.Error{Code: wire.CodeInvalidCursor}
+	// ErrStaleCursor: a GroupSubscription.Ack cursor from a membership that
+	// has ended (the member left, expired or was rebalanced away from the
+	// cursor's shard); its records are redelivered, to this member or
+	// another. The group stream goes on.
+	ErrStaleCursor error = &wire.Error{Code: wire.CodeStaleCursor}
+	// ErrNotDelivered: a GroupAck or GroupNack names an offset the group has
+	// not delivered yet; nothing was changed. The *Error's Detail is the
+	// shard's first offset never delivered.
+	ErrNotDelivered error = &wire.Error{Code: wire.CodeNotDelivered}
+	// ErrTooManyClaims: the group holds its maximum of in-flight claims;
+	// poll again after some are acked, nacked or expired.
+	ErrTooManyClaims error = &wire.Error{Code: wire.CodeTooManyClaims}
+	// ErrSessionExpired: the group member was silent (no ack, no heartbeat)
+	// past the group's session timeout and the node removed it; its
+	// GroupSubscription has ended. Subscribe to the group again.
+	ErrSessionExpired error = &wire.Error{Code: wire.CodeSessionExpired}
+	// ErrGroupNotFound: the group has never been used on this stream.
+	ErrGroupNotFound error = &wire.Error{Code: wire.CodeGroupNotFound}
+	// ErrStreamNotDurable: the operation needs a durable stream; consumer
+	// groups do.
+	ErrStreamNotDurable error = &wire.Error{Code: wire.CodeStreamNotDurable}
 )
 
 // ErrClosed is returned by calls on a Client after Close, and by calls that
 // were pending when Close was called.
 var ErrClosed = errors.New("herald: client closed")
 
-// ErrSubscriptionClosed is returned by Next after the Subscription's Close.
+// ErrSubscriptionClosed is returned by Next after the Subscription's Close,
+// and by GroupSubscription's Next and Ack after its Close.
 var ErrSubscriptionClosed = errors.New("herald: subscription closed")
 
 // LaggedError is returned by Subscription.Next when the node ended a shard's

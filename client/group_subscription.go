@@ -1,0 +1,344 @@
+package client
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// DefaultGroupWindow is a group member's credit window, in records, unless
+// Window says otherwise.
+const DefaultGroupWindow = 100
+
+// GroupSubscribeOption configures SubscribeGroup.
+type GroupSubscribeOption func(*groupSubscribeOptions)
+
+// groupSubscribeOptions is what the GroupSubscribeOptions set.
+type groupSubscribeOptions struct {
+	member     string
+	window     int
+	maxPerPush int
+	heartbeat  time.Duration
+	// clock times heartbeats (tests inject a fake one).
+	clock clock
+}
+
+// Member joins the group as member id (1-64 bytes of [A-Za-z0-9._-]).
+// Without it the node names the member; Assignment().Member says the name.
+func Member(id string) GroupSubscribeOption {
+	return func(o *groupSubscribeOptions) { o.member = id }
+}
+
+// Window asks for a credit window of n records: the node pushes at most n
+// records the member has not acked (default DefaultGroupWindow; n must be
+// positive; the node caps it). Assignment().Window is the grant.
+func Window(n int) GroupSubscribeOption { return func(o *groupSubscribeOptions) { o.window = n } }
+
+// MaxPerPush asks for at most n records per Delivery (default 0: as many
+// as the window allows; the node caps it at the window).
+func MaxPerPush(n int) GroupSubscribeOption {
+	return func(o *groupSubscribeOptions) { o.maxPerPush = n }
+}
+
+// Heartbeat sets how long the member may send nothing before the
+// GroupSubscription sends a heartbeat by itself, so the node does not
+// expire the member while the application works on its records. Acks count
+// as heartbeats. The default (d == 0) is a third of the session timeout the
+// node grants (Assignment().Session); d < 0 turns automatic heartbeats off,
+// and the member must then Ack within the session timeout.
+func Heartbeat(d time.Duration) GroupSubscribeOption {
+	return func(o *groupSubscribeOptions) { o.heartbeat = d }
+}
+
+// Cursor is the opaque token of one Delivery: GroupSubscription.Ack with it
+// commits exactly that delivery's records. It is valid only on the group
+// stream it came from, for the membership it was pushed in.
+type Cursor []byte
+
+// Delivery is one push of records to a group member.
+type Delivery struct {
+	// Records are the pushed records, claimed for this member.
+	Records []GroupRecord
+	// Cursor acks them (GroupSubscription.Ack).
+	Cursor Cursor
+}
+
+// GroupAssignment is what a group member has, as the node last said (in
+// answer to the join, an Ack or a heartbeat).
+type GroupAssignment struct {
+	// Member is the member's id.
+	Member string
+	// Generation is the group's membership generation.
+	Generation uint64
+	// Shards are the shards assigned to the member (empty: it waits idle,
+	// for example while the group has more members than the stream has
+	// shards).
+	Shards []uint32
+	// Window and MaxPerPush are the granted credit window and push cap.
+	Window     uint32
+	MaxPerPush uint32
+	// Session is how long the member may send nothing (no ack, no
+	// heartbeat) before the node removes it.
+	Session time.Duration
+	// InFlight is how many pushed records the member had not acked when the
+	// node answered.
+	InFlight uint32
+}
+
+// GroupSubscription is a push member of a consumer group, on its own QUIC
+// stream: the node assigns it shards of the stream, pushes their records
+// within its credit window, and expects each Delivery to be acked with its
+// cursor. Records pushed to it and not acked are delivered again (to it or
+// another member) after the group's visibility timeout, or at once when the
+// member leaves. Its methods are safe for concurrent use; Close it when
+// done.
+type GroupSubscription struct {
+	c   *Client
+	pid *actor.PID
+	// stopped is closed when the group subscription's actor has stopped.
+	stopped chan struct{}
+	// assignment holds the latest assignment (the actor stores).
+	assignment *atomic.Pointer[GroupAssignment]
+	// closed is closed by Close.
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// SubscribeGroup joins group on name as a push member and returns once the
+// node accepted (Assignment says what it was given) or refused it
+// (ErrStreamNotFound, ErrStreamNotDurable, ErrInvalidRequest, ...). ctx
+// bounds only that wait. A bad group or member name, a Window below 1, a
+// negative MaxPerPush, or a node without consumer groups fail with
+// ErrInvalidRequest before anything is sent.
+func (c *Client) SubscribeGroup(ctx context.Context, name StreamName, group string, opts ...GroupSubscribeOption) (*GroupSubscription, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if err := c.checkGroup(name, group); err != nil {
+		return nil, err
+	}
+	o := groupSubscribeOptions{window: DefaultGroupWindow, clock: realClock{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.member != "" {
+		if err := wire.ValidateGroupName("member", o.member); err != nil {
+			return nil, err
+		}
+	}
+	if o.window <= 0 || int64(o.window) > math.MaxUint32 {
+		return nil, wire.Errorf(wire.CodeInvalidRequest, "window %d out of range", o.window)
+	}
+	if o.maxPerPush < 0 || int64(o.maxPerPush) > math.MaxUint32 {
+		return nil, wire.Errorf(wire.CodeInvalidRequest, "max per push %d out of range", o.maxPerPush)
+	}
+
+	stopped := make(chan struct{})
+	assignment := new(atomic.Pointer[GroupAssignment])
+	spawn := &groupSubscriptionSpawnRequest{
+		init: &groupSubscriptionInit{
+			join: wire.GroupSubscribe{Name: name, Group: group, Member: o.member,
+				Window: uint32(o.window), MaxPerPush: uint32(o.maxPerPush)},
+			heartbeat: o.heartbeat, clock: o.clock, assignment: assignment, stopped: stopped,
+		},
+		reply: make(chan subscriptionSpawned, 1),
+	}
+	c.send(c.conn, spawn)
+	var spawned subscriptionSpawned
+	select {
+	case spawned = <-spawn.reply:
+	case <-ctx.Done():
+		spawned.err = ctx.Err()
+	case <-c.connStopped:
+		spawned.err = c.stoppedErr()
+	}
+	if spawned.err != nil && spawned.pid == nil {
+		spawn.mu.Lock()
+		spawn.abandoned = true
+		spawn.mu.Unlock()
+		select {
+		case r := <-spawn.reply:
+			if r.pid != nil {
+				// Spawned after all: leave the group.
+				gs := &GroupSubscription{c: c, pid: r.pid, stopped: stopped, closed: make(chan struct{})}
+				_ = gs.Close()
+			}
+		default:
+		}
+		return nil, spawned.err
+	}
+
+	gs := &GroupSubscription{c: c, pid: spawned.pid, stopped: stopped, assignment: assignment, closed: make(chan struct{})}
+	await := &groupJoinAwait{reply: make(chan error, 1)}
+	c.send(gs.pid, await)
+	var err error
+	select {
+	case err = <-await.reply:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-stopped:
+		select {
+		case err = <-await.reply:
+		default:
+			err = c.stoppedErr()
+		}
+	}
+	if err != nil {
+		_ = gs.Close()
+		return nil, err
+	}
+	return gs, nil
+}
+
+// Assignment returns the member's assignment as the node last said: in
+// answer to the join, then to each Ack and heartbeat. A rebalance shows here
+// once the member's next Ack or heartbeat is answered.
+func (gs *GroupSubscription) Assignment() GroupAssignment {
+	p := gs.assignment.Load()
+	if p == nil {
+		return GroupAssignment{}
+	}
+	a := *p
+	a.Shards = slices.Clone(a.Shards)
+	return a
+}
+
+// Next returns the next Delivery, waiting for one until ctx ends. Process
+// its records and Ack its cursor; until then they count against the
+// member's window.
+//
+// When the node ends the member (its *Error with ErrSessionExpired,
+// ErrStreamNotFound, ErrShuttingDown, ...), or the group stream or the
+// connection fails, Next returns that error on every call; deliveries not
+// yet taken are dropped (the group delivers their records again). After
+// Close it returns ErrSubscriptionClosed, after the client's Close
+// ErrClosed.
+func (gs *GroupSubscription) Next(ctx context.Context) (Delivery, error) {
+	select {
+	case <-gs.closed:
+		return Delivery{}, ErrSubscriptionClosed
+	default:
+	}
+	req := &groupNextRequest{reply: make(chan groupNextResult, 1)}
+	gs.c.send(gs.pid, req)
+	select {
+	case r := <-req.reply:
+		return r.d, r.err
+	case <-gs.stopped:
+		select {
+		case r := <-req.reply:
+			return r.d, r.err
+		default:
+			return Delivery{}, gs.stoppedErr()
+		}
+	case <-ctx.Done():
+	}
+	// Withdraw the request; a delivery the actor sent meanwhile is returned
+	// rather than lost.
+	cancel := &groupNextCancelled{req: req, ack: make(chan struct{}, 1)}
+	gs.c.send(gs.pid, cancel)
+	select {
+	case <-cancel.ack:
+	case <-gs.stopped:
+	}
+	select {
+	case r := <-req.reply:
+		if r.err == nil {
+			return r.d, nil
+		}
+	default:
+	}
+	return Delivery{}, ctx.Err()
+}
+
+// Ack commits every record of cursor's Delivery and returns count records
+// of credit to the member's window, in one request (usually
+// Ack(ctx, d.Cursor, len(d.Records))). It blocks until the node answers;
+// the answer also refreshes Assignment. Acks may be issued concurrently:
+// each waits for its own answer.
+//
+// Ack(ctx, nil, 0) sends a heartbeat. An empty cursor with count > 0, a
+// negative count, or a cursor over 65535 bytes fail with ErrInvalidRequest
+// before anything is sent.
+//
+// The node's refusal leaves the group stream going: ErrStaleCursor (the
+// cursor's membership ended; its records are delivered again) or
+// ErrInvalidCursor. If the subscription ended, Ack returns what ended it. An
+// Ack whose ctx ends before the answer returns ctx's error; the node may
+// still apply it.
+func (gs *GroupSubscription) Ack(ctx context.Context, cursor Cursor, count int) error {
+	switch {
+	case count < 0 || int64(count) > math.MaxUint32:
+		return wire.Errorf(wire.CodeInvalidRequest, "ack count %d out of range", count)
+	case len(cursor) == 0 && count > 0:
+		return wire.Errorf(wire.CodeInvalidRequest, "ack of %d records without a cursor: ack the cursor of their delivery", count)
+	case len(cursor) > wire.MaxCursorBytes:
+		return wire.Errorf(wire.CodeInvalidRequest, "cursor of %d bytes exceeds %d", len(cursor), wire.MaxCursorBytes)
+	}
+	select {
+	case <-gs.closed:
+		return ErrSubscriptionClosed
+	default:
+	}
+	req := &groupAckRequest{cursor: cursor, count: uint32(count), reply: make(chan error, 1)}
+	gs.c.send(gs.pid, req)
+	select {
+	case err := <-req.reply:
+		return err
+	case <-gs.stopped:
+		select {
+		case err := <-req.reply:
+			return err
+		default:
+			return gs.stoppedErr()
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stoppedErr is the error of a call whose actor stopped.
+func (gs *GroupSubscription) stoppedErr() error {
+	select {
+	case <-gs.closed:
+		return ErrSubscriptionClosed
+	default:
+	}
+	if err := gs.c.usable(); err != nil {
+		return err
+	}
+	return ErrSubscriptionClosed
+}
+
+// Close leaves the group: it closes the group stream both ways (the node
+// then removes the member at once and delivers its unacked records again),
+// and stops the subscription's actor and goroutines, waiting for them.
+// Pending and later Next and Ack calls return ErrSubscriptionClosed. It is
+// idempotent and returns nil.
+func (gs *GroupSubscription) Close() error {
+	gs.closeOnce.Do(func() {
+		close(gs.closed)
+		if !gs.c.beginSubscriptionClose() {
+			// The client is closing: it stops every actor.
+			<-gs.stopped
+			return
+		}
+		defer gs.c.subscriptionCloses.Done()
+		select {
+		case <-gs.stopped:
+			return
+		default:
+		}
+		// The actor stops itself once its goroutines have exited.
+		gs.c.send(gs.pid, &groupUnsubscribeRequest{})
+		<-gs.stopped
+	})
+	return nil
+}

@@ -304,3 +304,59 @@ func TestGroupPullThroughClient(t *testing.T) {
 		t.Fatalf("describe of an unknown group: %v", err)
 	}
 }
+
+// Close leaves at once: the other member gets the shards on its next ack
+// (a heartbeat here), with no timeout to wait out; a member beyond the
+// shard count waits idle until then.
+func TestGroupCloseRebalancesAtOnce(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dialClient(t, n)
+	stream := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "pair"}
+	if _, err := c.CreateStream(ctx, stream, client.StreamConfig{Shards: 2, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	join := func(id string) *client.GroupSubscription {
+		t.Helper()
+		gs, err := c.SubscribeGroup(ctx, stream, "g", client.Member(id), client.Heartbeat(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gs
+	}
+	a, b, extra := join("a"), join("b"), join("z")
+	defer a.Close()
+	defer extra.Close()
+	if got := extra.Assignment().Shards; len(got) != 0 {
+		t.Fatalf("third member of a 2-shard stream got shards %v", got)
+	}
+	if err := a.Ack(ctx, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Assignment().Shards; len(got) != 1 || got[0] != 0 {
+		t.Fatalf("a with three members: %v", got)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close returns once the client's side is done; the node sees the
+	// stream end a moment later. Heartbeat until the assignment shows it
+	// (no timeout is involved: the session timeout is 30 s).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := a.Ack(ctx, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := extra.Ack(ctx, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		ga, gz := a.Assignment().Shards, extra.Assignment().Shards
+		if len(ga) == 1 && len(gz) == 1 && ga[0] == 0 && gz[0] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after b left: a %v, z %v", ga, gz)
+		}
+	}
+}

@@ -566,13 +566,27 @@ func TestGroupPushAndPullShareOnePosition(t *testing.T) {
 		t.Fatal(errFrame(f))
 	}
 	acked := len(pushes[0].Records)
-	// The member leaves; its unacked records are owed.
+	// The member leaves; its unacked records are owed once the node has
+	// seen its stream end (describe until the member is gone).
 	_ = s.Close()
 	s.CancelRead(0)
+	deadline := time.Now().Add(10 * time.Second)
+	for id := uint64(400); ; id++ {
+		info, err := wire.DecodeGroupInfo(c.call(id, wire.AppendDescribeGroup(nil, id, wire.DescribeGroup{Name: jobs, Group: "mixed"})).Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Members) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the member never left")
+		}
+	}
 	// Pull: the owed records come first, then the rest, with nothing
 	// skipped. Ack all but one, leave that one to be polled again.
 	var polled []wire.GroupRecord
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for len(polled) < 20-acked && time.Now().Before(deadline) {
 		id := uint64(100 + len(polled))
 		g := decodeRecords(t, c.call(id, wire.AppendGroupPoll(nil, id, wire.GroupPoll{Name: jobs, Group: "mixed", Max: 4, WaitMillis: 200})))

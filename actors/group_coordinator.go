@@ -310,6 +310,9 @@ func (g *groupCoordinator) claimRecords(ctx actor.Context, owner string, shards 
 	return recs
 }
 
+// readPicksBatches is how many batches readPicks asks the log for at once.
+const readPicksBatches = 8
+
 // readPicks reads the picked records from the log, in pick order, until
 // budget bytes. It returns the records, how many picks they cover (a
 // prefix), and which of those picks the log no longer holds.
@@ -327,50 +330,50 @@ func (g *groupCoordinator) readPicks(picks []pick, budget int) ([]wire.GroupReco
 			j++
 		}
 		first := picks[i]
-		batches, err := h.Log.Read(h.ShardKey(first.shard), first.offset, j-i, budget-size+1)
-		if err != nil {
-			return nil, 0, nil, err
-		}
 		k := i
-		for _, b := range batches {
-			for k < j && picks[k].offset < b.Base {
-				gone[picks[k]] = true // deleted by retention
-				k++
+		for k < j {
+			// A few batches at a time: the run may start in the middle of a
+			// large batch, and Read cannot stop at a record count.
+			batches, err := h.Log.Read(h.ShardKey(first.shard), picks[k].offset, readPicksBatches, budget-size+1)
+			if err != nil {
+				return nil, 0, nil, err
 			}
-			if k == j {
-				break
-			}
-			it := wire.NewRecordIter(b.Records)
-			off := b.Base
-			for k < j && it.Next(&rec) {
-				if off < picks[k].offset {
-					off++
-					continue
-				}
-				one := wire.AppendRecord(nil, &rec)
-				r := wire.GroupRecord{Shard: first.shard, Offset: off, Timestamp: b.Timestamp, Record: one}
-				if size+wire.GroupRecordSize(&r) > budget && len(out) > 0 {
-					return out, k, gone, nil
-				}
-				size += wire.GroupRecordSize(&r)
-				out = append(out, r)
-				k++
-				off++
-			}
-			if err := it.Err(); err != nil {
-				return nil, 0, nil, fmt.Errorf("shard %d batch %d: %w", first.shard, b.Base, err)
-			}
-		}
-		if k < j {
 			if len(batches) == 0 {
 				// Nothing at or after the offset: deleted (a read past the
 				// tail cannot happen: picks are below the known tail).
 				for ; k < j; k++ {
 					gone[picks[k]] = true
 				}
-			} else {
-				// The byte budget cut the read short.
-				return out, k, gone, nil
+				break
+			}
+			for _, b := range batches {
+				for k < j && picks[k].offset < b.Base {
+					gone[picks[k]] = true // deleted by retention
+					k++
+				}
+				if k == j {
+					break
+				}
+				it := wire.NewRecordIter(b.Records)
+				off := b.Base
+				for k < j && it.Next(&rec) {
+					if off < picks[k].offset {
+						off++
+						continue
+					}
+					one := wire.AppendRecord(nil, &rec)
+					r := wire.GroupRecord{Shard: first.shard, Offset: off, Timestamp: b.Timestamp, Record: one}
+					if size+wire.GroupRecordSize(&r) > budget && len(out) > 0 {
+						return out, k, gone, nil
+					}
+					size += wire.GroupRecordSize(&r)
+					out = append(out, r)
+					k++
+					off++
+				}
+				if err := it.Err(); err != nil {
+					return nil, 0, nil, fmt.Errorf("shard %d batch %d: %w", first.shard, b.Base, err)
+				}
 			}
 		}
 		i = j

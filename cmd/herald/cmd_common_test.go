@@ -303,7 +303,7 @@ func TestParseSubCmd(t *testing.T) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
-	if _, err := parseSubCmd([]string{"orders", "--group", "g"}, io.Discard, env(nil)); !errors.Is(err, errFlagsReported) {
+	if _, err := parseSubCmd([]string{"orders", "--groups", "g"}, io.Discard, env(nil)); !errors.Is(err, errFlagsReported) {
 		t.Errorf("unknown flag: %v", err)
 	}
 }

@@ -6,19 +6,27 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/wire"
 )
 
 const subUsage = `STREAM [--from earliest|latest|OFFSET] [--shard N] [--count N] [--queue N] [--json]
-       (without --shard: every shard of the stream, merged)`
+       (without --shard: every shard of the stream, merged)
+   or: herald sub STREAM --group G [--member M] [--window N] [--max N] [--heartbeat DURATION] [--count N] [--json]
+       (joins consumer group G as a push member: the node assigns it shards and it resumes at the
+       group's committed position, so --from, --shard and --queue do not apply; each delivery is
+       acked once all its records are printed; with --count, a delivery cut short by the count is
+       not acked and all its records go back to the group, to be delivered again)`
 
 // subCmd is a parsed `herald sub` command line.
 type subCmd struct {
@@ -36,7 +44,26 @@ type subCmd struct {
 	queue uint32
 	// json prints JSON lines (--json).
 	json bool
+
+	// group is the consumer group to join as a push member (--group);
+	// empty means a plain subscription. The fields below apply only to a
+	// group member.
+	group string
+	// member is the member id (--member); empty lets the node name it.
+	member string
+	// window is the credit window asked for, in records (--window).
+	window int
+	// maxPerPush caps the records of one delivery; 0 lets the node decide
+	// (--max).
+	maxPerPush int
+	// heartbeat is the heartbeat interval; 0 means the client's default, a
+	// third of the session timeout (--heartbeat).
+	heartbeat time.Duration
 }
+
+// groupMemberFlags are the flags of `herald sub` that only a group member
+// takes.
+var groupMemberFlags = []string{"member", "window", "max", "heartbeat"}
 
 // parseSubCmd parses the arguments of `herald sub`.
 func parseSubCmd(args []string, stderr io.Writer, getenv func(string) string) (*subCmd, error) {
@@ -46,7 +73,12 @@ func parseSubCmd(args []string, stderr io.Writer, getenv func(string) string) (*
 	shard := fs.Uint("shard", 0, "subscribe to this shard only (default: every shard)")
 	fs.IntVar(&cmd.count, "count", 0, "exit after this many records (0: run until interrupted)")
 	queue := fs.Uint("queue", 0, "queue capacity in batches to ask the node for (0: the stream's default)")
-	fs.BoolVar(&cmd.json, "json", false, `print JSON lines {"shard","offset","timestamp","key","payload"}; a key or payload that is not UTF-8 is printed as "key_base64"/"payload_base64"`)
+	fs.BoolVar(&cmd.json, "json", false, `print JSON lines {"shard","offset","timestamp","key","payload"} (with --group also "attempts"); a key or payload that is not UTF-8 is printed as "key_base64"/"payload_base64"`)
+	fs.StringVar(&cmd.group, "group", "", "join this consumer `group` as a push member instead of subscribing to the stream")
+	fs.StringVar(&cmd.member, "member", "", "member `id` in the group (default: the node names the member) (--group)")
+	fs.IntVar(&cmd.window, "window", client.DefaultGroupWindow, "credit window: at most this many records delivered and not yet acked (--group)")
+	fs.IntVar(&cmd.maxPerPush, "max", 0, "at most this many records per delivery (0: the node decides) (--group)")
+	fs.DurationVar(&cmd.heartbeat, "heartbeat", 0, "send a heartbeat after this long without an ack (0: a third of the group's session timeout) (--group)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return nil, err
@@ -72,7 +104,61 @@ func parseSubCmd(args []string, stderr io.Writer, getenv func(string) string) (*
 	if cmd.count < 0 {
 		return nil, usageErrorf("--count must not be negative")
 	}
+	if err := cmd.checkGroupFlags(fs); err != nil {
+		return nil, err
+	}
 	return cmd, nil
+}
+
+// checkGroupFlags checks that the group member flags come with --group and
+// the plain subscription's flags without it.
+func (cmd *subCmd) checkGroupFlags(fs *flag.FlagSet) error {
+	if cmd.group == "" {
+		if f := setFlag(fs, groupMemberFlags...); f != "" {
+			return usageErrorf("--%s needs --group", f)
+		}
+		if setFlag(fs, "group") != "" {
+			return usageErrorf("--group must not be empty")
+		}
+		return nil
+	}
+	switch setFlag(fs, "from", "shard", "queue") {
+	case "from":
+		return usageErrorf("--from does not go with --group: a group member resumes at the group's committed position")
+	case "shard":
+		return usageErrorf("--shard does not go with --group: the node assigns the group's shards to its members")
+	case "queue":
+		return usageErrorf("--queue does not go with --group: --window bounds what a group member has in flight")
+	}
+	if err := checkGroupName("group", cmd.group); err != nil {
+		return err
+	}
+	if cmd.member != "" {
+		if err := checkGroupName("member", cmd.member); err != nil {
+			return err
+		}
+	}
+	switch {
+	case cmd.window < 1:
+		return usageErrorf("--window must be at least 1")
+	case cmd.maxPerPush < 0:
+		return usageErrorf("--max must not be negative")
+	case cmd.heartbeat < 0:
+		return usageErrorf("--heartbeat must not be negative")
+	}
+	return nil
+}
+
+// checkGroupName checks a group or member name (what is the flag's name).
+func checkGroupName(what, s string) error {
+	if err := wire.ValidateGroupName("--"+what, s); err != nil {
+		var werr *wire.Error
+		if errors.As(err, &werr) {
+			return usageErrorf("%s", werr.Message)
+		}
+		return usageErrorf("%v", err)
+	}
+	return nil
 }
 
 // parseFrom parses --from.
@@ -91,18 +177,22 @@ func parseFrom(s string) (client.SubscribeOption, error) {
 }
 
 // runSub runs `herald sub`: it prints one line per record ("shard offset
-// payload", or JSON with --json) until --count records or an interrupt, and
-// exits non-zero with a one-line message on error. Without --shard it
-// subscribes to every shard of the stream; a shard that falls behind its
-// queue on a durable stream is resubscribed where it stopped, so the output
-// has no gap.
+// payload", or JSON with --json) until --count records or an interrupt
+// (SIGINT or SIGTERM, exit status 0), and exits non-zero with a one-line
+// message on error. Without --shard it subscribes to every shard of the
+// stream; a shard that falls behind its queue on a durable stream is
+// resubscribed where it stopped, so the output has no gap. With --group it
+// is a member of a consumer group instead (cmd_sub_group.go).
 func runSub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, err := parseSubCmd(args, stderr, os.Getenv)
 	if err != nil {
 		return exitStatus(stderr, "sub", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cmd.group != "" {
+		return exitStatus(stderr, "sub", cmd.runGroup(ctx, stdout, stderr))
+	}
 	return exitStatus(stderr, "sub", cmd.run(ctx, stdout))
 }
 
@@ -184,6 +274,11 @@ type eventJSON struct {
 // writeEventJSON prints an event as one JSON line; a key or payload that is
 // not valid UTF-8 goes in key_base64 / payload_base64 instead.
 func writeEventJSON(w *bufio.Writer, ev client.Event) error {
+	return writeJSONLine(w, eventJSONOf(ev))
+}
+
+// eventJSONOf returns the --json form of ev.
+func eventJSONOf(ev client.Event) eventJSON {
 	j := eventJSON{Shard: ev.Shard, Offset: ev.Offset, Timestamp: ev.Timestamp.UTC().Format(time.RFC3339Nano)}
 	if ev.Key != nil {
 		if utf8.Valid(ev.Key) {
@@ -199,9 +294,14 @@ func writeEventJSON(w *bufio.Writer, ev client.Event) error {
 	} else {
 		j.PayloadBase64 = base64.StdEncoding.EncodeToString(ev.Payload)
 	}
-	b, err := json.Marshal(j)
+	return j
+}
+
+// writeJSONLine prints v as one JSON line.
+func writeJSONLine(w *bufio.Writer, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encode event: %w", err)
+		return fmt.Errorf("encode %T: %w", v, err)
 	}
 	w.Write(b)
 	return w.WriteByte('\n')

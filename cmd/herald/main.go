@@ -16,7 +16,10 @@ Usage:
                  [--overflow drop_new|drop_old|block] [--retention-age D] [--retention-bytes N]
   herald pub     STREAM [MESSAGE...] [--key K] [--ack none|message|batch] [--batch N] [--count N --size B] [--if-offset N]
   herald sub     STREAM [--from earliest|latest|OFFSET] [--shard N] [--count N] [--queue N] [--json]
+  herald sub     STREAM --group G [--member M] [--window N] [--max N] [--heartbeat DURATION] [--count N] [--json]
   herald read    STREAM --shard N --from OFFSET [--to OFFSET] [--limit N] [--json]
+  herald group   poll|ack|nack|dead-letters|redrive|discard|describe STREAM --group G ...
+                 (herald group --help lists each subcommand's flags)
   herald bench   isolation [--fast N] [--duration D] [--batch N] [--size B] [--durable] [--json]
 
 Client commands take --server ADDR (default 127.0.0.1:7400), --token T, --ca FILE, --insecure.
@@ -44,6 +47,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runSub(args[1:], stdin, stdout, stderr)
 	case "read":
 		return runRead(args[1:], stdin, stdout, stderr)
+	case "group":
+		return runGroup(args[1:], stdin, stdout, stderr)
 	case "bench":
 		return runBench(args[1:], stdout, stderr)
 	case "help", "-h", "--help":

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -77,12 +81,14 @@ func freePorts(t *testing.T) (udp, tcp string) {
 	return udp, tcp
 }
 
-// startNode starts `herald node` on dataDir and waits until /readyz answers.
-func startNode(t *testing.T, dataDir string) *nodeProcess {
+// startNode starts `herald node` on dataDir, with env ("HERALD_KEY=value")
+// added to the environment, and waits until /readyz answers.
+func startNode(t *testing.T, dataDir string, env ...string) *nodeProcess {
 	t.Helper()
 	addr, httpAddr := freePorts(t)
 	p := &nodeProcess{dataDir: dataDir, addr: addr, http: httpAddr, done: make(chan struct{})}
 	p.cmd = exec.Command(heraldBinary(t), "node", "--data-dir", dataDir, "--listen", addr, "--http", httpAddr, "--log-level", "warn")
+	p.cmd.Env = append(os.Environ(), env...)
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "node.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -311,4 +317,261 @@ func TestSigtermShutsDownCleanly(t *testing.T) {
 			t.Fatalf("offset %d holds %q", i, got[uint64(i)])
 		}
 	}
+}
+
+// lineCollector is the stdout of a child process: exec copies the pipe
+// into it. It signals each write so that a test can wait for lines, and can
+// stop taking output (hold) so that the child fills its pipe and blocks
+// writing.
+type lineCollector struct {
+	mu  sync.Mutex
+	buf []byte
+	// wrote receives a value after each write (at most one pending).
+	wrote chan struct{}
+	// holdAfter, when positive, makes Write block once the collector has
+	// that many lines, until release is closed.
+	holdAfter int
+	release   chan struct{}
+}
+
+func newLineCollector() *lineCollector {
+	return &lineCollector{wrote: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (w *lineCollector) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.buf = append(w.buf, p...)
+	hold := w.holdAfter > 0 && bytes.Count(w.buf, []byte{'\n'}) >= w.holdAfter
+	w.mu.Unlock()
+	select {
+	case w.wrote <- struct{}{}:
+	default:
+	}
+	if hold {
+		<-w.release
+	}
+	return len(p), nil
+}
+
+// lines returns the complete lines written so far (a process killed in the
+// middle of a write may leave a partial last line, which is left out).
+func (w *lineCollector) lines() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	end := bytes.LastIndexByte(w.buf, '\n')
+	if end < 0 {
+		return nil
+	}
+	return strings.Split(string(w.buf[:end]), "\n")
+}
+
+// subProcess is a `herald sub` child process.
+type subProcess struct {
+	cmd    *exec.Cmd
+	out    *lineCollector
+	stderr bytes.Buffer // read only once done is closed
+	done   chan struct{}
+}
+
+// startSubProcess starts `herald sub ARGS...` against node. If holdAfter
+// is positive, the test stops taking the process's output once it has that
+// many lines, until the process is killed.
+func startSubProcess(t *testing.T, node *nodeProcess, holdAfter int, args ...string) *subProcess {
+	t.Helper()
+	args = append(append([]string{"sub"}, args...), "--server", node.addr, "--ca", filepath.Join(node.dataDir, "tls", "ca.pem"))
+	p := &subProcess{out: newLineCollector(), done: make(chan struct{})}
+	p.out.holdAfter = holdAfter
+	p.cmd = exec.Command(heraldBinary(t), args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		p.releaseOutput()
+		<-p.done
+		if t.Failed() {
+			t.Logf("%q: %v, stderr %q", args[:len(args)-4], p.cmd.ProcessState, p.stderr.String())
+		}
+	})
+	return p
+}
+
+// releaseOutput lets the collector take the rest of the process's output.
+func (p *subProcess) releaseOutput() {
+	select {
+	case <-p.out.release:
+	default:
+		close(p.out.release)
+	}
+}
+
+// waitLines waits until the process printed at least n lines.
+func (p *subProcess) waitLines(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	for len(p.out.lines()) < n {
+		select {
+		case <-p.out.wrote:
+		case <-p.done:
+			t.Fatalf("herald sub exited (%v) after %d lines: %q", p.cmd.ProcessState, len(p.out.lines()), p.stderr.String())
+		case <-ctx.Done():
+			t.Fatalf("herald sub printed %d lines, waiting for %d", len(p.out.lines()), n)
+		}
+	}
+}
+
+// waitGroup polls the group's description until ok accepts it.
+func waitGroup(ctx context.Context, t *testing.T, c *client.Client, name client.StreamName, group, what string, ok func(client.GroupInfo) bool) client.GroupInfo {
+	t.Helper()
+	var info client.GroupInfo
+	var err error
+	for {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		info, err = c.DescribeGroup(dctx, name, group)
+		cancel()
+		if err == nil && ok(info) {
+			return info
+		}
+		if err != nil && !errors.Is(err, client.ErrGroupNotFound) {
+			t.Fatalf("describe group: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: group is %+v (%v)", what, info, err)
+		case <-time.After(50 * time.Millisecond): // polling the node, not asserting time
+		}
+	}
+}
+
+// Two `herald sub --group` processes share a 4-shard stream; one is killed
+// with SIGKILL mid-stream. The node notices by its idle timeout, hands the
+// dead member's shards to the survivor, and in the end the group has
+// committed every record, each record was printed by some process, and the
+// only records printed twice are ones the killed process printed (and died
+// before acking). The survivor leaves on SIGTERM with exit status 0.
+func TestSubGroupMemberKilled(t *testing.T) {
+	// The idle timeout is how soon the node notices the killed member; 2 s
+	// leaves the live connections (keep-alives every 1 s) room on a busy
+	// machine.
+	node := startNode(t, t.TempDir(), "HERALD_IDLE_TIMEOUT=2s")
+	c := node.dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	name := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "work"}
+	const shards, total, batch = 4, 2000, 50
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: shards, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	// A key for each shard, so that every shard gets its share.
+	keys := make([][]byte, shards)
+	for i, found := 0, 0; found < shards; i++ {
+		k := []byte(fmt.Sprint("k", i))
+		if s := wire.ShardFor(k, shards, wire.RoutingHash); keys[s] == nil {
+			keys[s] = k
+			found++
+		}
+	}
+	type rec struct {
+		shard  uint32
+		offset uint64
+	}
+	padding := strings.Repeat("x", 1024)
+	published := make(map[rec]string, total)
+	publish := func(from, to int) {
+		t.Helper()
+		for b := from / batch; b < to/batch; b++ {
+			payloads := make([][]byte, batch)
+			for i := range payloads {
+				payloads[i] = []byte(fmt.Sprintf("rec-%04d-%s", b*batch+i, padding))
+			}
+			ack, err := c.PublishBatch(ctx, name, payloads, client.WithKey(keys[b%shards]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range payloads {
+				published[rec{ack.Shard, ack.Offset + uint64(i)}] = string(p)
+			}
+		}
+	}
+
+	args := []string{name.String(), "--group", "g", "--window", "50"}
+	survivor := startSubProcess(t, node, 0, append(args, "--member", "m1")...)
+	// The test stops reading the doomed process after 20 lines: its pipe
+	// fills (a record is a line of over 1 KiB) and it blocks printing a
+	// delivery, so that it most likely dies having printed records it has
+	// not acked.
+	doomed := startSubProcess(t, node, 20, append(args, "--member", "m2")...)
+	// Both join before any record exists, so that neither loses a shard,
+	// and a delivery it holds, to the other's join.
+	waitGroup(ctx, t, c, name, "g", "two members with two shards each", func(info client.GroupInfo) bool {
+		return len(info.Members) == 2 && len(info.Members[0].Shards) == 2 && len(info.Members[1].Shards) == 2
+	})
+	publish(0, total/2)
+	doomed.waitLines(ctx, t, 20)
+	if err := doomed.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// What it wrote to its pipe before it died counts as printed.
+	doomed.releaseOutput()
+	publish(total/2, total)
+
+	waitGroup(ctx, t, c, name, "g", "every record committed, by the survivor alone", func(info client.GroupInfo) bool {
+		sum := uint64(0)
+		for _, s := range info.Shards {
+			if s.Committed != s.Tail {
+				return false
+			}
+			sum += s.Committed
+		}
+		return sum == total && len(info.Members) == 1 && info.Members[0].ID == "m1"
+	})
+	if err := survivor.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-survivor.done:
+	case <-ctx.Done():
+		t.Fatal("the survivor did not exit after SIGTERM")
+	}
+	if code := survivor.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("the survivor exited with %d after SIGTERM: %q", code, survivor.stderr.String())
+	}
+	<-doomed.done
+
+	// printed parses a process's lines, each record at most once.
+	printed := func(who string, p *subProcess) map[rec]bool {
+		t.Helper()
+		got := map[rec]bool{}
+		for _, line := range p.out.lines() {
+			var r rec
+			var payload string
+			if _, err := fmt.Sscanf(line, "%d %d %s", &r.shard, &r.offset, &payload); err != nil {
+				t.Fatalf("%s printed %q: %v", who, line, err)
+			}
+			if want, ok := published[r]; !ok || payload != want {
+				t.Fatalf("%s printed %q; %d/%d holds %q", who, line, r.shard, r.offset, want)
+			}
+			if got[r] {
+				t.Fatalf("%s printed %d/%d twice", who, r.shard, r.offset)
+			}
+			got[r] = true
+		}
+		return got
+	}
+	bySurvivor, byDoomed := printed("the survivor", survivor), printed("the killed member", doomed)
+	twice := 0
+	for r := range published {
+		switch {
+		case bySurvivor[r] && byDoomed[r]:
+			twice++ // printed by the killed member, which died before acking it
+		case !bySurvivor[r] && !byDoomed[r]:
+			t.Errorf("record %d/%d was printed by neither process", r.shard, r.offset)
+		}
+	}
+	t.Logf("%d records: %d printed by the survivor, %d by the killed member, %d of them again by the survivor",
+		total, len(bySurvivor), len(byDoomed), twice)
 }

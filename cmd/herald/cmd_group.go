@@ -1,0 +1,477 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/heraldmq/herald/client"
+)
+
+const groupUsage = `poll|ack|nack|dead-letters|redrive|discard|describe STREAM --group G ...
+
+  poll STREAM --group G --shard N [--max N] [--wait DURATION] [--ack] [--json]
+       claim up to --max records of the shard and print "shard offset attempts payload";
+       unsettled claims are delivered again after the group's visibility timeout; --ack acks
+       every printed record
+  ack|nack STREAM --group G --shard N OFFSET...
+       settle claimed records: ack (done) or nack (deliver again now, counting an attempt)
+  dead-letters STREAM --group G [--shard N] [--from OFFSET] [--limit N] [--json]
+       print "shard offset attempts dead_at reason" per dead letter (every shard unless --shard)
+  redrive|discard STREAM --group G [--shard N] [OFFSET...]
+       give dead letters back to the group with fresh attempts (redrive), or drop them for good
+       (discard); without OFFSETs every dead letter of the shard, without --shard of every shard
+       (OFFSETs need --shard); prints how many changed
+  describe STREAM --group G [--json]
+       the group's generation, each shard's committed/delivered/tail/claims/owed/dead letters,
+       and its push members`
+
+// groupOps are the subcommands of `herald group` and the flags (besides
+// --group and the connection flags) each takes.
+var groupOps = map[string][]string{
+	"poll":         {"shard", "max", "wait", "ack", "json"},
+	"ack":          {"shard"},
+	"nack":         {"shard"},
+	"dead-letters": {"shard", "from", "limit", "json"},
+	"redrive":      {"shard"},
+	"discard":      {"shard"},
+	"describe":     {"json"},
+}
+
+// groupOpFlags are the flags some subcommand of `herald group` takes.
+var groupOpFlags = []string{"shard", "max", "wait", "ack", "from", "limit", "json"}
+
+// Defaults of `herald group poll`.
+const (
+	defaultPollMax  = 10
+	defaultPollWait = 5 * time.Second
+)
+
+// groupCmd is a parsed `herald group` command line.
+type groupCmd struct {
+	conn *clientFlags
+	// op is the subcommand, a key of groupOps.
+	op   string
+	name client.StreamName
+	// group is the consumer group (--group).
+	group string
+	// shard is the shard (--shard); client.AllShards when not given.
+	shard uint32
+	// offsets are the OFFSET arguments of ack, nack, redrive and discard.
+	offsets []uint64
+	// max is the most records one poll claims (--max).
+	max int
+	// wait is how long a poll waits for records (--wait).
+	wait time.Duration
+	// ack acks the polled records once printed (--ack).
+	ack bool
+	// from skips dead letters below this offset (--from).
+	from uint64
+	// limit prints at most this many dead letters; 0 means all (--limit).
+	limit int
+	// json prints JSON (--json).
+	json bool
+}
+
+// parseGroupCmd parses the arguments of `herald group`.
+func parseGroupCmd(args []string, stderr io.Writer, getenv func(string) string) (*groupCmd, error) {
+	fs := newFlagSet("group", groupUsage, stderr)
+	cmd := &groupCmd{conn: registerClientFlags(fs, getenv)}
+	fs.StringVar(&cmd.group, "group", "", "the consumer `group` (required)")
+	shard := fs.Uint("shard", 0, "the shard (poll, ack, nack: required; dead-letters, redrive, discard: default every shard)")
+	fs.IntVar(&cmd.max, "max", defaultPollMax, "claim at most this many records (poll)")
+	fs.DurationVar(&cmd.wait, "wait", defaultPollWait, "wait this long for records when there are none; the node caps it (poll)")
+	fs.BoolVar(&cmd.ack, "ack", false, "ack every record printed (poll)")
+	fs.Uint64Var(&cmd.from, "from", 0, "list dead letters at this `offset` and above, on every shard listed (dead-letters)")
+	fs.IntVar(&cmd.limit, "limit", 0, "list at most this many dead letters (0: all) (dead-letters)")
+	fs.BoolVar(&cmd.json, "json", false, "print JSON: a line per record or dead letter, one object for describe (poll, dead-letters, describe)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) == 0 {
+		return nil, usageErrorf("missing subcommand: poll, ack, nack, dead-letters, redrive, discard or describe")
+	}
+	cmd.op = pos[0]
+	allowed, ok := groupOps[cmd.op]
+	if !ok {
+		return nil, usageErrorf("unknown subcommand %q: want poll, ack, nack, dead-letters, redrive, discard or describe", cmd.op)
+	}
+	if len(pos) < 2 {
+		return nil, usageErrorf("missing STREAM")
+	}
+	if cmd.name, err = parseStreamArg(pos[1]); err != nil {
+		return nil, err
+	}
+	for _, f := range groupOpFlags {
+		if setFlag(fs, f) != "" && !contains(allowed, f) {
+			return nil, usageErrorf("--%s is not a flag of group %s", f, cmd.op)
+		}
+	}
+	if setFlag(fs, "group") == "" {
+		return nil, usageErrorf("--group is required")
+	}
+	if err := checkGroupName("group", cmd.group); err != nil {
+		return nil, err
+	}
+	if *shard > 1<<32-2 { // 1<<32-1 is client.AllShards
+		return nil, usageErrorf("--shard %d is out of range", *shard)
+	}
+	hasShard := setFlag(fs, "shard") != ""
+	cmd.shard = client.AllShards
+	if hasShard {
+		cmd.shard = uint32(*shard)
+	}
+	switch cmd.op {
+	case "ack", "nack", "redrive", "discard":
+		for _, a := range pos[2:] {
+			off, err := strconv.ParseUint(a, 10, 64)
+			if err != nil {
+				return nil, usageErrorf("OFFSET %q: want an offset", a)
+			}
+			cmd.offsets = append(cmd.offsets, off)
+		}
+	default:
+		if len(pos) > 2 {
+			return nil, usageErrorf("unexpected argument %q", pos[2])
+		}
+	}
+	switch cmd.op {
+	case "poll":
+		switch {
+		case !hasShard:
+			return nil, usageErrorf("poll needs --shard")
+		case cmd.max < 1:
+			return nil, usageErrorf("--max must be at least 1")
+		case cmd.wait < 0:
+			return nil, usageErrorf("--wait must not be negative")
+		}
+	case "ack", "nack":
+		switch {
+		case !hasShard:
+			return nil, usageErrorf("%s needs --shard", cmd.op)
+		case len(cmd.offsets) == 0:
+			return nil, usageErrorf("%s needs at least one OFFSET", cmd.op)
+		}
+	case "redrive", "discard":
+		if len(cmd.offsets) > 0 && !hasShard {
+			return nil, usageErrorf("OFFSETs need --shard")
+		}
+	case "dead-letters":
+		if cmd.limit < 0 {
+			return nil, usageErrorf("--limit must not be negative")
+		}
+	}
+	return cmd, nil
+}
+
+// contains reports whether list holds s.
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// runGroup runs `herald group`; see groupUsage.
+func runGroup(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd, err := parseGroupCmd(args, stderr, os.Getenv)
+	if err != nil {
+		return exitStatus(stderr, "group", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return exitStatus(stderr, "group "+cmd.op, cmd.run(ctx, stdout, stderr))
+}
+
+func (cmd *groupCmd) run(ctx context.Context, stdout, stderr io.Writer) error {
+	c, err := cmd.conn.dial(ctx)
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	defer c.Close()
+	out := bufio.NewWriter(stdout)
+	err = cmd.do(ctx, c, out, stderr)
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	return interrupted(ctx, err)
+}
+
+// do runs the subcommand on c.
+func (cmd *groupCmd) do(ctx context.Context, c *client.Client, out *bufio.Writer, stderr io.Writer) error {
+	switch cmd.op {
+	case "poll":
+		return cmd.poll(ctx, c, out)
+	case "ack", "nack":
+		settle, done := c.GroupAck, "acked"
+		if cmd.op == "nack" {
+			settle, done = c.GroupNack, "nacked"
+		}
+		cctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+		defer cancel()
+		if err := settle(cctx, cmd.name, cmd.shard, cmd.group, cmd.offsets...); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(out, "%s %d\n", done, len(cmd.offsets))
+		return err
+	case "dead-letters":
+		list := func(ctx context.Context, shard uint32, from uint64, limit int) ([]client.DeadLetter, bool, error) {
+			ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+			defer cancel()
+			return c.GroupDeadLetters(ctx, cmd.name, cmd.group, client.DeadLetterShard(shard), client.DeadLetterFrom(from), client.DeadLetterLimit(limit))
+		}
+		shards := func(ctx context.Context) (int, error) {
+			ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+			defer cancel()
+			info, err := c.DescribeGroup(ctx, cmd.name, cmd.group)
+			return len(info.Shards), err
+		}
+		return cmd.listDeadLetters(ctx, list, shards, out, stderr)
+	case "redrive", "discard":
+		change, done := c.GroupRedrive, "redriven"
+		if cmd.op == "discard" {
+			change, done = c.GroupDiscard, "discarded"
+		}
+		cctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+		defer cancel()
+		n, err := change(cctx, cmd.name, cmd.group, cmd.shard, cmd.offsets...)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "%s %d\n", done, n)
+		return err
+	case "describe":
+		cctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+		defer cancel()
+		info, err := c.DescribeGroup(cctx, cmd.name, cmd.group)
+		if err != nil {
+			return err
+		}
+		if cmd.json {
+			return writeJSONLine(out, groupInfoJSONOf(cmd.name, info))
+		}
+		return writeGroupInfo(out, cmd.name, info)
+	}
+	return fmt.Errorf("unknown subcommand %q", cmd.op) // parseGroupCmd refuses it
+}
+
+// poll claims records, prints them and, with --ack, acks them.
+func (cmd *groupCmd) poll(ctx context.Context, c *client.Client, out *bufio.Writer) error {
+	// The call must outlast the node's wait.
+	pctx, cancel := context.WithTimeout(ctx, cmd.wait+cmd.conn.timeout)
+	recs, err := c.GroupPoll(pctx, cmd.name, cmd.shard, cmd.group, cmd.max, cmd.wait)
+	cancel()
+	if err != nil {
+		return err
+	}
+	offsets := make([]uint64, 0, len(recs))
+	for _, rec := range recs {
+		if cmd.json {
+			err = writeGroupRecordJSON(out, rec)
+		} else {
+			err = writeGroupRecordText(out, rec)
+		}
+		if err != nil {
+			return err
+		}
+		offsets = append(offsets, rec.Offset)
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if !cmd.ack || len(offsets) == 0 {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmd.conn.timeout)
+	defer cancel()
+	if err := c.GroupAck(actx, cmd.name, cmd.shard, cmd.group, offsets...); err != nil {
+		return fmt.Errorf("ack: %w", err)
+	}
+	return nil
+}
+
+// writeGroupRecordText prints "shard offset attempts payload".
+func writeGroupRecordText(w *bufio.Writer, rec client.GroupRecord) error {
+	w.WriteString(strconv.FormatUint(uint64(rec.Shard), 10))
+	w.WriteByte(' ')
+	w.WriteString(strconv.FormatUint(rec.Offset, 10))
+	w.WriteByte(' ')
+	w.WriteString(strconv.FormatUint(uint64(rec.Attempts), 10))
+	w.WriteByte(' ')
+	w.Write(rec.Payload)
+	return w.WriteByte('\n')
+}
+
+// deadLetterLister lists one page of dead letters of shard (or
+// client.AllShards) from offset from, at most limit (0: the node's cap)
+// (client.Client.GroupDeadLetters, or a fake in tests).
+type deadLetterLister func(ctx context.Context, shard uint32, from uint64, limit int) ([]client.DeadLetter, bool, error)
+
+// listDeadLetters prints dead letters page by page, in shard then offset
+// order, until --limit or the last one. A listing of every shard that one
+// page does not hold goes on shard by shard (shardCount says how many there
+// are), since a page of every shard can only start at the same offset on
+// each. When --limit leaves some out, a note on stderr says where to go on.
+func (cmd *groupCmd) listDeadLetters(ctx context.Context, list deadLetterLister, shardCount func(context.Context) (int, error), out *bufio.Writer, stderr io.Writer) error {
+	shard, from := cmd.shard, cmd.from
+	// shards is set once the listing of every shard goes on shard by shard.
+	shards := 0
+	printed := 0
+	for {
+		limit := 0
+		if cmd.limit > 0 {
+			limit = cmd.limit - printed
+		}
+		letters, more, err := list(ctx, shard, from, limit)
+		if err != nil {
+			return err
+		}
+		for _, dl := range letters {
+			if err := cmd.writeDeadLetter(out, dl); err != nil {
+				return err
+			}
+		}
+		printed += len(letters)
+		if more && len(letters) > 0 {
+			last := letters[len(letters)-1]
+			if cmd.limit > 0 && printed >= cmd.limit {
+				if err := out.Flush(); err != nil {
+					return err
+				}
+				fmt.Fprintf(stderr, "more dead letters: go on with --shard %d --from %d\n", last.Shard, last.Offset+1)
+				return nil
+			}
+			if shard == client.AllShards {
+				if shards, err = shardCount(ctx); err != nil {
+					return err
+				}
+			}
+			shard, from = last.Shard, last.Offset+1
+			continue
+		}
+		if shards == 0 || int(shard)+1 >= shards || (cmd.limit > 0 && printed >= cmd.limit) {
+			return nil
+		}
+		shard, from = shard+1, cmd.from
+	}
+}
+
+// writeDeadLetter prints "shard offset attempts dead_at reason", or a JSON
+// line with --json.
+func (cmd *groupCmd) writeDeadLetter(w *bufio.Writer, dl client.DeadLetter) error {
+	if cmd.json {
+		return writeJSONLine(w, deadLetterJSON{Shard: dl.Shard, Offset: dl.Offset, Attempts: dl.Attempts,
+			DeadAt: dl.DeadAt.UTC().Format(time.RFC3339Nano), Reason: dl.Reason})
+	}
+	_, err := fmt.Fprintf(w, "%d %d %d %s %s\n", dl.Shard, dl.Offset, dl.Attempts, dl.DeadAt.UTC().Format(time.RFC3339), dl.Reason)
+	return err
+}
+
+// deadLetterJSON is the --json form of a dead letter.
+type deadLetterJSON struct {
+	Shard    uint32 `json:"shard"`
+	Offset   uint64 `json:"offset"`
+	Attempts uint32 `json:"attempts"`
+	DeadAt   string `json:"dead_at"`
+	Reason   string `json:"reason"`
+}
+
+// writeGroupInfo prints a group's description: a header line, a table of
+// its shards and a table of its push members.
+func writeGroupInfo(w io.Writer, name client.StreamName, info client.GroupInfo) error {
+	fmt.Fprintf(w, "group %s on %s: generation=%d visibility=%s session=%s max_attempts=%d\n",
+		info.Group, name, info.Generation, info.Visibility, info.Session, info.MaxAttempts)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tCOMMITTED\tDELIVERED\tTAIL\tCLAIMS\tOWED\tDEAD_LETTERS")
+	for _, s := range info.Shards {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.Shard, s.Committed, s.Delivered, s.Tail, s.Claims, s.Owed, s.DeadLetters)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(info.Members) == 0 {
+		_, err := fmt.Fprintln(w, "no push members")
+		return err
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tSHARDS\tWINDOW\tIN_FLIGHT\tIDLE")
+	for _, m := range info.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", m.ID, formatShards(m.Shards), m.Window, m.InFlight, m.Idle)
+	}
+	return tw.Flush()
+}
+
+// formatShards prints shards as "0,1,2", or "-" for none.
+func formatShards(shards []uint32) string {
+	if len(shards) == 0 {
+		return "-"
+	}
+	s := make([]string, len(shards))
+	for i, n := range shards {
+		s[i] = strconv.FormatUint(uint64(n), 10)
+	}
+	return strings.Join(s, ",")
+}
+
+// groupInfoJSON is the --json form of a group's description; durations are
+// in milliseconds.
+type groupInfoJSON struct {
+	Stream       string            `json:"stream"`
+	Group        string            `json:"group"`
+	Generation   uint64            `json:"generation"`
+	VisibilityMS int64             `json:"visibility_ms"`
+	SessionMS    int64             `json:"session_ms"`
+	MaxAttempts  uint32            `json:"max_attempts"`
+	Shards       []groupShardJSON  `json:"shards"`
+	Members      []groupMemberJSON `json:"members"`
+}
+
+// groupShardJSON is one shard of groupInfoJSON.
+type groupShardJSON struct {
+	Shard       uint32 `json:"shard"`
+	Committed   uint64 `json:"committed"`
+	Delivered   uint64 `json:"delivered"`
+	Tail        uint64 `json:"tail"`
+	Claims      uint32 `json:"claims"`
+	Owed        uint32 `json:"owed"`
+	DeadLetters uint32 `json:"dead_letters"`
+}
+
+// groupMemberJSON is one member of groupInfoJSON.
+type groupMemberJSON struct {
+	ID       string   `json:"id"`
+	Shards   []uint32 `json:"shards"`
+	Window   uint32   `json:"window"`
+	InFlight uint32   `json:"in_flight"`
+	IdleMS   int64    `json:"idle_ms"`
+}
+
+// groupInfoJSONOf returns the --json form of info.
+func groupInfoJSONOf(name client.StreamName, info client.GroupInfo) groupInfoJSON {
+	j := groupInfoJSON{Stream: name.String(), Group: info.Group, Generation: info.Generation,
+		VisibilityMS: info.Visibility.Milliseconds(), SessionMS: info.Session.Milliseconds(), MaxAttempts: info.MaxAttempts,
+		Shards: make([]groupShardJSON, len(info.Shards)), Members: make([]groupMemberJSON, len(info.Members))}
+	for i, s := range info.Shards {
+		j.Shards[i] = groupShardJSON{Shard: s.Shard, Committed: s.Committed, Delivered: s.Delivered, Tail: s.Tail,
+			Claims: s.Claims, Owed: s.Owed, DeadLetters: s.DeadLetters}
+	}
+	for i, m := range info.Members {
+		shards := m.Shards
+		if shards == nil {
+			shards = []uint32{}
+		}
+		j.Members[i] = groupMemberJSON{ID: m.ID, Shards: shards, Window: m.Window, InFlight: m.InFlight, IdleMS: m.Idle.Milliseconds()}
+	}
+	return j
+}

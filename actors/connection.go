@@ -733,8 +733,9 @@ func (c *connection) routePublish(root *actor.RootContext, lane *actor.PID, stre
 		return err.(*wire.Error)
 	}
 	// Delivered, the batch becomes a section of an EventBatch or ReadResult
-	// frame: it must fit the larger of the two (26 bytes of ReadResult head).
-	if limit := int(c.cfg.MaxFrameBytes) - wire.SectionHeaderSize - readResultHead; len(p.Records) > limit {
+	// frame, and each of its records one record of a group push: the
+	// records must fit the largest of those frames.
+	if limit := int(c.cfg.MaxFrameBytes) - maxDeliveryOverhead; len(p.Records) > limit {
 		return &wire.Error{Code: wire.CodeBatchTooLarge, Detail: uint64(limit),
 			Message: fmt.Sprintf("the records take %d bytes; at most %d fit a delivery frame", len(p.Records), limit)}
 	}

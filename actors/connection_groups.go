@@ -13,6 +13,12 @@ import (
 	"github.com/heraldmq/herald/net/wire"
 )
 
+// maxDeliveryOverhead is the most a delivery frame adds around a batch's
+// records: a ReadResult's head and section header, or a group push of one
+// record (its cursor of one range, the record's head).
+var maxDeliveryOverhead = max(wire.SectionHeaderSize+readResultHead,
+	wire.GroupRecordsHeadSize(cursorHead+cursorRange+cursorMACSize)+wire.GroupRecordSize(&wire.GroupRecord{}))
+
 // groupRequest decodes a pull-side group request from the control stream
 // and hands it to the group's coordinator, which answers on lane (so a poll
 // that waits for work holds up no other request). A frame that cannot be

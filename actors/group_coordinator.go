@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -66,6 +67,16 @@ type groupCoordinator struct {
 
 	reportedDead uint64
 
+	// token marks this instance's flushes: a restarted coordinator keeps
+	// its pid, and answers to its failed instance's flushes must not be
+	// taken for its own.
+	token uint64
+	// dropped is set when the registry says the stream was deleted.
+	dropped bool
+	// shardPIDs are the stream's shards, watched: when they stop (the stream
+	// was deleted or the catalog restarted) the coordinator stops too.
+	shardPIDs map[string]bool
+
 	timerAt   time.Time
 	timerStop func() bool
 	timerGen  uint64
@@ -105,11 +116,14 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 		g.onStarted(ctx)
 		return
 	case *actor.Stopping:
-		err := wire.Errorf(wire.CodeShuttingDown, "the group coordinator is stopping (the node is shutting down)")
-		if g.cfg.Stream.Deleted() {
+		err := wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator stopped (the node is stopping, or the stream's shards restarted); join again")
+		if g.dropped {
 			err = wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", g.cfg.Stream.Name)
 		}
 		g.onStopping(ctx, err)
+		return
+	case *groupStreamDropped:
+		g.dropped = true
 		return
 	case *actor.Restarting:
 		g.onStopping(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator restarted; join again"))
@@ -135,6 +149,9 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 	case *TailAdvanced:
 		g.onTail(ctx, m)
 	case *MetaWriteResponse:
+		if m.Token != g.token {
+			return // an answer to the failed instance before a restart
+		}
 		g.onFlushed(m.Err)
 	case *groupTick:
 		if m.gen != g.timerGen {
@@ -143,7 +160,18 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 		g.timerAt, g.timerStop = time.Time{}, nil
 		g.onTick(ctx)
 	case *actor.Terminated:
-		g.onMemberGone(ctx, m.Who)
+		if g.shardPIDs[m.Who.Id] {
+			// The stream's shards are gone: this coordinator's handle is
+			// stale. The registry spawns a new one on the next request.
+			ctx.Stop(ctx.Self())
+			return
+		}
+		// Terminated is a system message and overtakes what the member sent
+		// before it went (its last ack): leave after those.
+		ctx.Send(ctx.Self(), &memberGone{who: m.Who})
+		return
+	case *memberGone:
+		g.onMemberGone(ctx, m.who)
 	default:
 		g.log.Warn("group coordinator: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 		return
@@ -160,6 +188,13 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 func (g *groupCoordinator) onStarted(ctx actor.Context) {
 	h := g.cfg.Stream
 	g.log = ctx.Logger().With(slog.String("stream", h.Name.String()), slog.String("group", g.cfg.Group))
+	g.token = groupTokens.Add(1)
+	// What an earlier instance (a failed one, or the one the registry
+	// replaced) sent the storage writer is committed before the state is
+	// read: the writer answers this empty write after everything queued.
+	if _, err := ctx.RequestFuture(g.cfg.Writer, &MetaWriteRequest{}, 30*time.Second).Result(); err != nil {
+		panic(fmt.Errorf("group %s on %s: waiting for the storage writer: %w", g.cfg.Group, h.Name, err))
+	}
 	g.core = newGroupCore(h.ID, g.cfg.Group, len(h.Shards), g.cfg.Limits)
 	g.memberPIDs = map[string]*actor.PID{}
 	g.hungry = map[string]int{}
@@ -176,7 +211,10 @@ func (g *groupCoordinator) onStarted(ctx actor.Context) {
 	// request, so a poll that does not wait finds what is there. Shards
 	// answer at once (a recovering one once it knows its tail).
 	futures := make([]*actor.Future, len(h.Shards))
+	g.shardPIDs = make(map[string]bool, len(h.Shards))
 	for i, pid := range h.Shards {
+		g.shardPIDs[pid.Id] = true
+		ctx.Watch(pid)
 		futures[i] = ctx.RequestFuture(pid, &ShardInfoRequest{}, 10*time.Second)
 	}
 	for i, f := range futures {
@@ -203,6 +241,11 @@ func (g *groupCoordinator) onStopping(ctx actor.Context, err *wire.Error) {
 	if g.timerStop != nil {
 		g.timerStop()
 		g.timerStop = nil
+	}
+	for _, pid := range g.cfg.Stream.Shards {
+		if g.shardPIDs[pid.Id] {
+			ctx.Unwatch(pid)
+		}
 	}
 	for _, p := range g.pollers {
 		ctx.Send(p.replyTo, &WriteFrame{Frame: wire.AppendError(nil, p.reqID, err)})
@@ -274,14 +317,26 @@ func (g *groupCoordinator) onPoll(ctx actor.Context, m *GroupPollRequest) {
 		g.answerPoll(ctx, p)
 		return
 	}
+	if len(g.pollers) >= maxWaitingPolls {
+		g.replyErr(ctx, m.ReplyTo, m.ReqID, wire.Errorf(wire.CodeOverloaded,
+			"group %s has %d polls waiting for work already; poll with a shorter wait or retry later", g.cfg.Group, len(g.pollers)))
+		return
+	}
 	g.pollers = append(g.pollers, p)
 	g.watch(ctx, m.Shard, false)
 }
 
+// maxWaitingPolls bounds the polls one group holds while they wait for
+// work (the rest are refused as overloaded).
+const maxWaitingPolls = 4096
+
+// groupTokens numbers coordinator instances (their flush tokens).
+var groupTokens atomic.Uint64
+
 // answerPoll claims what it can for p and answers (possibly empty).
 func (g *groupCoordinator) answerPoll(ctx actor.Context, p *groupPoller) {
 	budget := g.cfg.MaxFrameBytes - wire.GroupRecordsHeadSize(0)
-	recs := g.claimRecords(ctx, "", []uint32{p.shard}, p.max, budget)
+	recs := g.claimRecords(ctx, "", []uint32{p.shard}, p.max, budget, 0)
 	frame := wire.AppendGroupRecords(nil, p.reqID, wire.GroupRecords{Records: recs})
 	g.cfg.Stats.add(&g.cfg.Stats.GroupDelivered, uint64(len(recs)))
 	// The claims' state goes to storage with the next flush; the answer
@@ -290,20 +345,31 @@ func (g *groupCoordinator) answerPoll(ctx actor.Context, p *groupPoller) {
 }
 
 // claimRecords picks up to max records of shards for owner, reads them
-// from the log, and claims those it could read within budget bytes; records
-// retention deleted are settled as skipped.
-func (g *groupCoordinator) claimRecords(ctx actor.Context, owner string, shards []uint32, max, budget int) []wire.GroupRecord {
+// from the log, and claims those it could read within budget bytes and, if
+// maxRanges is set, within that many runs of consecutive offsets (a push's
+// cursor names them). Records retention deleted are settled as skipped; if
+// that was all it found, it looks again (a few times).
+func (g *groupCoordinator) claimRecords(ctx actor.Context, owner string, shards []uint32, max, budget, maxRanges int) []wire.GroupRecord {
 	now := g.cfg.Now()
-	picks := g.core.candidates(shards, max)
-	if len(picks) == 0 {
-		return nil
+	var recs []wire.GroupRecord
+	for range 8 {
+		picks := g.core.candidates(shards, max)
+		if len(picks) == 0 {
+			return nil
+		}
+		var used int
+		var gone map[pick]bool
+		var err error
+		recs, used, gone, err = g.readPicks(picks, budget, maxRanges)
+		if err != nil {
+			g.log.Error("group: reading records to deliver", slog.Any("error", err))
+			return nil
+		}
+		g.core.take(owner, picks[:used], gone, now)
+		if len(recs) > 0 || len(gone) == 0 {
+			break
+		}
 	}
-	recs, used, gone, err := g.readPicks(picks, budget)
-	if err != nil {
-		g.log.Error("group: reading records to deliver", slog.Any("error", err))
-		return nil
-	}
-	g.core.take(owner, picks[:used], gone, now)
 	for i := range recs {
 		recs[i].Attempts = g.core.shards[recs[i].Shard].attempts[recs[i].Offset]
 	}
@@ -314,69 +380,71 @@ func (g *groupCoordinator) claimRecords(ctx actor.Context, owner string, shards 
 const readPicksBatches = 8
 
 // readPicks reads the picked records from the log, in pick order, until
-// budget bytes. It returns the records, how many picks they cover (a
-// prefix), and which of those picks the log no longer holds.
-func (g *groupCoordinator) readPicks(picks []pick, budget int) ([]wire.GroupRecord, int, map[pick]bool, error) {
+// budget bytes and (if set) maxRanges runs of consecutive offsets. It
+// returns the records, how many picks they cover (a prefix), and which of
+// those picks the log no longer holds. Picks of one shard come in offset
+// order, so one pass over the shard's batches serves them all: a batch is
+// read once and its records are walked once, however scattered the picks.
+func (g *groupCoordinator) readPicks(picks []pick, budget, maxRanges int) ([]wire.GroupRecord, int, map[pick]bool, error) {
 	h := g.cfg.Stream
 	out := make([]wire.GroupRecord, 0, len(picks))
 	gone := map[pick]bool{}
-	size := 0
-	i := 0
-	var rec wire.Record
-	for i < len(picks) {
-		// A run of consecutive offsets of one shard is one read.
-		j := i + 1
-		for j < len(picks) && picks[j].shard == picks[i].shard && picks[j].offset == picks[j-1].offset+1 {
-			j++
+	size, ranges := 0, 0
+	var (
+		shard   uint32
+		batches []storage.Batch // read, not yet passed
+		it      *wire.RecordIter
+		itOff   uint64 // the offset of the record it yields next
+		rec     wire.Record
+	)
+	for k, pk := range picks {
+		if it != nil && (pk.shard != shard || pk.offset < itOff) {
+			batches, it = nil, nil // another shard, or (never, for sorted picks) going back
 		}
-		first := picks[i]
-		k := i
-		for k < j {
-			// A few batches at a time: the run may start in the middle of a
-			// large batch, and Read cannot stop at a record count.
-			batches, err := h.Log.Read(h.ShardKey(first.shard), picks[k].offset, readPicksBatches, budget-size+1)
+		shard = pk.shard
+		// Drop batches wholly before the pick; read more when none is left.
+		for len(batches) > 0 && batches[0].End() <= pk.offset {
+			batches, it = batches[1:], nil
+		}
+		if len(batches) == 0 {
+			var err error
+			batches, err = h.Log.Read(h.ShardKey(pk.shard), pk.offset, readPicksBatches, budget-size+1)
 			if err != nil {
 				return nil, 0, nil, err
 			}
-			if len(batches) == 0 {
-				// Nothing at or after the offset: deleted (a read past the
-				// tail cannot happen: picks are below the known tail).
-				for ; k < j; k++ {
-					gone[picks[k]] = true
-				}
-				break
-			}
-			for _, b := range batches {
-				for k < j && picks[k].offset < b.Base {
-					gone[picks[k]] = true // deleted by retention
-					k++
-				}
-				if k == j {
-					break
-				}
-				it := wire.NewRecordIter(b.Records)
-				off := b.Base
-				for k < j && it.Next(&rec) {
-					if off < picks[k].offset {
-						off++
-						continue
-					}
-					one := wire.AppendRecord(nil, &rec)
-					r := wire.GroupRecord{Shard: first.shard, Offset: off, Timestamp: b.Timestamp, Record: one}
-					if size+wire.GroupRecordSize(&r) > budget && len(out) > 0 {
-						return out, k, gone, nil
-					}
-					size += wire.GroupRecordSize(&r)
-					out = append(out, r)
-					k++
-					off++
-				}
-				if err := it.Err(); err != nil {
-					return nil, 0, nil, fmt.Errorf("shard %d batch %d: %w", first.shard, b.Base, err)
-				}
-			}
+			it = nil
 		}
-		i = j
+		if len(batches) == 0 || batches[0].Base > pk.offset {
+			gone[pk] = true // deleted by retention
+			continue
+		}
+		b := batches[0]
+		if it == nil {
+			it, itOff = wire.NewRecordIter(b.Records), b.Base
+		}
+		found := false
+		for itOff <= pk.offset && it.Next(&rec) {
+			itOff++
+			found = itOff-1 == pk.offset
+		}
+		if err := it.Err(); err != nil {
+			return nil, 0, nil, fmt.Errorf("shard %d batch %d: %w", pk.shard, b.Base, err)
+		}
+		if !found {
+			return nil, 0, nil, fmt.Errorf("shard %d batch %d: offset %d missing from the batch", pk.shard, b.Base, pk.offset)
+		}
+		if n := len(out); n == 0 || out[n-1].Shard != pk.shard || out[n-1].Offset+1 != pk.offset {
+			if maxRanges > 0 && ranges == maxRanges {
+				return out, k, gone, nil // the cursor would grow past its bound
+			}
+			ranges++
+		}
+		r := wire.GroupRecord{Shard: pk.shard, Offset: pk.offset, Timestamp: b.Timestamp, Record: wire.AppendRecord(nil, &rec)}
+		if size+wire.GroupRecordSize(&r) > budget && len(out) > 0 {
+			return out, k, gone, nil
+		}
+		size += wire.GroupRecordSize(&r)
+		out = append(out, r)
 	}
 	return out, len(picks), gone, nil
 }
@@ -600,9 +668,6 @@ func (g *groupCoordinator) onTail(ctx actor.Context, m *TailAdvanced) {
 		return
 	}
 	g.watching[m.Shard] = false
-	if g.cfg.Stream.Deleted() {
-		return
-	}
 	s := g.core.shards[m.Shard]
 	s.tail = max(s.tail, m.Tail)
 	s.first = max(s.first, m.First)
@@ -671,7 +736,7 @@ func (g *groupCoordinator) serve(ctx actor.Context) {
 			continue
 		}
 		budget := g.cfg.MaxFrameBytes - wire.GroupRecordsHeadSize(wire.MaxCursorBytes)
-		recs := g.claimRecords(ctx, id, mem.shards, max, budget)
+		recs := g.claimRecords(ctx, id, mem.shards, max, budget, maxCursorRanges)
 		if len(recs) == 0 {
 			continue
 		}
@@ -687,7 +752,7 @@ func (g *groupCoordinator) serve(ctx actor.Context) {
 // knows, unless one is outstanding. Without force it only does so when the
 // group has delivered everything up to the known tail.
 func (g *groupCoordinator) watch(ctx actor.Context, shard uint32, force bool) {
-	if g.watching[shard] || g.cfg.Stream.Deleted() {
+	if g.watching[shard] {
 		return
 	}
 	s := g.core.shards[shard]
@@ -710,7 +775,7 @@ func (g *groupCoordinator) flush(ctx actor.Context) {
 	}
 	g.flushes = append(g.flushes, g.waiting)
 	g.waiting = nil
-	ctx.Request(g.cfg.Writer, &MetaWriteRequest{Puts: puts})
+	ctx.Request(g.cfg.Writer, &MetaWriteRequest{Puts: puts, Token: g.token})
 }
 
 func (g *groupCoordinator) onFlushed(err error) {

@@ -102,6 +102,10 @@ type groupShard struct {
 	// tail is the shard's committed tail and first its first retained
 	// offset, as last heard.
 	tail, first uint64
+	// floor: offsets below it that are neither claimed nor owed are
+	// settled: retention deleted them before they were delivered (the group
+	// jumped over them without reading them).
+	floor uint64
 	// done holds settled offsets in [committed, next).
 	done map[uint64]struct{}
 	// claims are the delivered, unsettled records now held by a consumer.
@@ -237,10 +241,13 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		s := c.shards[shard]
 		rest = rest[4:]
 		if kind == 'c' {
-			if len(value) != 16 {
+			if len(value) != 16 && len(value) != 24 {
 				return fmt.Errorf("group key %x: cursor value of %d bytes", key, len(value))
 			}
 			s.committed, s.next = binary.BigEndian.Uint64(value), binary.BigEndian.Uint64(value[8:])
+			if len(value) == 24 {
+				s.floor = binary.BigEndian.Uint64(value[16:])
+			}
 			return nil
 		}
 		if len(rest) != 8 {
@@ -275,6 +282,11 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		return found, err
 	}
 	for _, s := range c.shards {
+		// A redrive writes the 'o' key before it deletes the 'd' key: with
+		// both, the redrive happened.
+		for _, off := range s.owed {
+			delete(s.dead, off)
+		}
 		for off := range s.done {
 			if off < s.committed || off >= s.next {
 				delete(s.done, off)
@@ -288,7 +300,7 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		// Every delivered record not settled was in flight when the node
 		// stopped: it is owed again, with its attempts so far.
 		for off := s.committed; off < s.next; off++ {
-			if _, ok := s.done[off]; ok {
+			if _, ok := s.done[off]; ok || off < s.floor {
 				continue
 			}
 			n, ok := aKeys[[2]uint64{uint64(s.index), off}]
@@ -300,7 +312,9 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		}
 		slices.Sort(s.owed)
 		s.owed = slices.Compact(s.owed)
+		c.advance(s)
 	}
+	c.puts = nil // advance's key deletes are already true of storage
 	return found, nil
 }
 
@@ -316,6 +330,7 @@ func (c *groupCore) flushPuts() []storage.MetaPut {
 			s.dirty = false
 			v := binary.BigEndian.AppendUint64(nil, s.committed)
 			v = binary.BigEndian.AppendUint64(v, s.next)
+			v = binary.BigEndian.AppendUint64(v, s.floor)
 			c.puts = append(c.puts, storage.MetaPut{Key: c.key('c', s.index, 0, false), Value: v})
 		}
 	}
@@ -350,9 +365,11 @@ func (c *groupCore) candidates(shards []uint32, max int) []pick {
 	}
 	for _, si := range shards {
 		s := c.shards[si]
-		if s.committed == s.next && s.next < s.first && len(s.owed) == 0 {
-			s.committed, s.next, s.dirty = s.first, s.first, true
-			clear(s.done)
+		if s.next < s.first {
+			// Retention deleted records the group never delivered: jump
+			// over them without reading them.
+			s.floor, s.next, s.dirty = s.first, s.first, true
+			c.advance(s)
 		}
 		for _, off := range s.owed {
 			if len(out) >= max {
@@ -406,6 +423,24 @@ func (c *groupCore) addClaim(s *groupShard, off uint64, owner string, now time.T
 	s.claims[off] = cl
 	c.claimCount++
 	heap.Push(&c.deadlines, deadlineEntry{at: cl.deadline, shard: s.index, offset: off, seq: cl.seq})
+	if len(c.deadlines) > 2*c.claimCount+1024 {
+		c.compactDeadlines()
+	}
+}
+
+// compactDeadlines drops the entries of settled or re-claimed claims, which
+// would otherwise stay until their deadline (one unanswered claim would keep
+// a visibility timeout's worth of acked ones).
+func (c *groupCore) compactDeadlines() {
+	kept := c.deadlines[:0]
+	for _, e := range c.deadlines {
+		if cl, ok := c.shards[e.shard].claims[e.offset]; ok && cl.seq == e.seq {
+			kept = append(kept, e)
+		}
+	}
+	clear(c.deadlines[len(kept):])
+	c.deadlines = kept
+	heap.Init(&c.deadlines)
 }
 
 // unclaim gives a claim up (the caller decides what follows).
@@ -446,16 +481,23 @@ func (c *groupCore) settle(s *groupShard, off uint64, deadLettered bool) {
 	if !deadLettered {
 		c.put('k', s.index, off, []byte{})
 	}
-	if off != s.committed {
-		return
+	if off == s.committed {
+		c.advance(s)
 	}
-	for {
-		if _, ok := s.done[s.committed]; !ok {
-			break
-		}
-		delete(s.done, s.committed)
-		if _, isDead := s.dead[s.committed]; !isDead {
-			c.put('k', s.index, s.committed, nil)
+}
+
+// advance moves committed over the run of settled offsets: settled ones in
+// done, and ones below the floor that nobody holds.
+func (c *groupCore) advance(s *groupShard) {
+	for s.committed < s.next {
+		off := s.committed
+		if _, ok := s.done[off]; ok {
+			delete(s.done, off)
+			if _, isDead := s.dead[off]; !isDead {
+				c.put('k', s.index, off, nil)
+			}
+		} else if off >= s.floor || c.unsettled(s, off) {
+			return
 		}
 		s.committed++
 		s.dirty = true
@@ -578,12 +620,14 @@ func (c *groupCore) redrive(shards []uint32, offsets []uint64) int {
 		s := c.shards[si]
 		for _, off := range c.selectDead(s, offsets) {
 			delete(s.dead, off)
-			c.put('d', si, off, nil)
 			if off >= s.committed {
 				delete(s.done, off)
 			} else {
+				// 'o' before the 'd' delete: a commit split between them
+				// must not lose the record (load prefers 'o').
 				c.put('o', si, off, u32Value(0))
 			}
+			c.put('d', si, off, nil)
 			s.attempts[off] = 0
 			i, found := slices.BinarySearch(s.owed, off)
 			if !found {
@@ -602,10 +646,10 @@ func (c *groupCore) discard(shards []uint32, offsets []uint64) int {
 		s := c.shards[si]
 		for _, off := range c.selectDead(s, offsets) {
 			delete(s.dead, off)
-			c.put('d', si, off, nil)
 			if off >= s.committed {
 				c.put('k', si, off, []byte{}) // still settled, now as an ack
 			}
+			c.put('d', si, off, nil)
 			n++
 		}
 	}
@@ -626,7 +670,8 @@ func (c *groupCore) selectDead(s *groupShard, offsets []uint64) []uint64 {
 			out = append(out, off)
 		}
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // deadLetters lists dead letters in shard then offset order.

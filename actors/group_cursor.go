@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -70,8 +71,12 @@ func cursorRanges(recs []wire.GroupRecord) []cursorRangeOf {
 	return out
 }
 
-// mintCursor encodes and signs a cursor.
+// mintCursor encodes and signs a cursor; it panics past maxCursorRanges
+// (the coordinator never claims more runs than a cursor can name).
 func mintCursor(secret []byte, t cursorToken) []byte {
+	if len(t.ranges) > maxCursorRanges {
+		panic(fmt.Sprintf("group cursor of %d ranges, at most %d", len(t.ranges), maxCursorRanges))
+	}
 	b := make([]byte, 0, cursorHead+len(t.ranges)*cursorRange+cursorMACSize)
 	b = append(b, cursorVersion)
 	b = binary.BigEndian.AppendUint64(b, t.stream)

@@ -39,6 +39,10 @@ type memberAck struct {
 // memberStreamEnded: the client closed or reset its side of the stream.
 type memberStreamEnded struct{}
 
+// coordinatorGone is a member's note to itself that its coordinator
+// stopped, queued behind what the coordinator sent before.
+type coordinatorGone struct{}
+
 // The connection's reader may outlive the member by a moment (the member
 // ended the stream itself): what it sends then is dropped quietly.
 func (*memberAck) IgnoreDeadLetterLogging()         {}
@@ -60,8 +64,8 @@ type groupMemberActor struct {
 	asking      bool
 	// session is the session timeout (ms) the coordinator granted.
 	session uint32
-	closed      bool
-	joined      bool
+	closed  bool
+	joined  bool
 }
 
 // NewGroupMemberProps returns the props of a push member.
@@ -126,14 +130,14 @@ func (a *groupMemberActor) Receive(ctx actor.Context) {
 		case a.lane != nil && m.Who.Equal(a.lane):
 			ctx.Stop(ctx.Self())
 		case a.coordinator != nil && m.Who.Equal(a.coordinator):
-			// Terminated is a system message: it can overtake the
-			// coordinator's GroupMemberEnded, so say why from here.
+			// Terminated is a system message: it overtakes the coordinator's
+			// GroupMemberEnded, which says why. Read that first.
+			ctx.Send(ctx.Self(), &coordinatorGone{})
+		}
+	case *coordinatorGone:
+		if !a.closed {
 			a.coordinator = nil
-			err := wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator stopped (the node is stopping); join again")
-			if a.cfg.Stream.Deleted() {
-				err = wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", a.cfg.Stream.Name)
-			}
-			a.end(ctx, err, 0)
+			a.end(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator stopped; join again"), 0)
 		}
 	case *actor.Stopping:
 		if !a.closed {

@@ -158,6 +158,14 @@ type StreamGroupsDropped struct {
 // StreamGroupsDroppedResponse answers StreamGroupsDropped.
 type StreamGroupsDroppedResponse struct{}
 
+// groupStreamDropped tells a coordinator, just before it is stopped, that
+// its stream was deleted (so members and polls are told stream_not_found).
+type groupStreamDropped struct{}
+
+// memberGone is a coordinator's note to itself that a member's actor
+// stopped, queued behind what the member sent before.
+type memberGone struct{ who *actor.PID }
+
 // groupTick is a coordinator's timer message.
 type groupTick struct{ gen uint64 }
 

@@ -90,10 +90,11 @@ func (r *groups) route(ctx actor.Context, m groupAddressed) {
 	k := groupKey{stream: h.ID, group: group}
 	e, ok := r.coord[k]
 	if ok && e.handle != h && e.handle.Deleted() {
-		// The stream was recreated, or the catalog restarted and handed out
-		// new handles: the old coordinator's shards are gone.
+		// The catalog restarted and handed out new handles: the old
+		// coordinator's shards are gone (it is stopping itself, having seen
+		// them go). Wait for it, so two never run for one group.
 		ctx.Unwatch(e.pid)
-		ctx.Stop(e.pid)
+		_ = ctx.PoisonFuture(e.pid).Wait()
 		delete(r.coord, k)
 		ok = false
 	}
@@ -160,9 +161,17 @@ func (r *groups) onDropped(ctx actor.Context, m *StreamGroupsDropped) {
 	for k, e := range r.coord {
 		if k.stream == m.Stream {
 			ctx.Unwatch(e.pid)
-			_ = ctx.StopFuture(e.pid).Wait()
+			// A user message, then a poison pill behind it: the coordinator
+			// learns why before it stops.
+			ctx.Send(e.pid, &groupStreamDropped{})
+			_ = ctx.PoisonFuture(e.pid).Wait()
 			delete(r.coord, k)
 		}
+	}
+	// Their last writes are committed before the catalog reads what group
+	// state to delete.
+	if r.cfg.Writer != nil {
+		_, _ = ctx.RequestFuture(r.cfg.Writer, &MetaWriteRequest{}, 30*time.Second).Result()
 	}
 	ctx.Respond(&StreamGroupsDroppedResponse{})
 }

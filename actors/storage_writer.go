@@ -232,7 +232,7 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 	for _, p := range group {
 		switch {
 		case p.meta != nil && p.from != nil:
-			ctx.Send(p.from, &MetaWriteResponse{Err: err})
+			ctx.Send(p.from, &MetaWriteResponse{Err: err, Token: p.meta.Token})
 		case p.tail != nil && p.from != nil:
 			ctx.Send(p.from, w.recoveryState(p.tail))
 		case p.drop != nil:

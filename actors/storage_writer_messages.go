@@ -39,11 +39,15 @@ type AppendFailed struct {
 // MetaWriteResponse.
 type MetaWriteRequest struct {
 	Puts []storage.MetaPut
+	// Token is echoed in the response, so a requester that restarted (same
+	// pid) can tell its own answers from its failed instance's.
+	Token uint64
 }
 
 // MetaWriteResponse answers MetaWriteRequest.
 type MetaWriteResponse struct {
-	Err error
+	Err   error
+	Token uint64
 }
 
 // TailRequest asks the storage writer for a shard's recovery state once

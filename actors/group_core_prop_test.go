@@ -1,0 +1,676 @@
+package actors
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// A model-based test of groupCore: random polls (with records lost to
+// retention), acks, nacks, visibility timeouts, members joining, leaving and
+// expiring, redrives, discards, and restarts (clean, and crashes that lose
+// what was not flushed) are applied both to the core and to a plain model
+// that keeps every delivered offset's state in one map. After each step the
+// core must match the model: the committed cursor never passes an unsettled
+// record, every offset in [committed, next) is exactly one of settled,
+// claimed or owed, claimCount counts the claims, and a restart rebuilds the
+// state last flushed (claims come back owed, with their attempts).
+
+// Model states of a delivered offset.
+const (
+	mClaimed = iota
+	mOwed
+	mAcked
+	mDead
+	mGone // deleted by retention before it was delivered again
+	mDiscarded
+)
+
+type mRec struct {
+	st       int
+	owner    string
+	attempts uint32
+	deadline time.Time
+}
+
+type mShard struct {
+	committed, next uint64
+	// floor is where the core jumped to over records retention deleted
+	// before they were delivered.
+	floor uint64
+	recs  map[uint64]*mRec
+}
+
+type mMember struct {
+	epoch    uint64
+	lastSeen time.Time
+}
+
+type groupModel struct {
+	shards     []*mShard
+	generation uint64
+	members    map[string]*mMember
+}
+
+func (m *groupModel) clone() *groupModel {
+	c := &groupModel{generation: m.generation, members: map[string]*mMember{}}
+	for id, mm := range m.members {
+		x := *mm
+		c.members[id] = &x
+	}
+	for _, s := range m.shards {
+		ns := &mShard{committed: s.committed, next: s.next, floor: s.floor, recs: map[uint64]*mRec{}}
+		for off, r := range s.recs {
+			x := *r
+			ns.recs[off] = &x
+		}
+		c.shards = append(c.shards, ns)
+	}
+	return c
+}
+
+func settledState(st int) bool { return st == mAcked || st == mDead || st == mGone || st == mDiscarded }
+
+// advance moves committed over the settled run, as the core must.
+func (s *mShard) advance() {
+	for s.committed < s.next {
+		r := s.recs[s.committed]
+		if r == nil || !settledState(r.st) {
+			return
+		}
+		s.committed++
+	}
+}
+
+type propRun struct {
+	t     *testing.T
+	rng   *rand.Rand
+	lim   GroupLimits
+	log   *storage.MemoryLog
+	core  *groupCore
+	model *groupModel
+	// flushed is the model as of the last flush (what a crash restores).
+	flushed *groupModel
+	now     time.Time
+	tail    []uint64
+	first   []uint64
+	step    int
+	trace   []string
+}
+
+func (p *propRun) fatalf(format string, args ...any) {
+	p.t.Helper()
+	start := max(0, len(p.trace)-25)
+	p.t.Fatalf("step %d: %s\nlast ops:\n  %s", p.step, fmt.Sprintf(format, args...), joinLines(p.trace[start:]))
+}
+
+func joinLines(s []string) string {
+	out := ""
+	for i, l := range s {
+		if i > 0 {
+			out += "\n  "
+		}
+		out += l
+	}
+	return out
+}
+
+func (p *propRun) note(format string, args ...any) {
+	p.trace = append(p.trace, fmt.Sprintf("%d: ", p.step)+fmt.Sprintf(format, args...))
+}
+
+func (p *propRun) setEnv() {
+	for i, s := range p.core.shards {
+		s.tail, s.first = p.tail[i], p.first[i]
+	}
+}
+
+// release is the model of groupCore.release.
+func (p *propRun) release(r *mRec) {
+	if r.attempts >= p.lim.MaxAttempts {
+		r.st = mDead
+	} else {
+		r.st = mOwed
+	}
+	r.owner = ""
+}
+
+func (p *propRun) poll(owner string, shards []uint32, max int) {
+	// Model of candidates: per shard in order, the retention skip, then owed
+	// records in offset order, then new ones.
+	claims := 0
+	for _, s := range p.model.shards {
+		for _, r := range s.recs {
+			if r.st == mClaimed {
+				claims++
+			}
+		}
+	}
+	if room := p.lim.MaxInFlight - claims; max > room {
+		max = room
+	}
+	var want []pick
+	for _, si := range shards {
+		s := p.model.shards[si]
+		owed := []uint64{}
+		for off, r := range s.recs {
+			if r.st == mOwed {
+				owed = append(owed, off)
+			}
+		}
+		slices.Sort(owed)
+		if s.next < p.first[si] {
+			// The jump over records retention deleted before delivery.
+			for off := s.next; off < p.first[si]; off++ {
+				s.recs[off] = &mRec{st: mGone}
+			}
+			s.next, s.floor = p.first[si], p.first[si]
+			s.advance()
+		}
+		for _, off := range owed {
+			if len(want) >= max {
+				break
+			}
+			want = append(want, pick{shard: si, offset: off})
+		}
+		for off := s.next; len(want) < max && off < p.tail[si]; off++ {
+			want = append(want, pick{shard: si, offset: off})
+		}
+		if len(want) >= max {
+			break
+		}
+	}
+	got := p.core.candidates(shards, max)
+	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		p.fatalf("candidates(%v, %d) = %v, want %v", shards, max, got, want)
+	}
+	// Take a prefix (the read may stop at its byte budget); picks below the
+	// retention floor are gone.
+	used := len(got)
+	if used > 0 && p.rng.IntN(4) == 0 {
+		used = p.rng.IntN(used + 1)
+	}
+	gone := map[pick]bool{}
+	for _, pk := range got[:used] {
+		if pk.offset < p.first[pk.shard] {
+			gone[pk] = true
+		}
+	}
+	p.note("poll owner=%q shards=%v max=%d picks=%v used=%d gone=%d", owner, shards, max, got, used, len(gone))
+	p.core.take(owner, got[:used], gone, p.now)
+	for _, pk := range got[:used] {
+		s := p.model.shards[pk.shard]
+		r := s.recs[pk.offset]
+		if r == nil {
+			r = &mRec{}
+			s.recs[pk.offset] = r
+		}
+		if pk.offset >= s.next {
+			s.next = pk.offset + 1
+		}
+		if gone[pk] {
+			r.st, r.owner, r.attempts = mGone, "", 0
+			continue
+		}
+		r.st, r.owner, r.deadline = mClaimed, owner, p.now.Add(p.lim.Visibility)
+		r.attempts++
+	}
+}
+
+func (p *propRun) randomOffsets(si int) []uint64 {
+	s := p.model.shards[si]
+	n := 1 + p.rng.IntN(6)
+	var out []uint64
+	for range n {
+		// Mostly delivered offsets, some below committed, rarely undelivered.
+		hi := s.next + 1
+		if p.rng.IntN(10) != 0 {
+			hi = max(s.next, 1)
+		}
+		out = append(out, uint64(p.rng.IntN(int(hi))))
+	}
+	return out
+}
+
+func (p *propRun) ack(si int, nack bool) {
+	offs := p.randomOffsets(si)
+	s := p.model.shards[si]
+	bad := false
+	for _, off := range offs {
+		if off >= s.next {
+			bad = true
+		}
+	}
+	var n int
+	var werr error
+	if nack {
+		n1, e := p.core.nack(uint32(si), offs, p.now)
+		n, werr = n1, errOrNil(e)
+	} else {
+		n1, e := p.core.ack(uint32(si), offs)
+		n, werr = n1, errOrNil(e)
+	}
+	p.note("ack nack=%v shard=%d offs=%v -> %d %v", nack, si, offs, n, werr)
+	if bad {
+		if werr == nil {
+			p.fatalf("ack of undelivered offsets %v (next %d) accepted", offs, s.next)
+		}
+		return
+	}
+	if werr != nil {
+		p.fatalf("ack: %v", werr)
+	}
+	want := 0
+	for _, off := range offs {
+		r := s.recs[off]
+		if r == nil {
+			continue
+		}
+		switch {
+		case nack && r.st == mClaimed:
+			p.release(r)
+			want++
+		case !nack && (r.st == mClaimed || r.st == mOwed):
+			r.st, r.owner = mAcked, ""
+			want++
+		}
+	}
+	if n != want {
+		p.fatalf("ack changed %d, want %d", n, want)
+	}
+}
+
+func errOrNil(e *wire.Error) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+func (p *propRun) expire() {
+	p.now = p.now.Add(time.Duration(p.rng.IntN(int(p.lim.Visibility/time.Second)+2)) * time.Second)
+	n := p.core.expire(p.now)
+	want := 0
+	for _, s := range p.model.shards {
+		for _, r := range s.recs {
+			if r.st == mClaimed && !r.deadline.After(p.now) {
+				p.release(r)
+				want++
+			}
+		}
+	}
+	p.note("expire now=+%v -> %d", p.now.Sub(time.Unix(1_700_000_000, 0)), n)
+	if n != want {
+		p.fatalf("expired %d, want %d", n, want)
+	}
+}
+
+func (p *propRun) removeMember(id string) {
+	delete(p.model.members, id)
+	for _, s := range p.model.shards {
+		for _, r := range s.recs {
+			if r.st == mClaimed && r.owner == id {
+				p.release(r)
+			}
+		}
+	}
+}
+
+func (p *propRun) join(id string) {
+	if _, ok := p.model.members[id]; ok {
+		p.removeMember(id)
+	}
+	p.model.generation++
+	m := p.core.join(id, 10, p.now)
+	p.model.members[id] = &mMember{epoch: p.model.generation, lastSeen: p.now}
+	p.note("join %s epoch=%d", id, m.epoch)
+	if m.epoch != p.model.generation {
+		p.fatalf("join epoch %d, want %d", m.epoch, p.model.generation)
+	}
+}
+
+func (p *propRun) leave(id string) {
+	mm, ok := p.model.members[id]
+	epoch := uint64(0)
+	if ok {
+		epoch = mm.epoch
+	}
+	got := p.core.leave(id, epoch, p.now)
+	p.note("leave %s -> %v", id, got)
+	if got != ok {
+		p.fatalf("leave %s = %v, want %v", id, got, ok)
+	}
+	if ok {
+		p.removeMember(id)
+		p.model.generation++
+	}
+}
+
+func (p *propRun) expireMembers() {
+	p.now = p.now.Add(time.Duration(p.rng.IntN(int(p.lim.Session/time.Second)+2)) * time.Second)
+	gone := p.core.expireMembers(p.now)
+	var want []string
+	for id, mm := range p.model.members {
+		if p.now.Sub(mm.lastSeen) >= p.lim.Session {
+			want = append(want, id)
+		}
+	}
+	slices.Sort(want)
+	var got []string
+	for _, m := range gone {
+		got = append(got, m.id)
+	}
+	p.note("expireMembers -> %v", got)
+	if !slices.Equal(got, want) {
+		p.fatalf("expired members %v, want %v", got, want)
+	}
+	for _, id := range want {
+		p.removeMember(id)
+	}
+	if len(want) > 0 {
+		p.model.generation++
+	}
+}
+
+func (p *propRun) heartbeat(id string) {
+	if mm, ok := p.model.members[id]; ok {
+		mm.lastSeen = p.now
+		p.core.members[id].lastSeen = p.now
+		p.note("heartbeat %s", id)
+	}
+}
+
+func (p *propRun) selectDead(redrive bool) {
+	si := p.rng.IntN(len(p.model.shards))
+	var offs []uint64
+	if p.rng.IntN(2) == 0 {
+		offs = p.randomOffsets(si)
+	}
+	var n int
+	if redrive {
+		n = p.core.redrive([]uint32{uint32(si)}, offs)
+	} else {
+		n = p.core.discard([]uint32{uint32(si)}, offs)
+	}
+	p.note("select redrive=%v shard=%d offs=%v -> %d", redrive, si, offs, n)
+	s := p.model.shards[si]
+	sel := offs
+	if len(offs) == 0 {
+		sel = slices.Collect(maps.Keys(s.recs))
+	}
+	want := 0
+	for _, off := range sel {
+		r := s.recs[off]
+		if r == nil || r.st != mDead {
+			continue
+		}
+		want++
+		if redrive {
+			r.st, r.attempts = mOwed, 0
+		} else {
+			r.st = mDiscarded
+		}
+	}
+	// Duplicate offsets in one request are counted once per mention by the
+	// core (harmless); compare only without duplicates.
+	if len(offs) == 0 || len(offs) == len(uniq(offs)) {
+		if n != want {
+			p.fatalf("select changed %d, want %d", n, want)
+		}
+	}
+}
+
+func uniq(x []uint64) []uint64 {
+	y := slices.Clone(x)
+	slices.Sort(y)
+	return slices.Compact(y)
+}
+
+func (p *propRun) flush() {
+	if err := p.log.Commit(nil, p.core.flushPuts()); err != nil {
+		p.t.Fatal(err)
+	}
+	p.flushed = p.model.clone()
+}
+
+// restart rebuilds the core from storage: after a flush (clean), or losing
+// what was not flushed (crash). Claims come back owed; members are gone.
+func (p *propRun) restart(clean bool) {
+	if clean {
+		p.flush()
+	} else {
+		p.core.flushPuts() // lost with the crash
+		p.model = p.flushed.clone()
+	}
+	p.note("restart clean=%v", clean)
+	c := newGroupCore(p.core.stream, p.core.group, len(p.core.shards), p.lim)
+	if _, err := c.load(func(fn func(k, v []byte) error) error {
+		return p.log.ScanMeta(groupPrefix(c.stream, c.group), fn)
+	}); err != nil {
+		p.fatalf("load: %v", err)
+	}
+	p.core = c
+	p.setEnv()
+	p.model.members = map[string]*mMember{}
+	for _, s := range p.model.shards {
+		s.advance()
+		for off, r := range s.recs {
+			if r.st == mClaimed {
+				r.st, r.owner = mOwed, ""
+			}
+			// In flight below the floor at the restart: retention deleted
+			// it, and load counts it settled.
+			if r.st == mOwed && off >= s.committed && off < s.floor {
+				r.st = mGone
+				continue
+			}
+			// Known: a redriven record at or above committed has no attempts
+			// key while it has 0 attempts; load counts it as delivered once.
+			if r.st == mOwed && r.attempts == 0 && off >= s.committed {
+				r.attempts = 1
+			}
+		}
+	}
+	p.flushed = p.model.clone()
+}
+
+func (p *propRun) check() {
+	p.t.Helper()
+	c := p.core
+	if c.generation != p.model.generation {
+		p.fatalf("generation %d, want %d", c.generation, p.model.generation)
+	}
+	claims := 0
+	for si, s := range c.shards {
+		ms := p.model.shards[si]
+		ms.advance()
+		if s.committed != ms.committed || s.next != ms.next {
+			p.fatalf("shard %d: committed/next %d/%d, want %d/%d", si, s.committed, s.next, ms.committed, ms.next)
+		}
+		if !slices.IsSorted(s.owed) || len(slices.Compact(slices.Clone(s.owed))) != len(s.owed) {
+			p.fatalf("shard %d: owed not sorted and unique: %v", si, s.owed)
+		}
+		claims += len(s.claims)
+		for off := range s.done {
+			if off < s.committed || off >= s.next {
+				p.fatalf("shard %d: done holds %d outside [%d,%d)", si, off, s.committed, s.next)
+			}
+		}
+		// Every offset in [committed, next) is exactly one of settled,
+		// claimed, owed.
+		if s.floor != ms.floor {
+			p.fatalf("shard %d: floor %d, want %d", si, s.floor, ms.floor)
+		}
+		for off := s.committed; off < s.next; off++ {
+			_, d := s.done[off]
+			_, cl := s.claims[off]
+			_, ow := slices.BinarySearch(s.owed, off)
+			d = d || off < s.floor && !cl && !ow
+			k := 0
+			for _, b := range []bool{d, cl, ow} {
+				if b {
+					k++
+				}
+			}
+			if k != 1 {
+				p.fatalf("shard %d offset %d: done=%v claimed=%v owed=%v", si, off, d, cl, ow)
+			}
+		}
+		for off, r := range ms.recs {
+			_, cl := s.claims[off]
+			_, ow := slices.BinarySearch(s.owed, off)
+			_, dead := s.dead[off]
+			_, d := s.done[off]
+			switch r.st {
+			case mClaimed:
+				if !cl || s.claims[off].owner != r.owner || s.attempts[off] != r.attempts {
+					p.fatalf("shard %d offset %d: want claimed by %q attempts %d; claimed=%v attempts %d", si, off, r.owner, r.attempts, cl, s.attempts[off])
+				}
+			case mOwed:
+				if !ow || s.attempts[off] != r.attempts {
+					p.fatalf("shard %d offset %d: want owed attempts %d; owed=%v attempts %d", si, off, r.attempts, ow, s.attempts[off])
+				}
+			default:
+				if cl || ow {
+					p.fatalf("shard %d offset %d: settled (%d) but claimed=%v owed=%v", si, off, r.st, cl, ow)
+				}
+				if off >= s.committed && off >= s.floor && !d {
+					p.fatalf("shard %d offset %d: settled (%d) at or above committed %d but not done", si, off, r.st, s.committed)
+				}
+				if (r.st == mDead) != dead {
+					p.fatalf("shard %d offset %d: model state %d, dead letter=%v", si, off, r.st, dead)
+				}
+				if r.st == mDead && s.dead[off].attempts != r.attempts {
+					p.fatalf("shard %d offset %d: dead letter attempts %d, want %d", si, off, s.dead[off].attempts, r.attempts)
+				}
+			}
+		}
+		for off := range s.claims {
+			if r := ms.recs[off]; r == nil || r.st != mClaimed {
+				p.fatalf("shard %d offset %d: claimed, model says %+v", si, off, r)
+			}
+		}
+		for _, off := range s.owed {
+			if r := ms.recs[off]; r == nil || r.st != mOwed {
+				p.fatalf("shard %d offset %d: owed, model says %+v", si, off, r)
+			}
+		}
+		for off := range s.dead {
+			if r := ms.recs[off]; r == nil || r.st != mDead {
+				p.fatalf("shard %d offset %d: dead letter, model says %+v", si, off, r)
+			}
+		}
+	}
+	if claims != c.claimCount {
+		p.fatalf("claimCount %d, claims %d", c.claimCount, claims)
+	}
+	// Members: the same set; their shards split the stream without overlap.
+	if len(c.members) != len(p.model.members) {
+		p.fatalf("members %d, want %d", len(c.members), len(p.model.members))
+	}
+	seen := map[uint32]bool{}
+	for id, m := range c.members {
+		mm := p.model.members[id]
+		if mm == nil || mm.epoch != m.epoch {
+			p.fatalf("member %s epoch %d, model %+v", id, m.epoch, mm)
+		}
+		for _, s := range m.shards {
+			if seen[s] {
+				p.fatalf("shard %d assigned twice", s)
+			}
+			seen[s] = true
+		}
+	}
+	if len(c.members) > 0 && len(seen) != len(c.shards) {
+		p.fatalf("%d of %d shards assigned", len(seen), len(c.shards))
+	}
+}
+
+func runGroupCoreProp(t *testing.T, seed uint64, steps int) {
+	// Vary the limits and shard count with the seed.
+	lim := GroupLimits{Visibility: 10 * time.Second, MaxAttempts: uint32(1 + seed%4), Session: 20 * time.Second,
+		MaxInFlight: []int{3, 12, 40}[seed%3]}.withDefaults()
+	shards := 1 + int(seed%3)
+	p := &propRun{t: t, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), lim: lim,
+		log: storage.NewMemoryLog(storage.MemoryOptions{}), now: time.Unix(1_700_000_000, 0),
+		tail: make([]uint64, shards), first: make([]uint64, shards)}
+	p.core = newGroupCore(7, "g", shards, lim)
+	p.model = &groupModel{members: map[string]*mMember{}}
+	for range shards {
+		p.model.shards = append(p.model.shards, &mShard{recs: map[uint64]*mRec{}})
+	}
+	p.flushed = p.model.clone()
+	ids := []string{"a", "b", "c"}
+	for p.step = 0; p.step < steps; p.step++ {
+		switch op := p.rng.IntN(100); {
+		case op < 10: // publish
+			si := p.rng.IntN(shards)
+			p.tail[si] += uint64(1 + p.rng.IntN(6))
+			p.note("publish shard %d tail=%d", si, p.tail[si])
+		case op < 13: // retention
+			si := p.rng.IntN(shards)
+			if p.first[si] < p.tail[si] {
+				p.first[si] += uint64(1 + p.rng.IntN(int(p.tail[si]-p.first[si])))
+			}
+			p.note("retention shard %d first=%d", si, p.first[si])
+		case op < 33: // pull poll
+			p.poll("", []uint32{uint32(p.rng.IntN(shards))}, 1+p.rng.IntN(5))
+		case op < 43: // push claim
+			id := ids[p.rng.IntN(len(ids))]
+			if m := p.core.members[id]; m != nil {
+				p.poll(id, slices.Clone(m.shards), 1+p.rng.IntN(5))
+			}
+		case op < 60:
+			p.ack(p.rng.IntN(shards), false)
+		case op < 68:
+			p.ack(p.rng.IntN(shards), true)
+		case op < 73:
+			p.expire()
+		case op < 77:
+			p.join(ids[p.rng.IntN(len(ids))])
+		case op < 79:
+			p.leave(ids[p.rng.IntN(len(ids))])
+		case op < 82:
+			p.expireMembers()
+		case op < 85:
+			p.heartbeat(ids[p.rng.IntN(len(ids))])
+		case op < 88:
+			p.selectDead(true)
+		case op < 90:
+			p.selectDead(false)
+		case op < 95:
+			p.flush()
+			p.note("flush")
+		case op < 98:
+			p.restart(true)
+		default:
+			p.restart(false)
+		}
+		p.setEnv()
+		p.check()
+	}
+}
+
+// TestGroupCoreMatchesModel runs 100 seeds of 300 steps (well under a
+// second); GROUP_PROP_SEEDS=n runs n seeds of 2000 steps for a longer soak.
+func TestGroupCoreMatchesModel(t *testing.T) {
+	seeds, steps := uint64(100), 300
+	if n := os.Getenv("GROUP_PROP_SEEDS"); n != "" {
+		seeds, _ = strconv.ParseUint(n, 10, 64)
+		steps = 2000
+	}
+	for seed := range seeds {
+		runGroupCoreProp(t, seed, steps)
+		if t.Failed() {
+			return
+		}
+	}
+}

@@ -42,6 +42,8 @@ type CatalogConfig struct {
 	ShardProps func(*actor.Props) *actor.Props
 	// Now returns the time; nil means time.Now.
 	Now func() time.Time
+	// Tracer traces publishes that arrive with trace context (nil: none).
+	Tracer *Tracer
 	// Groups is the groups registry: a deleted stream's coordinators stop
 	// and its group state goes with it (nil: no groups).
 	Groups *actor.PID
@@ -207,6 +209,7 @@ func shardName(id uint64, i uint32) string { return fmt.Sprintf("s%d-%d", id, i)
 
 func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
 	p := NewShardProps(ShardConfig{
+		Tracer:      c.cfg.Tracer,
 		Key:         h.ShardKey(i),
 		Stream:      h.Name,
 		Durable:     h.Config.Durable,

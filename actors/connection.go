@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"sync"
@@ -54,6 +56,8 @@ type ConnectionConfig struct {
 	// EventBatchMaxDelay is how long, under load, a frame waits to fill.
 	EventBatchMaxEvents, EventBatchMaxBytes int
 	EventBatchMaxDelay                      time.Duration
+	// Tracer traces publishes that carry trace context (nil: none).
+	Tracer *Tracer
 	// Groups is the groups registry (nil: consumer groups are refused).
 	Groups *actor.PID
 	// GroupMaxPoll bounds a poll's max (the coordinator checks it too).
@@ -773,8 +777,42 @@ func (c *connection) routePublish(root *actor.RootContext, lane *actor.PID, stre
 	if shard >= uint32(len(h.Shards)) {
 		return wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards))
 	}
-	root.Send(h.Shards[shard], &PublishRequest{ReqID: reqID, Ack: p.Ack, Count: p.Count, Records: p.Records, ReplyTo: lane,
+	req := &PublishRequest{ReqID: reqID, Ack: p.Ack, Count: p.Count, Records: p.Records, ReplyTo: lane,
 		Conditional: p.Conditional, ExpectedOffset: p.ExpectedOffset,
-		Idempotent: p.Idempotent, ProducerID: p.ProducerID, Sequence: p.Sequence})
+		Idempotent: p.Idempotent, ProducerID: p.ProducerID, Sequence: p.Sequence}
+	if c.cfg.Tracer.Enabled() {
+		if span := c.tracePublish(h, shard, p); span != nil {
+			req.Trace = Traceparent(span.SpanContext())
+			defer span.End()
+			// The root context has no sender middleware: put the context
+			// in the envelope header here.
+			env := &actor.MessageEnvelope{Message: req}
+			env.SetHeader(TraceHeader, req.Trace)
+			root.Send(h.Shards[shard], env)
+			return nil
+		}
+	}
+	root.Send(h.Shards[shard], req)
 	return nil
+}
+
+// tracePublish starts the node's receive span of a publish whose first
+// record carries trace context (the client's publish span): the span covers
+// the connection's part, and the shard's spans are its children.
+func (c *connection) tracePublish(h *StreamHandle, shard uint32, p wire.Publish) oteltrace.Span {
+	var rec wire.Record
+	if !wire.NewRecordIter(p.Records).Next(&rec) {
+		return nil
+	}
+	parent := ""
+	for _, hd := range rec.Headers {
+		if hd.Key == TraceHeader {
+			parent = string(hd.Value)
+			break
+		}
+	}
+	return c.cfg.Tracer.Start(parent, "herald.publish.receive", oteltrace.SpanKindServer,
+		attribute.String("messaging.system", "herald"), attribute.String("messaging.destination.name", h.Name.String()),
+		attribute.Int("herald.shard", int(shard)), attribute.Int("messaging.batch.message_count", int(p.Count)),
+		attribute.Int("herald.batch.bytes", len(p.Records)), attribute.Int("herald.ack", int(p.Ack)))
 }

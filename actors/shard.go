@@ -2,6 +2,9 @@ package actors
 
 import (
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -16,6 +19,8 @@ import (
 type ShardConfig struct {
 	// Key names the shard's log.
 	Key storage.ShardKey
+	// Tracer traces publishes that arrive with trace context (nil: none).
+	Tracer *Tracer
 	// Stream is the stream's name, for logs.
 	Stream wire.StreamName
 	// Durable shards commit through Writer; ephemeral ones append to Log
@@ -286,6 +291,10 @@ func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
 		ack:     m.Ack,
 		replyTo: m.ReplyTo,
 	})
+	var trace string
+	if s.cfg.Tracer.Enabled() {
+		trace = s.traceAppend(ctx, b)
+	}
 	var metas []storage.MetaPut
 	if m.Idempotent {
 		p := s.core.admitProducer(m.ProducerID, m.Sequence, b)
@@ -299,7 +308,22 @@ func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
 		s.onCommitted(ctx, &AppendsCommitted{Shard: s.cfg.Key, From: b.Base, Through: b.End()})
 		return
 	}
-	ctx.Request(s.cfg.Writer, &AppendRequest{Shard: s.cfg.Key, Batch: b, Metas: metas})
+	ctx.Request(s.cfg.Writer, &AppendRequest{Shard: s.cfg.Key, Batch: b, Metas: metas, Trace: trace})
+}
+
+// traceAppend starts the append span of the batch just admitted (the last
+// pending one), if its publish is traced; the span ends when the batch is
+// committed. It returns the span's traceparent for the storage writer.
+func (s *shard) traceAppend(ctx actor.Context, b storage.Batch) string {
+	span := s.cfg.Tracer.Start(currentTrace(ctx), "herald.shard.append", oteltrace.SpanKindInternal,
+		attribute.String("herald.stream", s.cfg.Stream.String()), attribute.Int("herald.shard", int(s.cfg.Key.Shard)),
+		attribute.Int64("herald.offset", int64(b.Base)), attribute.Int("herald.batch.records", int(b.Count)),
+		attribute.Int("herald.batch.bytes", len(b.Records)), attribute.Int("herald.shard.pending", len(s.core.pending)-1))
+	if span == nil {
+		return ""
+	}
+	s.core.pending[len(s.core.pending)-1].span = span
+	return Traceparent(span.SpanContext())
 }
 
 func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
@@ -317,6 +341,9 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 	}
 	done := s.core.commitThrough(m.Through)
 	for _, p := range done {
+		if p.span != nil {
+			p.span.End()
+		}
 		s.cfg.Stats.add(&s.cfg.Stats.PublishedBatches, 1)
 		s.cfg.Stats.add(&s.cfg.Stats.PublishedRecords, uint64(p.batch.Count))
 		s.cfg.Stats.add(&s.cfg.Stats.PublishedBytes, uint64(len(p.batch.Records)))
@@ -506,6 +533,10 @@ func (s *shard) rejectUnadmitted(ctx actor.Context, err *wire.Error) {
 // rejectPending answers every pending publish (and its duplicates) with err.
 func (s *shard) rejectPending(ctx actor.Context, pending []pendingPublish, err *wire.Error) {
 	for _, p := range pending {
+		if p.span != nil {
+			p.span.SetStatus(codes.Error, err.Error())
+			p.span.End()
+		}
 		if p.replyTo != nil {
 			ctx.Send(p.replyTo, &PublishRejected{ReqID: p.reqID, Ack: p.ack, Err: err})
 		}

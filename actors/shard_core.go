@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"sort"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -52,7 +53,9 @@ type shardCore struct {
 
 // pendingPublish is an admitted batch waiting for storage.
 type pendingPublish struct {
-	batch   storage.Batch
+	batch storage.Batch
+	// span is the batch's append span when its publish is traced.
+	span    trace.Span
 	reqID   uint64
 	ack     wire.AckMode
 	replyTo *actor.PID

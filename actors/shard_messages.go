@@ -12,6 +12,9 @@ import (
 // ack mode: the lane writes what the mode asks for and frees the publish's
 // window slot.
 type PublishRequest struct {
+	// Trace is the connection's receive span (traceparent; "" when not
+	// traced): the shard's spans are its children.
+	Trace   string
 	ReqID   uint64
 	Ack     wire.AckMode
 	Count   uint32
@@ -173,3 +176,5 @@ type StreamDeletedResponse struct{}
 
 // tombstoneExpired is a deleted shard's timer message: its grace is over.
 type tombstoneExpired struct{}
+
+func (m *PublishRequest) traceparent() string { return m.Trace }

@@ -3,6 +3,9 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -20,6 +23,8 @@ var ErrStorageFailed = errors.New("storage writer: log failed")
 type StorageWriterConfig struct {
 	// Log is the durable log; the writer is its only committer.
 	Log storage.Log
+	// Tracer traces the commits of traced batches (nil: none).
+	Tracer *Tracer
 	// MaxGroupBatches bounds the batches in one commit (default 1024).
 	MaxGroupBatches int
 	// MaxGroupBytes bounds the record bytes in one commit (default 32 MiB).
@@ -66,6 +71,8 @@ type pendingWrite struct {
 	meta   *MetaWriteRequest
 	tail   *TailRequest
 	drop   *DropStreamRequest
+	// span is a traced batch's commit span, from its arrival to its sync.
+	span trace.Span
 }
 
 // NewStorageWriterProps returns the props of a storage writer.
@@ -137,6 +144,11 @@ func (w *storageWriter) Receive(ctx actor.Context) {
 }
 
 func (w *storageWriter) enqueue(ctx actor.Context, p pendingWrite) {
+	if p.append != nil && p.append.Trace != "" && w.cfg.Tracer.Enabled() {
+		p.span = w.cfg.Tracer.Start(currentTrace(ctx), "herald.storage.commit", trace.SpanKindInternal,
+			attribute.Int("herald.shard", int(p.append.Shard.Shard)), attribute.Int64("herald.offset", int64(p.append.Batch.Base)),
+			attribute.Int("herald.storage.queued_batches", w.pendingBatches))
+	}
 	w.pending = append(w.pending, p)
 	if p.append != nil {
 		w.pendingBatches++
@@ -207,6 +219,13 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 	var order []storage.ShardKey
 	answers := map[storage.ShardKey]*shardAnswer{}
 	for _, p := range group {
+		if p.span != nil {
+			p.span.SetAttributes(attribute.Int("herald.storage.group_writes", len(group)))
+			if err != nil {
+				p.span.SetStatus(codes.Error, err.Error())
+			}
+			p.span.End()
+		}
 		if p.append == nil {
 			continue
 		}

@@ -14,7 +14,11 @@ type AppendRequest struct {
 	Batch storage.Batch
 	// Metas are written in the same commit (an idempotent producer's state).
 	Metas []storage.MetaPut
+	// Trace is the batch's append span (traceparent; "" when not traced).
+	Trace string
 }
+
+func (m *AppendRequest) traceparent() string { return m.Trace }
 
 // AppendsCommitted tells a shard that the batches it sent for Shard from
 // offset From up to (not including) Through are durable. The shard checks

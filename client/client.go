@@ -52,6 +52,8 @@ type Client struct {
 	// waits for them before stopping the actors, so that no actor is asked
 	// to stop twice (the second Stop would be a dead letter).
 	subscriptionCloses sync.WaitGroup
+	// tracer starts the client's spans.
+	tracer clientTracer
 }
 
 // beginSubscriptionClose registers a Subscription.Close in progress; it
@@ -226,6 +228,7 @@ func newClient(conn *quic.Conn, ctl *quic.Stream, w wire.Welcome, o *options) *C
 		connStopped: make(chan struct{}),
 		done:        make(chan struct{}),
 		routes:      newRouteTable(),
+		tracer:      newClientTracer(o.tracerProvider),
 	}
 	// A panic in the connection actor stops it (failing the connection)
 	// rather than restarting it with its pending calls forgotten.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"go.opentelemetry.io/otel/trace"
 	"time"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -21,6 +22,11 @@ type Event struct {
 	Headers map[string][]byte
 	// Payload is the record's payload.
 	Payload []byte
+	// Trace is the span context of the consumer span Next recorded for a
+	// record that carries trace context (the child of its publish span):
+	// use it as the parent of the record's processing,
+	// trace.ContextWithSpanContext(ctx, ev.Trace). Invalid otherwise.
+	Trace trace.SpanContext
 }
 
 // eventQueue is the subscription's deterministic core: it holds received

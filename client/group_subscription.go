@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"go.opentelemetry.io/otel/trace"
 	"math"
 	"slices"
 	"sync"
@@ -68,6 +69,10 @@ type Delivery struct {
 	Records []GroupRecord
 	// Cursor acks them (GroupSubscription.Ack).
 	Cursor Cursor
+	// Trace is the delivery's consumer span (the child of its record's
+	// publish span, or with a link to each record's): a parent for its
+	// processing. Invalid when no record carries trace context.
+	Trace trace.SpanContext
 }
 
 // GroupAssignment is what a group member has, as the node last said (in
@@ -100,8 +105,12 @@ type GroupAssignment struct {
 // member leaves. Its methods are safe for concurrent use; Close it when
 // done.
 type GroupSubscription struct {
-	c   *Client
-	pid *actor.PID
+	c *Client
+	// stream names the stream in spans; traces remembers each recent
+	// delivery's consumer span, for its Ack's span.
+	stream string
+	traces deliveryTraces
+	pid    *actor.PID
 	// stopped is closed when the group subscription's actor has stopped.
 	stopped chan struct{}
 	// assignment holds the latest assignment (the actor stores).
@@ -175,7 +184,7 @@ func (c *Client) SubscribeGroup(ctx context.Context, name StreamName, group stri
 		return nil, spawned.err
 	}
 
-	gs := &GroupSubscription{c: c, pid: spawned.pid, stopped: stopped, assignment: assignment, closed: make(chan struct{})}
+	gs := &GroupSubscription{c: c, pid: spawned.pid, stopped: stopped, assignment: assignment, closed: make(chan struct{}), stream: name.String()}
 	await := &groupJoinAwait{reply: make(chan error, 1)}
 	c.send(gs.pid, await)
 	var err error
@@ -230,6 +239,10 @@ func (gs *GroupSubscription) Next(ctx context.Context) (Delivery, error) {
 	gs.c.send(gs.pid, req)
 	select {
 	case r := <-req.reply:
+		if r.err == nil {
+			r.d.Trace = gs.c.tracer.receiveBatch(gs.stream, r.d.Records)
+			gs.traces.put(r.d.Cursor, r.d.Trace)
+		}
 		return r.d, r.err
 	case <-gs.stopped:
 		select {
@@ -291,6 +304,9 @@ func (gs *GroupSubscription) Ack(ctx context.Context, cursor Cursor, count int) 
 	gs.c.send(gs.pid, req)
 	select {
 	case err := <-req.reply:
+		if len(cursor) > 0 {
+			gs.c.tracer.settle(gs.stream, gs.traces.take(cursor), count, err)
+		}
 		return err
 	case <-gs.stopped:
 		select {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"crypto/tls"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net"
@@ -44,6 +45,8 @@ type options struct {
 	inflightBytes int64
 	// publishStreams is the most QUIC publish streams.
 	publishStreams int
+	// tracerProvider receives the client's spans (nil: the global one).
+	tracerProvider trace.TracerProvider
 }
 
 func defaultOptions() options {

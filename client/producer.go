@@ -140,9 +140,11 @@ func (p *Producer) publish(ctx context.Context, key []byte, seq uint64, payloads
 		if s == 0 {
 			s = prev + 1
 		}
-		f, err := c.startPublish(ctx, p.name, payloads, &o, publishSpec{idempotent: true, producer: p.id, sequence: s}, t)
+		span, traceparent := c.tracer.startPublish(ctx, p.name, len(payloads))
+		f, err := c.startPublish(ctx, p.name, payloads, &o, publishSpec{idempotent: true, producer: p.id, sequence: s}, t, span, traceparent)
 		if err != nil {
 			p.mu.Unlock()
+			endPublish(span, err)
 			return PublishAck{}, err
 		}
 		if s > prev {

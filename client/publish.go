@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"sort"
 	"sync"
 
@@ -175,7 +176,11 @@ func (c *Client) publishAsync(ctx context.Context, name StreamName, payloads [][
 	if err != nil {
 		return nil, publishTarget{}, err
 	}
-	f, err := c.startPublish(ctx, name, payloads, o, spec, t)
+	span, traceparent := c.tracer.startPublish(ctx, name, len(payloads))
+	f, err := c.startPublish(ctx, name, payloads, o, spec, t, span, traceparent)
+	if err != nil {
+		endPublish(span, err)
+	}
 	return f, t, err
 }
 
@@ -202,8 +207,9 @@ func checkPublish(payloads [][]byte, o *publishOptions, spec publishSpec) error 
 
 // startPublish encodes the publish for t, takes its budget and hands it to
 // the connection actor.
-func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget) (*PublishFuture, error) {
-	frames, err := c.encodePublish(name, payloads, o, spec, t)
+func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget,
+	span trace.Span, traceparent string) (*PublishFuture, error) {
+	frames, err := c.encodePublish(name, payloads, o, spec, t, traceparent)
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +219,7 @@ func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][
 		frames: frames,
 		reply:  make(chan publishResult, 1),
 		onDone: func(res publishResult) {
+			endPublish(span, res.err)
 			switch {
 			case t.anyShard:
 				c.routes.anySettled(name, t.route)
@@ -237,10 +244,11 @@ func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][
 }
 
 // encodePublish encodes the Publish frames of a publish, with request id 0.
-func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget) ([][]byte, error) {
+func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget, traceparent string) ([][]byte, error) {
+	headers := withTrace(o.headers, traceparent)
 	recs := make([]wire.Record, len(payloads))
 	for i, p := range payloads {
-		recs[i] = wire.Record{Key: o.key, Headers: o.headers, Payload: p}
+		recs[i] = wire.Record{Key: o.key, Headers: headers, Payload: p}
 	}
 	p := wire.Publish{
 		Name: name, Ack: o.ack, Shard: t.shard, Key: o.key,

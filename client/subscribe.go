@@ -86,8 +86,10 @@ func AutoResume() SubscribeOption { return func(o *subscribeOptions) { o.autoRes
 // merged, each shard's in offset order, each offset at most once. Its
 // methods are safe for concurrent use; Close it when done.
 type Subscription struct {
-	c   *Client
-	pid *actor.PID
+	c *Client
+	// stream names the stream in spans.
+	stream string
+	pid    *actor.PID
 	// stopped is closed when the subscription's actor has stopped.
 	stopped chan struct{}
 	// shards are the subscribed shards, in ascending order.
@@ -179,7 +181,7 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 		return nil, spawned.err
 	}
 
-	sub := &Subscription{c: c, pid: spawned.pid, stopped: stopped, shards: shards, resumes: resumes, closed: make(chan struct{})}
+	sub := &Subscription{c: c, pid: spawned.pid, stopped: stopped, shards: shards, resumes: resumes, closed: make(chan struct{}), stream: name.String()}
 	await := &subscribeAwait{reply: make(chan subscribeAnswer, 1)}
 	c.send(sub.pid, await)
 	var ans subscribeAnswer
@@ -251,6 +253,9 @@ func (sub *Subscription) Next(ctx context.Context) (Event, error) {
 	sub.c.send(sub.pid, req)
 	select {
 	case r := <-req.reply:
+		if r.err == nil && r.ev.Headers != nil {
+			r.ev.Trace = sub.c.tracer.receive(sub.stream, r.ev.Shard, r.ev.Offset, r.ev.Headers)
+		}
 		return r.ev, r.err
 	case <-sub.stopped:
 		select {

@@ -121,6 +121,17 @@ type Config struct {
 	GroupMaxPollWait time.Duration `yaml:"group_max_poll_wait"`
 	// GroupMaxWindow bounds a push member's credit window.
 	GroupMaxWindow int `yaml:"group_max_window"`
+	// TraceExporter is where the node's spans go: none, stdout or otlp.
+	// Empty follows OTEL_TRACES_EXPORTER (otlp, console; anything else is
+	// none).
+	TraceExporter string `yaml:"trace_exporter"`
+	// TraceOTLPProtocol is grpc or http/protobuf; empty follows
+	// OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, else http/protobuf. The endpoint
+	// and headers come from the standard OTEL_EXPORTER_OTLP_* variables.
+	TraceOTLPProtocol string `yaml:"trace_otlp_protocol"`
+	// TraceSampleRatio samples the traces the node starts itself; a trace
+	// that arrives with a publish follows the publisher's decision.
+	TraceSampleRatio float64 `yaml:"trace_sample_ratio"`
 	// Badger sizes the storage engine.
 	Badger BadgerConfig `yaml:"badger"`
 }
@@ -182,6 +193,7 @@ func DefaultConfig() Config {
 		GroupMaxPoll:                  1000,
 		GroupMaxPollWait:              30 * time.Second,
 		GroupMaxWindow:                10000,
+		TraceSampleRatio:              1,
 		Badger: BadgerConfig{
 			MemTableSize:     16 << 20,
 			NumMemtables:     2,
@@ -296,6 +308,19 @@ func (c *Config) Validate() error {
 		if r.v < 1 {
 			bad(r.key, "must be at least 1")
 		}
+	}
+	switch c.TraceExporter {
+	case "", traceOff, traceStdout, traceOTLP:
+	default:
+		bad("trace_exporter", "%q: want none, stdout or otlp", c.TraceExporter)
+	}
+	switch c.TraceOTLPProtocol {
+	case "", "grpc", "http/protobuf":
+	default:
+		bad("trace_otlp_protocol", "%q: want grpc or http/protobuf", c.TraceOTLPProtocol)
+	}
+	if c.TraceSampleRatio < 0 || c.TraceSampleRatio > 1 {
+		bad("trace_sample_ratio", "%v is outside [0, 1]", c.TraceSampleRatio)
 	}
 	if c.GroupMaxPoll > c.GroupMaxInFlight {
 		bad("group_max_poll", "%d exceeds group_max_in_flight %d", c.GroupMaxPoll, c.GroupMaxInFlight)

@@ -21,6 +21,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/quic-go/quic-go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldmq/herald/actors"
 	"github.com/heraldmq/herald/net/transport"
@@ -50,6 +52,12 @@ type Options struct {
 	// a fake clock.
 	GroupNow       func() time.Time
 	GroupAfterFunc func(time.Duration, func()) (stop func() bool)
+	// TracerProvider, if set, receives the node's spans instead of the
+	// exporter its config names (tests use an in-memory one). The node does
+	// not shut it down.
+	TracerProvider trace.TracerProvider
+	// TraceStdout is where trace_exporter stdout writes (nil: os.Stdout).
+	TraceStdout io.Writer
 	// CoordinatorProps, if set, wraps group coordinator props.
 	CoordinatorProps func(*actor.Props) *actor.Props
 	// WrapMemoryLog and WrapDurableLog, if set, wrap the ephemeral and
@@ -70,6 +78,10 @@ type Node struct {
 	stop chan struct{}
 	// stats are the actors' counters; metrics exports them.
 	stats *actors.Stats
+	// tracer starts the node's spans; ownTP is the provider the node built
+	// from its config (flushed and shut down with the node).
+	tracer *actors.Tracer
+	ownTP  *sdktrace.TracerProvider
 	// queueTotal and ringTotal are the node-wide byte budgets (nil: off).
 	queueTotal, ringTotal *actors.Budget
 	metrics               *nodeMetrics
@@ -139,6 +151,20 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 	if n.metrics, err = newNodeMetrics(n.stats); err != nil {
 		return nil, err
 	}
+	tp := opts.TracerProvider
+	if tp == nil {
+		stdout := opts.TraceStdout
+		if stdout == nil {
+			stdout = os.Stdout
+		}
+		if n.ownTP, err = newTracerProvider(context.Background(), cfg, n.nodeID, stdout, osGetenv); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		if n.ownTP != nil {
+			tp = n.ownTP
+		}
+	}
+	n.tracer = actors.NewTracer(tp)
 
 	bo := storage.DefaultBadgerOptions(filepath.Join(cfg.DataDir, "badger"))
 	bo.MemTableSize = cfg.Badger.MemTableSize
@@ -177,6 +203,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 	}
 	sup := &nodeSupervisor{
 		writer: actors.StorageWriterConfig{
+			Tracer: n.tracer,
 			Log:    durable,
 			Stats:  n.stats,
 			Failed: &n.storageErr,
@@ -187,6 +214,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			},
 		},
 		catalog: actors.CatalogConfig{
+			Tracer:        n.tracer,
 			Durable:       n.durable,
 			Memory:        n.ephemeral,
 			Stats:         n.stats,
@@ -201,6 +229,7 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			Now:           n.now,
 		},
 		listener: actors.ConnectionConfig{
+			Tracer:              n.tracer,
 			NodeID:              n.nodeID,
 			AutoCreate:          cfg.AutoCreateStreams,
 			MaxFrameBytes:       cfg.MaxFrameBytes,
@@ -249,7 +278,12 @@ func Start(cfg Config, opts Options) (n *Node, err error) {
 			n.logger.Error("node: a core actor stopped after repeated failures; the node is not ready", slog.String("actor", name))
 		},
 	}
-	if n.root, err = n.sys.Root.SpawnNamed(newNodeSupervisorProps(sup), "node"); err != nil {
+	props := newNodeSupervisorProps(sup)
+	if n.tracer.Enabled() {
+		// Every actor of the tree carries trace context on its messages.
+		props = props.Configure(actor.WithSpawnMiddleware(n.tracer.Middleware()))
+	}
+	if n.root, err = n.sys.Root.SpawnNamed(props, "node"); err != nil {
 		return nil, fmt.Errorf("node: spawn supervisor: %w", err)
 	}
 	res, err := n.sys.Root.RequestFuture(n.root, &childrenRequest{}, 30*time.Second).Result()
@@ -375,7 +409,8 @@ func (n *Node) onDeadLetter(evt any) {
 	if !ok {
 		return
 	}
-	switch m := dl.Message.(type) {
+	// A traced message travels in an envelope.
+	switch m := actor.UnwrapEnvelopeMessage(dl.Message).(type) {
 	case *actors.PublishRequest:
 		if m.ReplyTo != nil {
 			n.sys.Root.Send(m.ReplyTo, &actors.PublishRejected{ReqID: m.ReqID, Ack: m.Ack,
@@ -641,6 +676,13 @@ func (n *Node) closeResources() error {
 	if n.metrics != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = n.metrics.shutdown(ctx)
+		cancel()
+	}
+	if n.ownTP != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := n.ownTP.Shutdown(ctx); err != nil {
+			n.logger.Warn("trace exporter: flushing on shutdown failed", slog.Any("error", err))
+		}
 		cancel()
 	}
 	return errors.Join(errs...)

@@ -108,6 +108,7 @@ var nodeFlagKeys = []struct {
 	{"tls-key", "tls_key", "PEM private key `file` for --tls-cert"},
 	{"log-level", "log_level", "log `level`: debug, info, warn or error"},
 	{"log-format", "log_format", "log `format`: text or json"},
+	{"trace", "trace_exporter", "where spans go: `exporter` none, stdout or otlp (OTEL_EXPORTER_OTLP_* set the endpoint)"},
 }
 
 // nodeFlags holds what registerNodeFlags registered, for loadNodeConfig.
@@ -451,6 +452,12 @@ func setValue(v reflect.Value, text string) error {
 			return fmt.Errorf("%w %q: out of range for %s", errBadValue, text, v.Type())
 		}
 		v.SetUint(uint64(n))
+	case reflect.Float32, reflect.Float64:
+		f, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+		if err != nil {
+			return fmt.Errorf("%w %q: want a number such as 0.01", errBadValue, text)
+		}
+		v.SetFloat(f)
 	default:
 		return fmt.Errorf("%w %s", errUnsupportedType, v.Type())
 	}
@@ -507,6 +514,8 @@ func formatValue(v reflect.Value) string {
 		return strconv.FormatInt(v.Int(), 10)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		return strconv.FormatUint(v.Uint(), 10)
+	case reflect.Float32, reflect.Float64:
+		return strconv.FormatFloat(v.Float(), 'g', -1, 64)
 	default:
 		return fmt.Sprint(v.Interface())
 	}

@@ -463,7 +463,8 @@ type valueKinds struct {
 	I64 int64
 	U32 uint32
 	D   time.Duration
-	F   float64 // unsupported
+	F   float64
+	C   complex128 // unsupported
 }
 
 func TestSetValue(t *testing.T) {
@@ -528,8 +529,14 @@ func TestSetValue(t *testing.T) {
 		})
 	}
 	var v valueKinds
-	if err := setValue(reflect.ValueOf(&v).Elem().FieldByName("F"), "1"); !errors.Is(err, errUnsupportedType) {
-		t.Errorf("setValue on a float64 = %v, want errUnsupportedType", err)
+	if err := setValue(reflect.ValueOf(&v).Elem().FieldByName("C"), "1"); !errors.Is(err, errUnsupportedType) {
+		t.Errorf("setValue on a complex128 = %v, want errUnsupportedType", err)
+	}
+	if err := setValue(reflect.ValueOf(&v).Elem().FieldByName("F"), "0.25"); err != nil || v.F != 0.25 {
+		t.Errorf("setValue on a float64 = %v, %v", err, v.F)
+	}
+	if err := setValue(reflect.ValueOf(&v).Elem().FieldByName("F"), "a quarter"); !errors.Is(err, errBadValue) {
+		t.Errorf("setValue of a bad float64 = %v, want errBadValue", err)
 	}
 }
 

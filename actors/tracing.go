@@ -1,0 +1,155 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/actor/middleware/propagator"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Tracing of actor messages. The trace context of a message travels in its
+// envelope header as W3C `traceparent` (protoactor has no OpenTelemetry
+// middleware at the pinned version). Two middlewares do it for every actor
+// of the node, so any hop can be traced, not only the hand-written spans:
+//
+//   - the sender middleware gives an outgoing message the trace context of
+//     the message being handled (or, for a message that carries its own,
+//     that one), unless it has one already;
+//   - the receiver middleware starts a span for a message that arrives with
+//     a trace context, as its child, and hands the span's context on in the
+//     header, so what the actor sends (and the spans it starts by hand) are
+//     children of it.
+//
+// The middlewares are installed only when the node traces: with tracing off
+// no envelope, header or span is made for any message.
+
+// TraceHeader is the envelope header (and record header) that carries W3C
+// trace context.
+const TraceHeader = "traceparent"
+
+// tracedMessage is a message that carries the trace context it belongs to
+// (hand-written hops set it, for example a shard's AppendRequest carries its
+// append span's).
+type tracedMessage interface {
+	traceparent() string
+}
+
+var traceContext = propagation.TraceContext{}
+
+// SpanContextOf parses a traceparent value.
+func SpanContextOf(traceparent string) trace.SpanContext {
+	if traceparent == "" {
+		return trace.SpanContext{}
+	}
+	ctx := traceContext.Extract(context.Background(), propagation.MapCarrier{TraceHeader: traceparent})
+	return trace.SpanContextFromContext(ctx)
+}
+
+// Traceparent formats a span context as a traceparent value ("" if invalid).
+func Traceparent(sc trace.SpanContext) string {
+	if !sc.IsValid() {
+		return ""
+	}
+	carrier := propagation.MapCarrier{}
+	traceContext.Inject(trace.ContextWithSpanContext(context.Background(), sc), carrier)
+	return carrier[TraceHeader]
+}
+
+// Tracer starts the node's spans. The zero Tracer traces nothing.
+type Tracer struct {
+	t trace.Tracer
+}
+
+// NewTracer returns a Tracer over tp (nil: a Tracer that traces nothing).
+func NewTracer(tp trace.TracerProvider) *Tracer {
+	if tp == nil {
+		return &Tracer{}
+	}
+	return &Tracer{t: tp.Tracer("github.com/heraldmq/herald")}
+}
+
+// Enabled reports whether the node traces at all.
+func (t *Tracer) Enabled() bool { return t != nil && t.t != nil }
+
+// Start starts a span as a child of parent (a traceparent value); with no
+// valid parent it starts none and returns nil. Sampling is parent-based:
+// the provider's sampler decides.
+func (t *Tracer) Start(parent, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) trace.Span {
+	if !t.Enabled() || parent == "" {
+		return nil
+	}
+	sc := SpanContextOf(parent)
+	if !sc.IsValid() {
+		return nil
+	}
+	_, span := t.t.Start(trace.ContextWithRemoteSpanContext(context.Background(), sc), name,
+		trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	return span
+}
+
+// Middleware returns the spawn middleware that installs the tracing sender
+// and receiver middlewares on an actor and every actor it spawns.
+func (t *Tracer) Middleware() actor.SpawnMiddleware {
+	return propagator.New().WithItselfForwarded().
+		WithSenderMiddleware(traceSender).
+		WithReceiverMiddleware(t.traceReceiver).
+		SpawnMiddleware
+}
+
+// traceSender propagates trace context to outgoing messages.
+func traceSender(next actor.SenderFunc) actor.SenderFunc {
+	return func(c actor.SenderContext, target *actor.PID, env *actor.MessageEnvelope) {
+		if env.GetHeader(TraceHeader) == "" {
+			tp := ""
+			if m, ok := env.Message.(tracedMessage); ok {
+				tp = m.traceparent()
+			}
+			if tp == "" {
+				if h := c.MessageHeader(); h != nil {
+					tp = h.Get(TraceHeader)
+				}
+			}
+			if tp != "" {
+				env.SetHeader(TraceHeader, tp)
+			}
+		}
+		next(c, target, env)
+	}
+}
+
+// traceReceiver starts a span for a message that arrives with trace context.
+func (t *Tracer) traceReceiver(next actor.ReceiverFunc) actor.ReceiverFunc {
+	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+		parent := env.GetHeader(TraceHeader)
+		if parent == "" {
+			next(c, env)
+			return
+		}
+		msg := strings.TrimPrefix(fmt.Sprintf("%T", env.Message), "*actors.")
+		span := t.Start(parent, "actor "+msg, trace.SpanKindInternal,
+			attribute.String("actor.pid", c.Self().Id), attribute.String("actor.message", msg))
+		if span == nil {
+			next(c, env)
+			return
+		}
+		if tp := Traceparent(span.SpanContext()); tp != "" {
+			env.SetHeader(TraceHeader, tp)
+		}
+		next(c, env)
+		span.End()
+	}
+}
+
+// currentTrace returns the trace context of the message an actor handles
+// ("" without one).
+func currentTrace(ctx actor.Context) string {
+	if h := ctx.MessageHeader(); h != nil {
+		return h.Get(TraceHeader)
+	}
+	return ""
+}

@@ -1,0 +1,129 @@
+package supervisors
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/heraldmq/herald/client"
+)
+
+// One publish, one subscriber, one group member: the spans of the client,
+// the node's actors and both consumers form one trace, with the expected
+// names, kinds and parents.
+func TestTraceFromPublisherToConsumers(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) { o.TracerProvider = tp })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dialClient(t, n, client.WithTracerProvider(tp))
+	stream := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
+	if _, err := c.CreateStream(ctx, stream, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx, stream, client.FromEarliest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	gs, err := c.SubscribeGroup(ctx, stream, "workers", client.Member("m1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Close()
+	mem.Reset()
+
+	if _, err := c.Publish(ctx, stream, []byte("order-1")); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := sub.Next(ctx)
+	if err != nil || !ev.Trace.IsValid() {
+		t.Fatalf("subscriber: %+v %v", ev.Trace, err)
+	}
+	d, err := gs.Next(ctx)
+	if err != nil || !d.Trace.IsValid() {
+		t.Fatalf("member: %+v %v", d.Trace, err)
+	}
+	if err := gs.Ack(ctx, d.Cursor, len(d.Records)); err != nil {
+		t.Fatal(err)
+	}
+
+	type want struct {
+		name, parent string
+		kind         trace.SpanKind
+		count        int
+	}
+	wants := []want{
+		{"publish acme/shop/orders", "", trace.SpanKindProducer, 1},
+		{"herald.publish.receive", "publish acme/shop/orders", trace.SpanKindServer, 1},
+		{"actor PublishRequest", "herald.publish.receive", trace.SpanKindInternal, 1},
+		{"herald.shard.append", "actor PublishRequest", trace.SpanKindInternal, 1},
+		{"actor AppendRequest", "herald.shard.append", trace.SpanKindInternal, 1},
+		{"herald.storage.commit", "actor AppendRequest", trace.SpanKindInternal, 1},
+		{"receive acme/shop/orders", "publish acme/shop/orders", trace.SpanKindConsumer, 2},
+		{"settle acme/shop/orders", "receive acme/shop/orders", trace.SpanKindClient, 1},
+	}
+	var spans tracetest.SpanStubs
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		spans = mem.GetSpans()
+		byName := map[string]int{}
+		for _, s := range spans {
+			byName[s.Name]++
+		}
+		ok := true
+		for _, w := range wants {
+			if byName[w.name] < w.count {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spans after 10 s: %v", byName)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	root := spans[0].SpanContext.TraceID()
+	ids := map[trace.SpanID]string{}
+	for _, s := range spans {
+		ids[s.SpanContext.SpanID()] = s.Name
+		if s.SpanContext.TraceID() != root {
+			t.Errorf("span %q is in trace %s, not %s", s.Name, s.SpanContext.TraceID(), root)
+		}
+	}
+	for _, w := range wants {
+		found := 0
+		for _, s := range spans {
+			if s.Name != w.name {
+				continue
+			}
+			found++
+			if s.SpanKind != w.kind {
+				t.Errorf("%q is %v, want %v", s.Name, s.SpanKind, w.kind)
+			}
+			parent := ""
+			if s.Parent.IsValid() {
+				parent = ids[s.Parent.SpanID()]
+			}
+			if parent != w.parent {
+				t.Errorf("%q has parent %q, want %q", s.Name, parent, w.parent)
+			}
+		}
+		if found != w.count {
+			t.Errorf("%d spans %q, want %d", found, w.name, w.count)
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		for _, s := range spans {
+			t.Logf("%s parent=%s kind=%v", s.Name, ids[s.Parent.SpanID()], s.SpanKind)
+		}
+	}
+}

@@ -119,11 +119,13 @@ type Node struct {
 
 // Start opens storage, builds the actor tree and starts listening. On error
 // everything started so far is closed.
-func Start(cfg Config, opts Options) (n *Node, err error) {
+func Start(cfg Config, opts Options) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, logger: opts.Logger, now: opts.Now, stop: make(chan struct{}), stats: &actors.Stats{},
+	// n is not the named result: a failure returns nil, and the deferred
+	// clean-up below still needs n.
+	n := &Node{cfg: cfg, logger: opts.Logger, now: opts.Now, stop: make(chan struct{}), stats: &actors.Stats{},
 		queueTotal: actors.NewBudget(cfg.SubscriberQueueMaxBytesTotal), ringTotal: actors.NewBudget(cfg.ReplayRingMaxBytesTotal)}
 	if n.now == nil {
 		n.now = time.Now

@@ -1,7 +1,10 @@
 package supervisors
 
 import (
+	"context"
 	"encoding/binary"
+	"io"
+	"log/slog"
 	"errors"
 	"net/http"
 	"testing"
@@ -145,4 +148,25 @@ func TestHostileFramesCloseOnlyTheirConnection(t *testing.T) {
 	if err != nil || ack.Offset != 1 {
 		t.Fatalf("after hostile input: %+v %v", ack, err)
 	}
+}
+
+// A node that cannot start (its QUIC port is taken) fails with an error and
+// releases what it opened, without panicking.
+func TestStartFailureCleansUp(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = n.Addr()
+	cfg.HTTP = ""
+	if m, err := Start(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err == nil {
+		_ = m.Shutdown(context.Background())
+		t.Fatal("a second node started on a taken port")
+	}
+	// The data dir it opened is free again: a node starts on it.
+	cfg.Listen = "127.0.0.1:0"
+	m, err := Start(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = m.Shutdown(context.Background())
 }

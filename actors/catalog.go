@@ -210,6 +210,7 @@ func shardName(id uint64, i uint32) string { return fmt.Sprintf("s%d-%d", id, i)
 func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
 	p := NewShardProps(ShardConfig{
 		Tracer:      c.cfg.Tracer,
+		Counters:    c.cfg.Stats.Stream(h.Name.String()),
 		Key:         h.ShardKey(i),
 		Stream:      h.Name,
 		Durable:     h.Config.Durable,
@@ -412,6 +413,7 @@ func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
 	}
 	delete(c.streams, key)
 	h.deleted.Store(true)
+	c.cfg.Stats.DropStream(h.Name.String())
 	keys := make([]storage.ShardKey, len(h.Shards))
 	for i := range h.Shards {
 		keys[i] = h.ShardKey(uint32(i))

@@ -777,7 +777,7 @@ func (c *connection) routePublish(root *actor.RootContext, lane *actor.PID, stre
 	if shard >= uint32(len(h.Shards)) {
 		return wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards))
 	}
-	req := &PublishRequest{ReqID: reqID, Ack: p.Ack, Count: p.Count, Records: p.Records, ReplyTo: lane,
+	req := &PublishRequest{Received: time.Now(), ReqID: reqID, Ack: p.Ack, Count: p.Count, Records: p.Records, ReplyTo: lane,
 		Conditional: p.Conditional, ExpectedOffset: p.ExpectedOffset,
 		Idempotent: p.Idempotent, ProducerID: p.ProducerID, Sequence: p.Sequence}
 	if c.cfg.Tracer.Enabled() {

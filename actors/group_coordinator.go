@@ -66,6 +66,8 @@ type groupCoordinator struct {
 	waiting []func(error)
 
 	reportedDead uint64
+	// gauges are the group's lag and claims, for metrics.
+	gauges *GroupGauges
 
 	// token marks this instance's flushes: a restarted coordinator keeps
 	// its pid, and answers to its failed instance's flushes must not be
@@ -177,6 +179,7 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 		return
 	}
 	g.serve(ctx)
+	g.updateGauges()
 	if g.core != nil && g.core.deadLettered > g.reportedDead {
 		g.cfg.Stats.add(&g.cfg.Stats.GroupDeadLettered, g.core.deadLettered-g.reportedDead)
 		g.reportedDead = g.core.deadLettered
@@ -207,6 +210,7 @@ func (g *groupCoordinator) onStarted(ctx actor.Context) {
 		panic(fmt.Errorf("group %s on %s: loading state: %w", g.cfg.Group, h.Name, err))
 	}
 	g.exists = found
+	g.gauges = g.cfg.Stats.Group(h.Name.String(), g.cfg.Group)
 	// Learn every shard's tail (and retention floor) before the first
 	// request, so a poll that does not wait finds what is there. Shards
 	// answer at once (a recovering one once it knows its tail).
@@ -830,4 +834,20 @@ func GroupStateKeys(log storage.Log, stream uint64) ([]storage.MetaPut, error) {
 		return nil
 	})
 	return puts, err
+}
+
+// updateGauges publishes the group's lag (records between the committed
+// cursors and the tails) and claims for metrics.
+func (g *groupCoordinator) updateGauges() {
+	if g.gauges == nil || g.core == nil {
+		return
+	}
+	var lag int64
+	for _, s := range g.core.shards {
+		if s.tail > s.committed {
+			lag += int64(s.tail - s.committed)
+		}
+	}
+	g.gauges.Lag.Store(lag)
+	g.gauges.Claims.Store(int64(g.core.claimCount))
 }

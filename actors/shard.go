@@ -21,6 +21,8 @@ type ShardConfig struct {
 	Key storage.ShardKey
 	// Tracer traces publishes that arrive with trace context (nil: none).
 	Tracer *Tracer
+	// Counters are the stream's publish counters (nil: none).
+	Counters *StreamCounters
 	// Stream is the stream's name, for logs.
 	Stream wire.StreamName
 	// Durable shards commit through Writer; ephemeral ones append to Log
@@ -286,10 +288,11 @@ func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
 		return
 	}
 	b := s.core.admit(pendingPublish{
-		batch:   storage.Batch{Count: m.Count, Timestamp: s.cfg.Now().UnixNano(), Records: m.Records},
-		reqID:   m.ReqID,
-		ack:     m.Ack,
-		replyTo: m.ReplyTo,
+		batch:    storage.Batch{Count: m.Count, Timestamp: s.cfg.Now().UnixNano(), Records: m.Records},
+		reqID:    m.ReqID,
+		ack:      m.Ack,
+		replyTo:  m.ReplyTo,
+		received: m.Received,
 	})
 	var trace string
 	if s.cfg.Tracer.Enabled() {
@@ -347,6 +350,14 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 		s.cfg.Stats.add(&s.cfg.Stats.PublishedBatches, 1)
 		s.cfg.Stats.add(&s.cfg.Stats.PublishedRecords, uint64(p.batch.Count))
 		s.cfg.Stats.add(&s.cfg.Stats.PublishedBytes, uint64(len(p.batch.Records)))
+		if c := s.cfg.Counters; c != nil {
+			c.Batches.Add(1)
+			c.Records.Add(uint64(p.batch.Count))
+			c.Bytes.Add(uint64(len(p.batch.Records)))
+		}
+		if !p.received.IsZero() {
+			record(s.cfg.Stats.Hist.PublishAckSeconds, time.Since(p.received).Seconds())
+		}
 		// AckNone publishes are answered too: the lane writes nothing for
 		// them but frees their window slot, so unacked publishes are bounded
 		// like acked ones.

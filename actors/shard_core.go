@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
 	"sort"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -55,10 +56,12 @@ type shardCore struct {
 type pendingPublish struct {
 	batch storage.Batch
 	// span is the batch's append span when its publish is traced.
-	span    trace.Span
-	reqID   uint64
-	ack     wire.AckMode
-	replyTo *actor.PID
+	span trace.Span
+	// received is when the node read the publish (for the ack latency).
+	received time.Time
+	reqID    uint64
+	ack      wire.AckMode
+	replyTo  *actor.PID
 	// dups are re-sends of this batch by its idempotent producer that
 	// arrived while it was pending; they are answered with it.
 	dups []dupReply

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
+	"time"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -12,6 +13,8 @@ import (
 // ack mode: the lane writes what the mode asks for and frees the publish's
 // window slot.
 type PublishRequest struct {
+	// Received is when the connection read the publish.
+	Received time.Time
 	// Trace is the connection's receive span (traceparent; "" when not
 	// traced): the shard's spans are its children.
 	Trace   string

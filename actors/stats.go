@@ -1,6 +1,9 @@
 package actors
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Stats are node-wide counters and gauges that actors update and the node
 // exports as metrics. One Stats is shared by every actor of a node; its
@@ -46,8 +49,110 @@ type Stats struct {
 	GroupJoins, GroupLeaves, GroupExpired atomic.Uint64
 	// GroupMembers are the live push members, node-wide.
 	GroupMembers atomic.Int64
+	// DeliveredBytes counts the records bytes of those batches.
+	DeliveredBytes atomic.Uint64
+	// Hist are the distributions (set by the node before actors start).
+	Hist   Histograms
+	labels labelled
 }
 
 func (s *Stats) add(c *atomic.Uint64, n uint64) { c.Add(n) }
 
 func (s *Stats) gauge(g *atomic.Int64, n int64) { g.Add(n) }
+
+// Recorder takes samples of a distribution (a histogram of the node's
+// metrics). A nil Recorder drops them.
+type Recorder interface {
+	Record(v float64)
+}
+
+// Histograms are the node's distributions; nil fields record nothing.
+type Histograms struct {
+	// PublishAckSeconds is from a publish's arrival at the node to its
+	// answer (durable on a durable stream).
+	PublishAckSeconds Recorder
+	// CommitSeconds is one storage writer commit, sync included;
+	// CommitBatches is the batches it carried.
+	CommitSeconds, CommitBatches Recorder
+}
+
+func record(r Recorder, v float64) {
+	if r != nil {
+		r.Record(v)
+	}
+}
+
+// StreamCounters count one stream's committed publishes.
+type StreamCounters struct {
+	Batches, Records, Bytes atomic.Uint64
+}
+
+// GroupGauges are one consumer group's gauges, kept up to date by its
+// coordinator: Lag is the records between the committed cursors and the
+// shards' tails, summed over shards; Claims its records in flight.
+type GroupGauges struct {
+	Stream, Group string
+	Lag, Claims   atomic.Int64
+}
+
+// labelled are the per-stream and per-group gauges and counters; streams
+// and groups come and go, so they live in maps the metrics walk.
+type labelled struct {
+	streams sync.Map // stream name → *StreamCounters
+	groups  sync.Map // stream name + "\x00" + group → *GroupGauges
+}
+
+// Stream returns the counters of stream (created on first use).
+func (s *Stats) Stream(stream string) *StreamCounters {
+	if s == nil {
+		return nil
+	}
+	if v, ok := s.labels.streams.Load(stream); ok {
+		return v.(*StreamCounters)
+	}
+	v, _ := s.labels.streams.LoadOrStore(stream, &StreamCounters{})
+	return v.(*StreamCounters)
+}
+
+// DropStream forgets a deleted stream's counters and its groups' gauges.
+func (s *Stats) DropStream(stream string) {
+	if s == nil {
+		return
+	}
+	s.labels.streams.Delete(stream)
+	s.labels.groups.Range(func(k, v any) bool {
+		if v.(*GroupGauges).Stream == stream {
+			s.labels.groups.Delete(k)
+		}
+		return true
+	})
+}
+
+// Group returns the gauges of a group (created on first use).
+func (s *Stats) Group(stream, group string) *GroupGauges {
+	if s == nil {
+		return nil
+	}
+	k := stream + "\x00" + group
+	if v, ok := s.labels.groups.Load(k); ok {
+		return v.(*GroupGauges)
+	}
+	v, _ := s.labels.groups.LoadOrStore(k, &GroupGauges{Stream: stream, Group: group})
+	return v.(*GroupGauges)
+}
+
+// EachStream calls fn for every stream's counters.
+func (s *Stats) EachStream(fn func(stream string, c *StreamCounters)) {
+	s.labels.streams.Range(func(k, v any) bool {
+		fn(k.(string), v.(*StreamCounters))
+		return true
+	})
+}
+
+// EachGroup calls fn for every group's gauges.
+func (s *Stats) EachGroup(fn func(g *GroupGauges)) {
+	s.labels.groups.Range(func(_, v any) bool {
+		fn(v.(*GroupGauges))
+		return true
+	})
+}

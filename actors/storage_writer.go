@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -189,8 +190,11 @@ func (w *storageWriter) commit(ctx actor.Context) {
 	err := w.failed
 	if err == nil && (len(appends) > 0 || len(metas) > 0) {
 		w.inflight = group
+		start := time.Now()
 		cerr := w.cfg.Log.Commit(appends, metas)
 		w.inflight = nil
+		record(w.cfg.Stats.Hist.CommitSeconds, time.Since(start).Seconds())
+		record(w.cfg.Stats.Hist.CommitBatches, float64(nBatches))
 		if cerr != nil {
 			err = fmt.Errorf("%w: %w", ErrStorageFailed, cerr)
 			w.failed = err

@@ -403,6 +403,7 @@ func (s *subscription) onWritten(ctx actor.Context, m *SectionsWritten) {
 	s.laneBytes = max(0, s.laneBytes-m.Bytes)
 	s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -m.Bytes)
 	s.cfg.Stats.add(&s.cfg.Stats.DeliveredBatches, uint64(m.Entries))
+	s.cfg.Stats.add(&s.cfg.Stats.DeliveredBytes, uint64(m.Bytes))
 	s.cfg.QueueTotal.Release(m.Bytes)
 	if s.cfg.EgressPool != nil {
 		s.cfg.EgressPool.Release(m.Bytes)

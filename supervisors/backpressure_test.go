@@ -305,10 +305,10 @@ func TestMetricsCountPublishesAndDrops(t *testing.T) {
 		}
 	}
 	text := scrape(t, n)
-	if v := metricValue(t, text, "herald_publish_records_total"); v != 200 {
+	if v := metricValue(t, text, `herald_publish_records_total{stream="t/m/ephemeral"}`); v != 200 {
 		t.Fatalf("herald_publish_records_total %v, want 200", v)
 	}
-	if v := metricValue(t, text, "herald_publish_batches_total"); v != 100 {
+	if v := metricValue(t, text, `herald_publish_batches_total{stream="t/m/ephemeral"}`); v != 100 {
 		t.Fatalf("herald_publish_batches_total %v, want 100", v)
 	}
 	info := shardInfo(t, n, 0)

@@ -132,6 +132,12 @@ type Config struct {
 	// TraceSampleRatio samples the traces the node starts itself; a trace
 	// that arrives with a publish follows the publisher's decision.
 	TraceSampleRatio float64 `yaml:"trace_sample_ratio"`
+	// ActorMetrics turns on protoactor's own metrics (message receive
+	// durations, spawns, futures, mailbox lengths) on /metrics. It registers
+	// a mailbox gauge callback per spawned actor that protoactor never
+	// removes, so memory grows with every connection and subscription ever
+	// made: for diagnosis, not for long-running production nodes.
+	ActorMetrics bool `yaml:"actor_metrics"`
 	// Badger sizes the storage engine.
 	Badger BadgerConfig `yaml:"badger"`
 }

@@ -57,14 +57,45 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		func(o metric.Int64Observer) { o.Observe(u(stats.Lagged.Load())) })
 	counter("herald.publish.overloaded", "{publish}", "Publishes refused as overloaded after waiting for admission.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.Overloaded.Load())) })
-	counter("herald.publish.batches", "{batch}", "Committed publish batches.",
-		func(o metric.Int64Observer) { o.Observe(u(stats.PublishedBatches.Load())) })
-	counter("herald.publish.records", "{record}", "Committed records.",
-		func(o metric.Int64Observer) { o.Observe(u(stats.PublishedRecords.Load())) })
-	counter("herald.publish.bytes", "By", "Committed records bytes.",
-		func(o metric.Int64Observer) { o.Observe(u(stats.PublishedBytes.Load())) })
+	byStream := func(read func(c *actors.StreamCounters) uint64) func(o metric.Int64Observer) {
+		return func(o metric.Int64Observer) {
+			stats.EachStream(func(name string, c *actors.StreamCounters) {
+				o.Observe(u(read(c)), metric.WithAttributes(attribute.String("stream", name)))
+			})
+		}
+	}
+	counter("herald.publish.batches", "{batch}", "Committed publish batches, by stream.",
+		byStream(func(c *actors.StreamCounters) uint64 { return c.Batches.Load() }))
+	counter("herald.publish.records", "{record}", "Committed records, by stream.",
+		byStream(func(c *actors.StreamCounters) uint64 { return c.Records.Load() }))
+	counter("herald.publish.bytes", "By", "Committed records bytes, by stream.",
+		byStream(func(c *actors.StreamCounters) uint64 { return c.Bytes.Load() }))
 	counter("herald.delivered.batches", "{batch}", "Batches written to subscribers' streams.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.DeliveredBatches.Load())) })
+	counter("herald.delivered.bytes", "By", "Records bytes written to subscribers' streams.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.DeliveredBytes.Load())) })
+	byGroup := func(read func(g *actors.GroupGauges) int64) func(o metric.Int64Observer) {
+		return func(o metric.Int64Observer) {
+			stats.EachGroup(func(g *actors.GroupGauges) {
+				o.Observe(read(g), metric.WithAttributes(attribute.String("stream", g.Stream), attribute.String("group", g.Group)))
+			})
+		}
+	}
+	gauge("herald.group.lag", "{record}", "Records between a group's committed cursors and its stream's tails (as its coordinator last heard them), by stream and group.",
+		byGroup(func(g *actors.GroupGauges) int64 { return g.Lag.Load() }))
+	gauge("herald.group.claims", "{record}", "A group's records delivered and not yet settled, by stream and group.",
+		byGroup(func(g *actors.GroupGauges) int64 { return g.Claims.Load() }))
+	histogram := func(name, unit, desc string, bounds ...float64) actors.Recorder {
+		h, err := m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(bounds...))
+		errs = append(errs, err)
+		return recorder{h}
+	}
+	latency := []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+	stats.Hist.PublishAckSeconds = histogram("herald.publish.ack.duration", "s",
+		"From a publish's arrival at the node to its answer (durable on a durable stream).", latency...)
+	stats.Hist.CommitSeconds = histogram("herald.storage.commit.duration", "s", "One storage commit, sync included.", latency...)
+	stats.Hist.CommitBatches = histogram("herald.storage.commit.batches", "{batch}", "Batches carried by one storage commit.",
+		1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 	counter("herald.storage.commits", "{commit}", "Storage writer commits (one sync each).",
 		func(o metric.Int64Observer) { o.Observe(u(stats.Commits.Load())) })
 	counter("herald.storage.committed_batches", "{batch}", "Batches carried by storage writer commits.",
@@ -135,3 +166,8 @@ func (n *Node) Metric(name string) float64 {
 	}
 	return sum
 }
+
+// recorder records into an OpenTelemetry histogram.
+type recorder struct{ h metric.Float64Histogram }
+
+func (r recorder) Record(v float64) { r.h.Record(context.Background(), v) }

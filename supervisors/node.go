@@ -21,6 +21,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/quic-go/quic-go"
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -192,13 +193,20 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	}
 
 	actorLogger := n.logger.With(slog.String("component", "actor"))
-	n.sys = actor.NewActorSystem(
+	sysOpts := []actor.ConfigOption{
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }),
 		actor.WithDeadLetterThrottleCount(3),
 		actor.WithDeadLetterThrottleInterval(time.Second),
 		actor.WithDeadLetterRequestLogging(false),
 		actor.WithDeveloperSupervisionLogging(false),
-	)
+	}
+	if cfg.ActorMetrics {
+		// protoactor creates its instruments through the global meter
+		// provider: point it at the node's.
+		otel.SetMeterProvider(n.metrics.provider)
+		sysOpts = append(sysOpts, actor.WithMetricProviders(n.metrics.provider))
+	}
+	n.sys = actor.NewActorSystem(sysOpts...)
 	var durable storage.Log = n.durable
 	if opts.WrapDurableLog != nil {
 		durable = opts.WrapDurableLog(n.durable)

@@ -3,9 +3,9 @@ package supervisors
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
-	"errors"
 	"net/http"
 	"testing"
 

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/heraldmq/herald/net/wire"
 )
 
 // Tracing of actor messages. The trace context of a message travels in its
@@ -137,6 +139,9 @@ func (t *Tracer) traceReceiver(next actor.ReceiverFunc) actor.ReceiverFunc {
 			next(c, env)
 			return
 		}
+		if a, ok := env.Message.(spanAttributed); ok {
+			span.SetAttributes(a.spanAttributes()...)
+		}
 		if tp := Traceparent(span.SpanContext()); tp != "" {
 			env.SetHeader(TraceHeader, tp)
 		}
@@ -152,4 +157,47 @@ func currentTrace(ctx actor.Context) string {
 		return h.Get(TraceHeader)
 	}
 	return ""
+}
+
+// spanAttributed is a message that describes itself on its actor span.
+type spanAttributed interface {
+	spanAttributes() []attribute.KeyValue
+}
+
+func sectionAttributes(secs []*wire.Section) []attribute.KeyValue {
+	if len(secs) == 0 {
+		return nil
+	}
+	records, bytes := 0, 0
+	for _, s := range secs {
+		records += int(s.Count())
+		bytes += len(s.Records)
+	}
+	return []attribute.KeyValue{attribute.Int("herald.sections", len(secs)), attribute.Int64("herald.offset", int64(secs[0].Base())),
+		attribute.Int("herald.batch.records", records), attribute.Int("herald.batch.bytes", bytes)}
+}
+
+func (m *SectionsPushed) spanAttributes() []attribute.KeyValue { return sectionAttributes(m.Sections) }
+func (m *WriteSections) spanAttributes() []attribute.KeyValue  { return sectionAttributes(m.Sections) }
+
+func (m *PublishRequest) spanAttributes() []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.Int("herald.batch.records", int(m.Count)), attribute.Int("herald.batch.bytes", len(m.Records))}
+}
+
+func (m *AppendRequest) spanAttributes() []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.Int("herald.shard", int(m.Shard.Shard)), attribute.Int64("herald.offset", int64(m.Batch.Base)),
+		attribute.Int("herald.batch.records", int(m.Batch.Count))}
+}
+
+func (m *AppendsCommitted) spanAttributes() []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.Int("herald.shard", int(m.Shard.Shard)), attribute.Int64("herald.offset", int64(m.From)),
+		attribute.Int64("herald.offset.end", int64(m.Through))}
+}
+
+func (m *GroupClaimGranted) spanAttributes() []attribute.KeyValue {
+	if len(m.Records) == 0 {
+		return nil
+	}
+	return []attribute.KeyValue{attribute.Int("herald.group.records", len(m.Records)),
+		attribute.Int("herald.shard", int(m.Records[0].Shard)), attribute.Int64("herald.offset", int64(m.Records[0].Offset))}
 }

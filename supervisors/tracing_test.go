@@ -121,6 +121,32 @@ func TestTraceFromPublisherToConsumers(t *testing.T) {
 			t.Errorf("%d spans %q, want %d", found, w.name, w.count)
 		}
 	}
+	// Hops describe what they carried.
+	attr := func(name, key string) (int64, bool) {
+		for _, s := range spans {
+			if s.Name != name {
+				continue
+			}
+			for _, a := range s.Attributes {
+				if string(a.Key) == key {
+					return a.Value.AsInt64(), true
+				}
+			}
+		}
+		return 0, false
+	}
+	for _, c := range []struct {
+		span, key string
+		want      int64
+	}{
+		{"herald.shard.append", "herald.offset", 0}, {"herald.shard.append", "herald.batch.records", 1},
+		{"herald.shard.append", "herald.shard.pending", 0}, {"actor SectionsPushed", "herald.batch.records", 1},
+		{"actor GroupClaimGranted", "herald.group.records", 1},
+	} {
+		if v, ok := attr(c.span, c.key); !ok || v != c.want {
+			t.Errorf("%s %s = %d (present %v), want %d", c.span, c.key, v, ok, c.want)
+		}
+	}
 	if t.Failed() || testing.Verbose() {
 		for _, s := range spans {
 			t.Logf("%s parent=%s kind=%v", s.Name, ids[s.Parent.SpanID()], s.SpanKind)

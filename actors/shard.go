@@ -267,8 +267,15 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 }
 
 func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
+	// handling stays set if publish panics: onRestarting leaves that one to
+	// the supervisor strategy, which answers it (a deferred reset would run
+	// while the panic unwinds, and the publish would be answered twice).
 	s.handling = m
-	defer func() { s.handling = nil }()
+	s.publish(ctx, m)
+	s.handling = nil
+}
+
+func (s *shard) publish(ctx actor.Context, m *PublishRequest) {
 	if s.failed != nil {
 		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: storageError(s.failed)})
 		return
@@ -296,7 +303,7 @@ func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
 	})
 	var trace string
 	if s.cfg.Tracer.Enabled() {
-		trace = s.traceAppend(ctx, b)
+		trace = s.traceAppend(ctx, m, b)
 	}
 	var metas []storage.MetaPut
 	if m.Idempotent {
@@ -317,8 +324,17 @@ func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
 // traceAppend starts the append span of the batch just admitted (the last
 // pending one), if its publish is traced; the span ends when the batch is
 // committed. It returns the span's traceparent for the storage writer.
-func (s *shard) traceAppend(ctx actor.Context, b storage.Batch) string {
-	span := s.cfg.Tracer.Start(currentTrace(ctx), "herald.shard.append", oteltrace.SpanKindInternal,
+func (s *shard) traceAppend(ctx actor.Context, m *PublishRequest, b storage.Batch) string {
+	// The parent is the actor span of this publish's arrival, unless it
+	// waited (held, or stashed before the shard was ready) and is admitted
+	// while another message is handled: then the connection's span.
+	parent := m.Trace
+	if ctx.Message() == m {
+		if tp := currentTrace(ctx); tp != "" {
+			parent = tp
+		}
+	}
+	span := s.cfg.Tracer.Start(parent, "herald.shard.append", oteltrace.SpanKindInternal,
 		attribute.String("herald.stream", s.cfg.Stream.String()), attribute.Int("herald.shard", int(s.cfg.Key.Shard)),
 		attribute.Int64("herald.offset", int64(b.Base)), attribute.Int("herald.batch.records", int(b.Count)),
 		attribute.Int("herald.batch.bytes", len(b.Records)), attribute.Int("herald.shard.pending", len(s.core.pending)-1))
@@ -362,7 +378,11 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 		// them but frees their window slot, so unacked publishes are bounded
 		// like acked ones.
 		if p.replyTo != nil {
-			ctx.Send(p.replyTo, &PublishAcked{ReqID: p.reqID, Ack: p.ack, Shard: s.cfg.Key.Shard, Offset: p.batch.Base, Count: p.batch.Count})
+			ack := &PublishAcked{ReqID: p.reqID, Ack: p.ack, Shard: s.cfg.Key.Shard, Offset: p.batch.Base, Count: p.batch.Count}
+			if p.span != nil {
+				ack.Trace = Traceparent(p.span.SpanContext())
+			}
+			ctx.Send(p.replyTo, ack)
 		}
 		for _, d := range p.dups {
 			ctx.Send(d.replyTo, &PublishAcked{ReqID: d.reqID, Ack: d.ack, Shard: s.cfg.Key.Shard, Offset: p.batch.Base, Count: p.batch.Count, Duplicate: true})
@@ -653,6 +673,9 @@ func (s *shard) onRestarting(ctx actor.Context) {
 	pending := s.core.pending
 	if h := s.handling; h != nil && len(pending) > 0 {
 		if last := pending[len(pending)-1]; last.reqID == h.ReqID && last.replyTo == h.ReplyTo {
+			if last.span != nil {
+				last.span.End()
+			}
 			pending = pending[:len(pending)-1] // the strategy answers it
 		}
 	}

@@ -36,6 +36,8 @@ type PublishRequest struct {
 // PublishAcked tells a lane that a publish was written at
 // [Offset, Offset+Count) on Shard (durably, on a durable stream).
 type PublishAcked struct {
+	// Trace is the batch's append span ("" when not traced).
+	Trace string
 	ReqID uint64
 	// Ack is the publish's ack mode: nothing is written for AckNone.
 	Ack    wire.AckMode

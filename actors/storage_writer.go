@@ -219,6 +219,7 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 	type shardAnswer struct {
 		to          *actor.PID
 		from, until uint64
+		trace       string
 	}
 	var order []storage.ShardKey
 	answers := map[storage.ShardKey]*shardAnswer{}
@@ -240,6 +241,9 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 			order = append(order, p.append.Shard)
 		}
 		a.until = p.append.Batch.End()
+		if a.trace == "" {
+			a.trace = p.append.Trace
+		}
 	}
 	for _, k := range order {
 		a := answers[k]
@@ -249,7 +253,7 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 		if err != nil {
 			ctx.Send(a.to, &AppendFailed{Shard: k, From: a.from, Err: err})
 		} else {
-			ctx.Send(a.to, &AppendsCommitted{Shard: k, From: a.from, Through: a.until})
+			ctx.Send(a.to, &AppendsCommitted{Shard: k, From: a.from, Through: a.until, Trace: a.trace})
 		}
 	}
 	for _, p := range group {

@@ -27,6 +27,8 @@ func (m *AppendRequest) traceparent() string { return m.Trace }
 type AppendsCommitted struct {
 	Shard         storage.ShardKey
 	From, Through uint64
+	// Trace is the first traced batch's append span ("" when none).
+	Trace string
 }
 
 // AppendFailed tells a shard that its batches from offset From on could not

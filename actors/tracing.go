@@ -86,8 +86,8 @@ func (t *Tracer) Start(parent, name string, kind trace.SpanKind, attrs ...attrib
 		return nil
 	}
 	sc := SpanContextOf(parent)
-	if !sc.IsValid() {
-		return nil
+	if !sc.IsValid() || !sc.IsSampled() {
+		return nil // the publisher decided: nothing to record
 	}
 	_, span := t.t.Start(trace.ContextWithRemoteSpanContext(context.Background(), sc), name,
 		trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
@@ -109,12 +109,12 @@ func traceSender(next actor.SenderFunc) actor.SenderFunc {
 		if env.GetHeader(TraceHeader) == "" {
 			tp := ""
 			if m, ok := env.Message.(tracedMessage); ok {
+				// It says its own trace (possibly none): feedback and
+				// control messages must not drag the trace of whatever
+				// their sender was handling into unrelated work.
 				tp = m.traceparent()
-			}
-			if tp == "" {
-				if h := c.MessageHeader(); h != nil {
-					tp = h.Get(TraceHeader)
-				}
+			} else if h := c.MessageHeader(); h != nil {
+				tp = h.Get(TraceHeader)
 			}
 			if tp != "" {
 				env.SetHeader(TraceHeader, tp)
@@ -145,8 +145,8 @@ func (t *Tracer) traceReceiver(next actor.ReceiverFunc) actor.ReceiverFunc {
 		if tp := Traceparent(span.SpanContext()); tp != "" {
 			env.SetHeader(TraceHeader, tp)
 		}
+		defer span.End() // also when the handler panics
 		next(c, env)
-		span.End()
 	}
 }
 
@@ -201,3 +201,19 @@ func (m *GroupClaimGranted) spanAttributes() []attribute.KeyValue {
 	return []attribute.KeyValue{attribute.Int("herald.group.records", len(m.Records)),
 		attribute.Int("herald.shard", int(m.Records[0].Shard)), attribute.Int64("herald.offset", int64(m.Records[0].Offset))}
 }
+
+// Messages that carry no trace whatever their sender was handling: they are
+// feedback (credit, commit notices, writes done) or control, and would
+// otherwise chain one publish's trace through every later round of work.
+func (*commitNow) traceparent() string         { return "" }
+func (*CreditReturned) traceparent() string    { return "" }
+func (*SectionsWritten) traceparent() string   { return "" }
+func (*GroupClaimRequest) traceparent() string { return "" }
+func (*WatchTail) traceparent() string         { return "" }
+func (*MetaWriteRequest) traceparent() string  { return "" }
+func (*MetaWriteResponse) traceparent() string { return "" }
+
+// AppendsCommitted and PublishAcked carry the trace of the batch they are
+// about (the first traced one of a commit group, for AppendsCommitted).
+func (m *AppendsCommitted) traceparent() string { return m.Trace }
+func (m *PublishAcked) traceparent() string     { return m.Trace }

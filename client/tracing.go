@@ -116,6 +116,9 @@ func spanContextOf(headers map[string][]byte) trace.SpanContext {
 // receive records a consumer span for one record, the child of its producer
 // span, and returns its context (invalid when the record is not traced).
 func (ct clientTracer) receive(stream string, shard uint32, offset uint64, headers map[string][]byte) trace.SpanContext {
+	if ct.off(context.Background()) {
+		return trace.SpanContext{}
+	}
 	parent := spanContextOf(headers)
 	if !parent.IsValid() {
 		return trace.SpanContext{}
@@ -133,6 +136,9 @@ func (ct clientTracer) receive(stream string, shard uint32, offset uint64, heade
 // its record's producer span when it holds one record, otherwise a new
 // trace with a link to each record's producer span.
 func (ct clientTracer) receiveBatch(stream string, recs []GroupRecord) trace.SpanContext {
+	if ct.off(context.Background()) {
+		return trace.SpanContext{}
+	}
 	attrs := trace.WithAttributes(attribute.String("messaging.system", "herald"), attribute.String("messaging.operation.type", "receive"),
 		attribute.String("messaging.destination.name", stream), attribute.Int("messaging.batch.message_count", len(recs)))
 	ctx := context.Background()
@@ -190,6 +196,10 @@ func (d *deliveryTraces) put(cursor Cursor, sc trace.SpanContext) {
 	defer d.mu.Unlock()
 	if d.spans == nil {
 		d.spans = map[string]trace.SpanContext{}
+	}
+	if _, ok := d.spans[string(cursor)]; ok {
+		d.spans[string(cursor)] = sc
+		return
 	}
 	if len(d.order) >= maxDeliveryTraces {
 		delete(d.spans, d.order[0])

@@ -129,9 +129,6 @@ type Config struct {
 	// OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, else http/protobuf. The endpoint
 	// and headers come from the standard OTEL_EXPORTER_OTLP_* variables.
 	TraceOTLPProtocol string `yaml:"trace_otlp_protocol"`
-	// TraceSampleRatio samples the traces the node starts itself; a trace
-	// that arrives with a publish follows the publisher's decision.
-	TraceSampleRatio float64 `yaml:"trace_sample_ratio"`
 	// ActorMetrics turns on protoactor's own metrics (message receive
 	// durations, spawns, futures, mailbox lengths) on /metrics. It registers
 	// a mailbox gauge callback per spawned actor that protoactor never
@@ -199,7 +196,6 @@ func DefaultConfig() Config {
 		GroupMaxPoll:                  1000,
 		GroupMaxPollWait:              30 * time.Second,
 		GroupMaxWindow:                10000,
-		TraceSampleRatio:              1,
 		Badger: BadgerConfig{
 			MemTableSize:     16 << 20,
 			NumMemtables:     2,
@@ -324,9 +320,6 @@ func (c *Config) Validate() error {
 	case "", "grpc", "http/protobuf":
 	default:
 		bad("trace_otlp_protocol", "%q: want grpc or http/protobuf", c.TraceOTLPProtocol)
-	}
-	if c.TraceSampleRatio < 0 || c.TraceSampleRatio > 1 {
-		bad("trace_sample_ratio", "%v is outside [0, 1]", c.TraceSampleRatio)
 	}
 	if c.GroupMaxPoll > c.GroupMaxInFlight {
 		bad("group_max_poll", "%d exceeds group_max_in_flight %d", c.GroupMaxPoll, c.GroupMaxInFlight)

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldmq/herald/client"
 	"github.com/heraldmq/herald/net/transport"
 	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
 )
 
 // panicOnce returns props that panic once, inside the actor's own message
@@ -401,6 +402,45 @@ func TestStorageWriterFailureLeavesNoHole(t *testing.T) {
 	for off := range acked {
 		if off >= 50 {
 			t.Fatalf("acknowledged offset %d is not stored", off)
+		}
+	}
+}
+
+// panickyLog panics in Commit once armed.
+type panickyLog struct {
+	storage.Log
+	armed *atomic.Bool
+}
+
+func (l panickyLog) Commit(a []storage.Append, m []storage.MetaPut) error {
+	if l.armed.CompareAndSwap(true, false) {
+		panic("injected storage panic")
+	}
+	return l.Log.Commit(a, m)
+}
+
+// A panic inside the shard's handling of an admitted publish (here, the
+// ephemeral log's Commit) answers that publish as outcome-unknown, and the
+// shard serves the connection's next publishes.
+func TestShardPanicAfterAdmissionAnswersThePublish(t *testing.T) {
+	var armed atomic.Bool
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) {
+		o.WrapMemoryLog = func(l storage.Log) storage.Log { return panickyLog{Log: l, armed: &armed} }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "default", Namespace: "default", Stream: "eph"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if _, err := c.Publish(ctx, name, []byte("lost")); !errors.Is(err, &wire.Error{Code: wire.CodeInternal}) {
+		t.Fatalf("publish whose commit panicked: %v", err)
+	}
+	for i := range 3 {
+		if _, err := c.Publish(ctx, name, []byte("after")); err != nil {
+			t.Fatalf("publish %d after the restart: %v", i, err)
 		}
 	}
 }

@@ -53,9 +53,9 @@ func otlpProtocol(cfg Config, getenv func(string) string) string {
 
 // newTracerProvider builds the node's tracer provider from its config (nil
 // when tracing is off). The OTLP exporters take their endpoint, headers and
-// TLS settings from the standard OTEL_EXPORTER_OTLP_* variables. Sampling is
-// parent-based: a trace the publisher sampled is followed through the node;
-// a root span the node starts itself is sampled at trace_sample_ratio.
+// TLS settings from the standard OTEL_EXPORTER_OTLP_* variables. The node
+// starts no trace of its own: it follows the publisher's sampling decision
+// (a publish whose trace context is not sampled makes no span).
 func newTracerProvider(ctx context.Context, cfg Config, nodeID string, stdout io.Writer, getenv func(string) string) (*sdktrace.TracerProvider, error) {
 	var exp sdktrace.SpanExporter
 	var err error
@@ -86,7 +86,7 @@ func newTracerProvider(ctx context.Context, cfg Config, nodeID string, stdout io
 	}
 	return sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.TraceSampleRatio))),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 		sdktrace.WithBatcher(exp),
 	), nil
 }

@@ -255,7 +255,7 @@ func (c *catalog) onTerminated(ctx actor.Context, m *actor.Terminated) {
 				ctx.Logger().Error("catalog: shard stopped; starting it again",
 					slog.String("stream", h.Name.String()), slog.Int("shard", i))
 				if _, err := ctx.SpawnNamed(c.shardProps(h, uint32(i)), shardName(h.ID, uint32(i))); err != nil {
-					ctx.Logger().Error("catalog: respawn failed", slog.Any("error", err))
+					ctx.Logger().Error("catalog: respawn failed", slog.String("stream", h.Name.String()), slog.Int("shard", i), slog.Any("error", err))
 				}
 				return
 			}

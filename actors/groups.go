@@ -125,7 +125,7 @@ func (r *groups) exists(h *StreamHandle, group string) bool {
 		return errStopScan
 	})
 	if err != nil && !errors.Is(err, errStopScan) {
-		r.log.Error("groups: scanning group state", slog.Any("error", err))
+		r.log.Error("groups: scanning group state", slog.String("stream", h.Name.String()), slog.String("group", group), slog.Any("error", err))
 	}
 	return found
 }

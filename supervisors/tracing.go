@@ -84,9 +84,11 @@ func newTracerProvider(ctx context.Context, cfg Config, nodeID string, stdout io
 	if err != nil {
 		return nil, fmt.Errorf("trace resource: %w", err)
 	}
+	// No sampler is set: the SDK's default is parent-based, and it honours
+	// the standard OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG (for
+	// example parentbased_traceidratio and 0.01).
 	return sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 		sdktrace.WithBatcher(exp),
 	), nil
 }

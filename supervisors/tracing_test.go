@@ -153,3 +153,67 @@ func TestTraceFromPublisherToConsumers(t *testing.T) {
 		}
 	}
 }
+
+// A group delivery of several records is one consumer span in a trace of
+// its own, with a link to each record's publish span; its ack is in that
+// trace.
+func TestTraceGroupBatchLinksItsRecords(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) { o.TracerProvider = tp })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dialClient(t, n, client.WithTracerProvider(tp))
+	stream := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "batch"}
+	if _, err := c.CreateStream(ctx, stream, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"a", "b"} {
+		if _, err := c.Publish(ctx, stream, []byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gs, err := c.SubscribeGroup(ctx, stream, "g", client.Member("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Close()
+	d, err := gs.Next(ctx)
+	if err != nil || len(d.Records) != 2 {
+		t.Fatalf("delivery: %d records, %v", len(d.Records), err)
+	}
+	if err := gs.Ack(ctx, d.Cursor, 2); err != nil {
+		t.Fatal(err)
+	}
+	publishes := map[trace.SpanID]bool{}
+	var receive, settle *tracetest.SpanStub
+	for _, s := range mem.GetSpans() {
+		switch s.Name {
+		case "publish acme/shop/batch":
+			publishes[s.SpanContext.SpanID()] = true
+		case "receive acme/shop/batch":
+			receive = &s
+		case "settle acme/shop/batch":
+			settle = &s
+		}
+	}
+	if len(publishes) != 2 || receive == nil || settle == nil {
+		t.Fatalf("publishes %d, receive %v, settle %v", len(publishes), receive != nil, settle != nil)
+	}
+	if receive.Parent.IsValid() || receive.SpanKind != trace.SpanKindConsumer {
+		t.Errorf("batch receive: parent %v kind %v, want a consumer root", receive.Parent, receive.SpanKind)
+	}
+	linked := 0
+	for _, l := range receive.Links {
+		if publishes[l.SpanContext.SpanID()] {
+			linked++
+		}
+	}
+	if linked != 2 {
+		t.Errorf("batch receive links %d publish spans, want 2", linked)
+	}
+	if settle.Parent.SpanID() != receive.SpanContext.SpanID() {
+		t.Errorf("the ack's span is not in the delivery's trace")
+	}
+}

@@ -2,9 +2,7 @@ package supervisors
 
 import (
 	"context"
-	"crypto/rand"
 	"testing"
-	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -47,40 +45,7 @@ func BenchmarkPublishTracing(b *testing.B) {
 			if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
 				b.Fatal(err)
 			}
-			batch := make([][]byte, 64)
-			for i := range batch {
-				batch[i] = make([]byte, 128)
-				_, _ = rand.Read(batch[i])
-			}
-			inflight := make(chan *client.PublishFuture, 256)
-			done := make(chan error, 1)
-			go func() {
-				for f := range inflight {
-					if _, err := f.Wait(ctx); err != nil {
-						done <- err
-						for range inflight {
-						}
-						return
-					}
-				}
-				done <- nil
-			}()
-			b.ReportAllocs()
-			b.SetBytes(64 * 128)
-			b.ResetTimer()
-			start := time.Now()
-			for b.Loop() {
-				f, err := c.PublishAsync(ctx, name, batch, client.WithAck(client.AckPerBatch))
-				if err != nil {
-					b.Fatal(err)
-				}
-				inflight <- f
-			}
-			close(inflight)
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.N*64)/time.Since(start).Seconds(), "records/s")
+			pipelinePublishes(b, c, name)
 		})
 	}
 }

@@ -11,7 +11,7 @@ import (
 const usage = `herald: a message broker
 
 Usage:
-  herald node    [--config F] [--data-dir D] [--listen ADDR] [--http ADDR] [--tls-cert F --tls-key F]
+  herald node    [--config F] [--data-dir D] [--listen ADDR] [--http ADDR] [--tls-cert F --tls-key F] [--trace none|stdout|otlp]
   herald stream  create|describe|list|delete STREAM [--shards N] [--routing hash|jump] [--ephemeral]
                  [--overflow drop_new|drop_old|block] [--retention-age D] [--retention-bytes N]
   herald pub     STREAM [MESSAGE...] [--key K] [--ack none|message|batch] [--batch N] [--count N --size B] [--if-offset N]

@@ -25,14 +25,20 @@ import (
 // print a human summary, or JSON with --json.
 func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "usage: herald bench isolation [flags]   (see docs/benchmarks.md)")
+		fmt.Fprintln(stderr, "usage: herald bench isolation|publish|groups|ceiling [flags]   (see docs/benchmarks.md)")
 		return 2
 	}
 	switch args[0] {
 	case "isolation":
 		return runBenchIsolation(args[1:], stdout, stderr)
+	case "publish":
+		return runBenchPublish(args[1:], stdout, stderr)
+	case "groups":
+		return runBenchGroups(args[1:], stdout, stderr)
+	case "ceiling":
+		return runBenchCeiling(args[1:], stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "herald bench: unknown scenario %q (have: isolation)\n", args[0])
+		fmt.Fprintf(stderr, "herald bench: unknown scenario %q (have: isolation, publish, groups, ceiling)\n", args[0])
 		return 2
 	}
 }

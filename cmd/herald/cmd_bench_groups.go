@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldmq/herald/client"
+)
+
+// Defaults of `herald bench groups`.
+const (
+	// defaultGroupRecords is how many records each run consumes.
+	defaultGroupRecords = 100_000
+	// groupPreloadBatch is the records per publish when preloading.
+	groupPreloadBatch = 64
+	// groupPollMax is the most records one GroupPoll returns.
+	groupPollMax = 100
+	// groupPollWait is how long one GroupPoll may wait for records.
+	groupPollWait = time.Second
+	// benchGroup is the consumer group's name.
+	benchGroup = "bench"
+)
+
+// groupsResult is the groups scenario's machine-readable result.
+type groupsResult struct {
+	Scenario string `json:"scenario"`
+	// RecordsPerRun is how many records each run pre-publishes and consumes.
+	RecordsPerRun int `json:"records_per_run"`
+	PayloadBytes  int `json:"payload_bytes"`
+	// Runs are the push runs (by window), then the pull run.
+	Runs []groupRun `json:"runs"`
+}
+
+// groupRun is one consumption of a pre-published durable one-shard stream
+// by one group member.
+type groupRun struct {
+	// Mode is "push" (SubscribeGroup, an Ack per delivery, acks
+	// concurrent) or "pull" (GroupPoll, a GroupAck per record).
+	Mode string `json:"mode"`
+	// Window is the push credit window; 0 for pull.
+	Window int `json:"window,omitempty"`
+	// AcksInflight is the most GroupAck calls in flight (pull only).
+	AcksInflight int   `json:"acks_inflight,omitempty"`
+	Records      int64 `json:"records"`
+	// Seconds is from the subscription (or first poll) to the last ack.
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	// PreloadRecordsPerSec is the rate of the untimed preload (durable,
+	// 64 per batch), for reference.
+	PreloadRecordsPerSec float64 `json:"preload_records_per_sec"`
+}
+
+// name labels the run in the summary.
+func (r groupRun) name() string {
+	if r.Mode == "push" {
+		return fmt.Sprintf("push window %d", r.Window)
+	}
+	return fmt.Sprintf("pull ack/record (%d in flight)", r.AcksInflight)
+}
+
+func runBenchGroups(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("herald bench groups", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	records := fs.Int("records", defaultGroupRecords, "records pre-published and consumed per run")
+	size := fs.Int("payload", 128, "payload bytes per record")
+	windows := fs.String("window", "100,1000", "comma-separated push credit windows (empty: no push run)")
+	pull := fs.Bool("pull", true, "also run pull with an ack per record")
+	acksInflight := fs.Int("acks-inflight", 64, "most GroupAck calls in flight when pulling")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var pushWindows []int
+	if strings.TrimSpace(*windows) != "" {
+		for _, w := range strings.Split(*windows, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(w))
+			if err != nil || n < 2 {
+				fmt.Fprintf(stderr, "herald bench groups: invalid --window %q\n", w)
+				return 2
+			}
+			pushWindows = append(pushWindows, n)
+		}
+	}
+	if *records < 1 || *size < 1 || *acksInflight < 1 {
+		fmt.Fprintln(stderr, "herald bench groups: --records, --payload and --acks-inflight must be positive")
+		return 2
+	}
+	n, err := startBenchNode()
+	if err != nil {
+		fmt.Fprintln(stderr, "herald bench:", err)
+		return 1
+	}
+	defer n.close()
+	progress := newBenchProgress(stderr)
+	defer progress.close()
+	res := &groupsResult{Scenario: "groups", RecordsPerRun: *records, PayloadBytes: *size}
+	type plan struct {
+		window int // 0: pull
+	}
+	var plans []plan
+	for _, w := range pushWindows {
+		plans = append(plans, plan{window: w})
+	}
+	if *pull {
+		plans = append(plans, plan{})
+	}
+	for i, p := range plans {
+		run, err := benchGroupRun(n, progress, i, p.window, *acksInflight, *records, *size)
+		if err != nil {
+			progress.close()
+			fmt.Fprintf(stderr, "herald bench groups: %s: %v\n", run.name(), err)
+			return 1
+		}
+		res.Runs = append(res.Runs, run)
+	}
+	progress.close()
+	if *asJSON {
+		return writeBenchJSON(stdout, res)
+	}
+	fmt.Fprintf(stdout, "groups: %d pre-published durable records of %d B per run, one member, one shard\n", res.RecordsPerRun, res.PayloadBytes)
+	for _, r := range res.Runs {
+		fmt.Fprintf(stdout, "  %-32s %12.0f records/s\n", r.name(), r.RecordsPerSec)
+	}
+	return 0
+}
+
+// benchGroupRun pre-publishes records to a fresh durable stream and
+// consumes them through group "bench": pushed within window when window >
+// 0, else polled and acked per record with up to acksInflight acks in
+// flight.
+func benchGroupRun(n *benchNode, progress *benchProgress, i, window, acksInflight, records, size int) (groupRun, error) {
+	run := groupRun{Mode: "pull", AcksInflight: acksInflight}
+	if window > 0 {
+		run = groupRun{Mode: "push", Window: window}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := n.dial(ctx)
+	if err != nil {
+		return run, err
+	}
+	defer c.Close()
+	stream := client.StreamName{Tenant: "bench", Namespace: "groups", Stream: fmt.Sprintf("%s-%d", run.Mode, i)}
+	if _, err := c.CreateStream(ctx, stream, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		return run, err
+	}
+	defer func() { _ = c.DeleteStream(context.Background(), stream) }()
+	var count atomic.Int64
+	progress.phase(run.name()+": preload", "records", &count, 0)
+	start := time.Now()
+	if err := preloadGroup(ctx, c, stream, records, size, &count); err != nil {
+		return run, fmt.Errorf("preload: %w", err)
+	}
+	run.PreloadRecordsPerSec = float64(records) / time.Since(start).Seconds()
+
+	count.Store(0)
+	progress.phase(run.name(), "records", &count, 0)
+	var elapsed time.Duration
+	if window > 0 {
+		elapsed, err = consumePush(ctx, c, stream, window, records, &count)
+	} else {
+		elapsed, err = consumePull(ctx, c, stream, acksInflight, records, &count)
+	}
+	if err != nil {
+		return run, err
+	}
+	run.Records = int64(records)
+	run.Seconds = elapsed.Seconds()
+	run.RecordsPerSec = float64(records) / elapsed.Seconds()
+	return run, nil
+}
+
+// preloadGroup publishes n records of size bytes to stream in batches of
+// 64, pipelined, counting acked records in count.
+func preloadGroup(ctx context.Context, c *client.Client, stream client.StreamName, n, size int, count *atomic.Int64) error {
+	batch := make([][]byte, groupPreloadBatch)
+	for i := range batch {
+		batch[i] = make([]byte, size)
+		_, _ = rand.Read(batch[i])
+	}
+	queue := make(chan *client.PublishFuture, defaultPublishInflight)
+	waitErr := make(chan error, 1)
+	go func() {
+		var first error
+		for f := range queue {
+			ack, err := f.Wait(ctx)
+			if err != nil && first == nil {
+				first = err
+			}
+			count.Add(int64(ack.Count))
+		}
+		waitErr <- first
+	}()
+	for left := n; left > 0; left -= len(batch) {
+		f, err := c.PublishAsync(ctx, stream, batch[:min(left, len(batch))], client.WithAck(client.AckPerBatch))
+		if err != nil {
+			close(queue)
+			<-waitErr
+			return err
+		}
+		queue <- f
+	}
+	close(queue)
+	return <-waitErr
+}
+
+// consumePush joins the group with the given credit window and acks every
+// delivery on its own goroutine until n records were acked.
+func consumePush(ctx context.Context, c *client.Client, stream client.StreamName, window, n int, count *atomic.Int64) (time.Duration, error) {
+	start := time.Now()
+	gs, err := c.SubscribeGroup(ctx, stream, benchGroup, client.Window(window), client.MaxPerPush(window/2))
+	if err != nil {
+		return 0, err
+	}
+	defer gs.Close()
+	var acks sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
+	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
+	for got := 0; got < n; {
+		d, err := gs.Next(ctx)
+		if err != nil {
+			fail(err)
+			break
+		}
+		got += len(d.Records)
+		acks.Add(1)
+		go func() {
+			defer acks.Done()
+			if err := gs.Ack(ctx, d.Cursor, len(d.Records)); err != nil {
+				fail(err)
+				return
+			}
+			count.Add(int64(len(d.Records)))
+		}()
+	}
+	acks.Wait()
+	return time.Since(start), firstErr
+}
+
+// consumePull polls shard 0 (up to 100 records a poll) and acks each
+// record with its own GroupAck, up to inflight at once, until n records
+// were acked.
+func consumePull(ctx context.Context, c *client.Client, stream client.StreamName, inflight, n int, count *atomic.Int64) (time.Duration, error) {
+	start := time.Now()
+	slots := make(chan struct{}, inflight)
+	var acks sync.WaitGroup
+	var firstErr error
+	var errOnce sync.Once
+	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
+	var failed atomic.Bool
+	for got := 0; got < n && !failed.Load(); {
+		recs, err := c.GroupPoll(ctx, stream, 0, benchGroup, groupPollMax, groupPollWait)
+		if err != nil {
+			fail(err)
+			break
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		got += len(recs)
+		for _, r := range recs {
+			slots <- struct{}{}
+			acks.Add(1)
+			go func(off uint64) {
+				defer func() { <-slots; acks.Done() }()
+				if err := c.GroupAck(ctx, stream, 0, benchGroup, off); err != nil {
+					failed.Store(true)
+					fail(err)
+					return
+				}
+				count.Add(1)
+			}(r.Offset)
+		}
+	}
+	acks.Wait()
+	if firstErr == nil && count.Load() < int64(n) {
+		firstErr = errors.New("fewer records acked than consumed")
+	}
+	return time.Since(start), firstErr
+}

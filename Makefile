@@ -4,7 +4,7 @@ BIN       := bin/herald
 FUZZTIME  ?= 30s
 BENCHTIME ?= 3s
 
-.PHONY: all build run test verify bench fuzz clean
+.PHONY: all build run test verify bench bench-compare fuzz clean
 
 all: build
 
@@ -29,6 +29,11 @@ verify:
 ## bench: the benchmarks (publish throughput through a real node, storage commits)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./storage/ ./supervisors/
+
+## bench-compare: the NATS side of the comparison (embedded nats-server, its own module in cmd/herald-compare)
+COMPARE_FLAGS ?=
+bench-compare:
+	cd cmd/herald-compare && $(GO) run . $(COMPARE_FLAGS)
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:

@@ -1,0 +1,210 @@
+// Command herald-compare runs the NATS side of Herald's benchmark comparison
+// (issue 7) in one process: an embedded nats-server on loopback with JetStream
+// file storage, and the nats.go client driving it.
+//
+// It lives in its own Go module so that nats-server never becomes a dependency
+// of Herald itself. Run it from the repository root with `make bench-compare`,
+// or directly:
+//
+//	cd cmd/herald-compare && go run . --duration 3s --json
+//
+// Scenarios (--scenarios, comma separated, default all):
+//
+//   - js-publish: JetStream async publish into one file-backed stream, in
+//     batches of --batch with at most --max-pending acks outstanding; records/s
+//     counts acked records.
+//   - core-fanout: core NATS publish to --fanouts subscribers (one connection
+//     each), at most once; records/s at the publisher, deliveries/s at the
+//     subscribers.
+//   - core-latency: single-record publish at a fixed --rate to --fanouts
+//     subscribers; latency is measured from each record's scheduled send time
+//     (so a stalled publisher counts against the result: coordinated omission),
+//     and, as latency_from_send_us, from its actual send time.
+//   - js-consume: a durable pull consumer with explicit ack per record over
+//     --messages pre-published records; records/s counts records consumed and
+//     acked (the ack floor reaching the last record ends the clock).
+//
+// Every scenario starts its own server in a fresh temporary directory, so no
+// scenario sees another's state.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config holds the parameters shared by every scenario.
+type config struct {
+	duration   time.Duration // how long each duration-based scenario runs
+	payload    int           // record payload size in bytes
+	batch      int           // js-publish: records per acked batch
+	maxPending int           // js-publish: most acks outstanding at once
+	fanouts    []int         // core-fanout, core-latency: subscriber counts
+	rate       int           // core-latency: records per second
+	messages   int           // js-consume: records pre-published then consumed
+	pull       int           // js-consume: records requested per pull
+}
+
+// defaultConfig is the short default run (about half a minute in all).
+func defaultConfig() config {
+	return config{
+		duration:   3 * time.Second,
+		payload:    128,
+		batch:      64,
+		maxPending: 256,
+		fanouts:    []int{1, 10},
+		rate:       2000,
+		messages:   400_000,
+		pull:       500,
+	}
+}
+
+// scenario is one named benchmark; run may return several results (one per
+// fanout, for example).
+type scenario struct {
+	name string
+	run  func(ctx context.Context, cfg config) ([]Result, error)
+}
+
+// scenarios lists every scenario in the order they run by default.
+var scenarios = []scenario{
+	{"js-publish", runJSPublish},
+	{"core-fanout", runCoreFanout},
+	{"core-latency", runCoreLatency},
+	{"js-consume", runJSConsume},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "herald-compare:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// run parses args, runs the selected scenarios in order and writes the results
+// to out (a table, or a JSON array with --json). Progress goes to log.
+func run(ctx context.Context, args []string, out, log io.Writer) error {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("herald-compare", flag.ContinueOnError)
+	fs.SetOutput(log)
+	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "how long each duration-based scenario runs")
+	fs.IntVar(&cfg.payload, "payload", cfg.payload, "record payload size in bytes")
+	fs.IntVar(&cfg.batch, "batch", cfg.batch, "js-publish: records per acked batch")
+	fs.IntVar(&cfg.maxPending, "max-pending", cfg.maxPending, "js-publish: most acks outstanding at once")
+	fs.IntVar(&cfg.rate, "rate", cfg.rate, "core-latency: records per second")
+	fs.IntVar(&cfg.messages, "messages", cfg.messages, "js-consume: records pre-published then consumed")
+	fs.IntVar(&cfg.pull, "pull", cfg.pull, "js-consume: records requested per pull")
+	fanouts := fs.String("fanouts", "1,10", "core-fanout, core-latency: comma-separated subscriber counts")
+	names := fs.String("scenarios", "all", "comma-separated scenarios: js-publish, core-fanout, core-latency, js-consume, or all")
+	asJSON := fs.Bool("json", false, "print a JSON array of results instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if cfg.fanouts, err = parseInts(*fanouts); err != nil {
+		return fmt.Errorf("--fanouts: %w", err)
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	selected, err := selectScenarios(*names)
+	if err != nil {
+		return err
+	}
+
+	var results []Result
+	for _, sc := range selected {
+		fmt.Fprintf(log, "running %s...\n", sc.name)
+		rs, err := sc.run(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		results = append(results, rs...)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}
+	return writeTable(out, results)
+}
+
+// validate rejects parameters no scenario can run with.
+func (c config) validate() error {
+	switch {
+	case c.duration <= 0:
+		return errors.New("--duration must be positive")
+	case c.payload < 16:
+		return errors.New("--payload must be at least 16 bytes (core-latency carries two timestamps)")
+	case c.batch <= 0:
+		return errors.New("--batch must be positive")
+	case c.maxPending < c.batch:
+		return errors.New("--max-pending must be at least --batch")
+	case c.rate <= 0:
+		return errors.New("--rate must be positive")
+	case c.messages <= 0:
+		return errors.New("--messages must be positive")
+	case c.pull <= 0:
+		return errors.New("--pull must be positive")
+	}
+	for _, f := range c.fanouts {
+		if f <= 0 {
+			return errors.New("--fanouts must be positive")
+		}
+	}
+	return nil
+}
+
+// selectScenarios resolves a comma-separated list of scenario names.
+func selectScenarios(names string) ([]scenario, error) {
+	if names == "" || names == "all" {
+		return scenarios, nil
+	}
+	var selected []scenario
+	for name := range strings.SplitSeq(names, ",") {
+		name = strings.TrimSpace(name)
+		i := indexScenario(name)
+		if i < 0 {
+			return nil, fmt.Errorf("unknown scenario %q", name)
+		}
+		selected = append(selected, scenarios[i])
+	}
+	return selected, nil
+}
+
+// indexScenario returns the index of the named scenario, or -1.
+func indexScenario(name string) int {
+	for i, sc := range scenarios {
+		if sc.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// parseInts parses a comma-separated list of integers.
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for field := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

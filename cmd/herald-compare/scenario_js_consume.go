@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// errAckFloor is returned when the consumer's ack floor does not reach the
+// last record in time.
+var errAckFloor = errors.New("herald-compare: ack floor did not reach the last record")
+
+// runJSConsume pre-publishes cfg.messages records into a file-backed stream,
+// then consumes them through a durable pull consumer with explicit acks,
+// acking every record. The clock runs from the first pull until the server
+// reports all of them acked.
+func runJSConsume(ctx context.Context, cfg config) ([]Result, error) {
+	srv, err := startServer()
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	nc, err := srv.connect("js-consume")
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(cfg.maxPending))
+	if err != nil {
+		return nil, err
+	}
+	stream, err := js.CreateStream(ctx, benchStream())
+	if err != nil {
+		return nil, fmt.Errorf("create stream: %w", err)
+	}
+
+	// Pre-publish in the js-publish batch shape.
+	p := &asyncPublisher{js: js, subject: "bench.js", payload: make([]byte, cfg.payload), batch: cfg.batch, maxPending: cfg.maxPending}
+	for p.acked+p.pending < cfg.messages {
+		p.batch = min(cfg.batch, cfg.messages-p.acked-p.pending)
+		if err := p.publishBatch(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.drain(ctx); err != nil {
+		return nil, err
+	}
+
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:   "bench",
+		AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create consumer: %w", err)
+	}
+
+	start := time.Now()
+	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.pull))
+	if err != nil {
+		return nil, fmt.Errorf("pull: %w", err)
+	}
+	consumed := 0
+	for consumed < cfg.messages {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			it.Stop()
+			return nil, fmt.Errorf("next after %d records: %w", consumed, err)
+		}
+		if err := msg.Ack(); err != nil {
+			it.Stop()
+			return nil, fmt.Errorf("ack: %w", err)
+		}
+		consumed++
+	}
+	it.Stop()
+	if err := waitAckFloor(ctx, cons, uint64(cfg.messages)); err != nil {
+		return nil, err
+	}
+	elapsed := time.Since(start)
+
+	rate := float64(consumed) / elapsed.Seconds()
+	return []Result{{
+		System:   "nats",
+		Scenario: "js-consume",
+		Params: map[string]any{
+			"payload":  cfg.payload,
+			"messages": cfg.messages,
+			"pull":     cfg.pull,
+			"ack":      "explicit, per record",
+			"storage":  "file",
+		},
+		RecordsPerSec:    rate,
+		DeliveriesPerSec: rate,
+		Counts:           map[string]int{"consumed": consumed},
+		ElapsedMillis:    millis(elapsed),
+	}}, nil
+}
+
+// waitAckFloor polls the consumer until its ack floor reaches seq.
+func waitAckFloor(ctx context.Context, cons jetstream.Consumer, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("consumer info: %w", err)
+		}
+		if info.AckFloor.Consumer >= seq {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (at %d of %d)", errAckFloor, info.AckFloor.Consumer, seq)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}

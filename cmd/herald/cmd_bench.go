@@ -25,7 +25,7 @@ import (
 // print a human summary, or JSON with --json.
 func runBench(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "usage: herald bench isolation|publish|groups|ceiling [flags]   (see docs/benchmarks.md)")
+		fmt.Fprintln(stderr, "usage: herald bench isolation|publish|fanout|latency|groups|replay|idle|ceiling [flags]   (see docs/benchmarks.md)")
 		return 2
 	}
 	switch args[0] {
@@ -37,8 +37,16 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return runBenchGroups(args[1:], stdout, stderr)
 	case "ceiling":
 		return runBenchCeiling(args[1:], stdout, stderr)
+	case "fanout":
+		return runBenchFanout(args[1:], stdout, stderr)
+	case "latency":
+		return runBenchLatency(args[1:], stdout, stderr)
+	case "replay":
+		return runBenchReplay(args[1:], stdout, stderr)
+	case "idle":
+		return runBenchIdle(args[1:], stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "herald bench: unknown scenario %q (have: isolation, publish, groups, ceiling)\n", args[0])
+		fmt.Fprintf(stderr, "herald bench: unknown scenario %q (have: isolation, publish, fanout, latency, groups, replay, idle, ceiling)\n", args[0])
 		return 2
 	}
 }

@@ -20,7 +20,7 @@ Usage:
   herald read    STREAM --shard N --from OFFSET [--to OFFSET] [--limit N] [--json]
   herald group   poll|ack|nack|dead-letters|redrive|discard|describe STREAM --group G ...
                  (herald group --help lists each subcommand's flags)
-  herald bench   isolation [--fast N] [--duration D] [--batch N] [--size B] [--durable] [--json]
+  herald bench   isolation|publish|fanout|latency|groups|replay|idle|ceiling [flags]   (docs/benchmarks.md)
 
 Client commands take --server ADDR (default 127.0.0.1:7400), --token T, --ca FILE, --insecure.
 A stream is tenant/namespace/stream; a bare name means default/default/name.

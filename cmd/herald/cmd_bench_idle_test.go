@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// The idle scenario opens a few subscriptions over several connections (the
+// last one short), sees the node count them, and sees them go away; the
+// memory figures are a benchmark's, only checked for being measured.
+func TestBenchIdleRuns(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := runBenchIdle([]string{"--subscriptions", "200", "--per-connection", "75", "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var res idleResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if res.Scenario != "idle" || res.Subscriptions != 200 || res.PerConnection != 75 || res.Connections != 3 {
+		t.Fatalf("unexpected result: %+v", res)
+	}
+	if res.NodeSubscriptions != 200 || res.NodeSubscriptionsClosed != 0 {
+		t.Errorf("node gauge %v open, %v after close", res.NodeSubscriptions, res.NodeSubscriptionsClosed)
+	}
+	for name, s := range map[string]idleSnapshot{"baseline": res.Baseline, "connected": res.Connected, "subscribed": res.Subscribed, "closed": res.Closed} {
+		if s.RSS <= 0 || s.Heap <= 0 || s.Stacks <= 0 || s.Goroutines <= 0 {
+			t.Errorf("%s not measured: %+v", name, s)
+		}
+	}
+	// Each idle subscription holds at least its client reader goroutine, and
+	// closing ends them.
+	if res.Subscribed.Goroutines < res.Connected.Goroutines+200 {
+		t.Errorf("goroutines %d connected, %d subscribed", res.Connected.Goroutines, res.Subscribed.Goroutines)
+	}
+	if res.Closed.Goroutines >= res.Subscribed.Goroutines-200 {
+		t.Errorf("goroutines %d subscribed, %d closed", res.Subscribed.Goroutines, res.Closed.Goroutines)
+	}
+	if res.SubscribeSeconds <= 0 || res.TargetBytes != 20<<10 || res.Note == "" {
+		t.Errorf("incomplete result: %+v", res)
+	}
+}
+
+// Bad flags are usage errors, before any node starts.
+func TestBenchIdleFlags(t *testing.T) {
+	for _, args := range [][]string{{"--subscriptions", "0"}, {"--per-connection", "0"}, {"--timeout", "0s"}, {"--nope"}} {
+		var out, errOut bytes.Buffer
+		if code := runBenchIdle(args, &out, &errOut); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -67,6 +68,9 @@ type lane struct {
 	scratch []byte
 }
 
+// defaultLaneBuffer is a lane's write buffer unless configured.
+const defaultLaneBuffer = 64 << 10
+
 // NewLaneProps returns the props of a writer lane.
 func NewLaneProps(cfg LaneConfig) *actor.Props {
 	if cfg.MaxEvents <= 0 {
@@ -76,7 +80,7 @@ func NewLaneProps(cfg LaneConfig) *actor.Props {
 		cfg.MaxBytes = 64 << 10
 	}
 	if cfg.BufferSize <= 0 {
-		cfg.BufferSize = 64 << 10
+		cfg.BufferSize = defaultLaneBuffer
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -91,7 +95,6 @@ func NewLaneProps(cfg LaneConfig) *actor.Props {
 func (l *lane) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		l.w = bufio.NewWriterSize(l.cfg.W, l.cfg.BufferSize)
 	case *WriteFrame:
 		l.onFrame(ctx, m.Frame)
 	case *PublishAcked:
@@ -157,7 +160,7 @@ func (l *lane) onFrame(ctx actor.Context, frame []byte) {
 	}
 	// Sections gathered before this frame go first, to keep the order.
 	l.writeSections(ctx)
-	if _, err := l.w.Write(frame); err != nil {
+	if _, err := l.writer().Write(frame); err != nil {
 		l.fail(ctx, err)
 		return
 	}
@@ -217,7 +220,7 @@ func (l *lane) writeSections(ctx actor.Context) {
 			size += l.secs[end].Size()
 			end++
 		}
-		if err := wire.WriteEventBatch(l.w, l.cfg.EventReqID, l.secs[start:end]); err != nil {
+		if err := wire.WriteEventBatch(l.writer(), l.cfg.EventReqID, l.secs[start:end]); err != nil {
 			l.fail(ctx, err)
 			return
 		}
@@ -238,12 +241,43 @@ func (l *lane) flush(ctx actor.Context) {
 		return
 	}
 	l.writeSections(ctx)
-	if l.dead {
+	if l.dead || l.w == nil {
 		return
 	}
 	if err := l.w.Flush(); err != nil {
 		l.fail(ctx, err)
+		return
 	}
+	l.releaseWriter()
+}
+
+// laneWriters pools the default-sized write buffers: a lane holds one only
+// while it has something to write, so an idle subscription costs no buffer.
+var laneWriters sync.Pool
+
+// writer returns the lane's buffered writer, taking one when it has none.
+func (l *lane) writer() *bufio.Writer {
+	if l.w == nil {
+		if w, ok := laneWriters.Get().(*bufio.Writer); ok && l.cfg.BufferSize == defaultLaneBuffer {
+			w.Reset(l.cfg.W)
+			l.w = w
+		} else {
+			l.w = bufio.NewWriterSize(l.cfg.W, l.cfg.BufferSize)
+		}
+	}
+	return l.w
+}
+
+// releaseWriter gives an emptied writer back to the pool.
+func (l *lane) releaseWriter() {
+	if l.w == nil || l.w.Buffered() > 0 {
+		return
+	}
+	if l.cfg.BufferSize == defaultLaneBuffer {
+		l.w.Reset(nil)
+		laneWriters.Put(l.w)
+	}
+	l.w = nil
 }
 
 func (l *lane) onClose(ctx actor.Context, m *CloseLane) {
@@ -253,11 +287,12 @@ func (l *lane) onClose(ctx actor.Context, m *CloseLane) {
 	l.flush(ctx)
 	if m.Err != nil && !l.dead {
 		l.scratch = wire.AppendError(l.scratch[:0], m.ReqID, m.Err)
-		if _, err := l.w.Write(l.scratch); err == nil {
+		if _, err := l.writer().Write(l.scratch); err == nil {
 			_ = l.w.Flush()
 		}
 	}
 	l.dead = true
+	l.releaseWriter()
 	_ = l.cfg.W.Close()
 }
 

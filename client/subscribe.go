@@ -87,6 +87,10 @@ func AutoResume() SubscribeOption { return func(o *subscribeOptions) { o.autoRes
 // methods are safe for concurrent use; Close it when done.
 type Subscription struct {
 	c *Client
+	// mu guards buf: events brought back by a request and not yet returned
+	// by Next, in order.
+	mu  sync.Mutex
+	buf []Event
 	// stream names the stream in spans.
 	stream string
 	pid    *actor.PID
@@ -249,24 +253,24 @@ func (sub *Subscription) Next(ctx context.Context) (Event, error) {
 		return Event{}, ErrSubscriptionClosed
 	default:
 	}
-	req := &nextRequest{reply: make(chan nextResult, 1)}
+	if ev, ok := sub.buffered(); ok {
+		return ev, nil
+	}
+	req := &nextRequest{reply: make(chan nextResult, 1), max: nextBatch}
 	sub.c.send(sub.pid, req)
 	select {
 	case r := <-req.reply:
-		if r.err == nil && r.ev.Headers != nil {
-			r.ev.Trace = sub.c.tracer.receive(sub.stream, r.ev.Shard, r.ev.Offset, r.ev.Headers)
-		}
-		return r.ev, r.err
+		return sub.take(r)
 	case <-sub.stopped:
 		select {
 		case r := <-req.reply:
-			return r.ev, r.err
+			return sub.take(r)
 		default:
 			return Event{}, sub.stoppedErr()
 		}
 	case <-ctx.Done():
 	}
-	// Withdraw the request; an event the actor sent meanwhile is returned
+	// Withdraw the request; events the actor sent meanwhile are returned
 	// rather than lost.
 	cancel := &nextCancelled{req: req, ack: make(chan struct{}, 1)}
 	sub.c.send(sub.pid, cancel)
@@ -277,11 +281,50 @@ func (sub *Subscription) Next(ctx context.Context) (Event, error) {
 	select {
 	case r := <-req.reply:
 		if r.err == nil {
-			return r.ev, nil
+			return sub.take(r)
 		}
 	default:
 	}
 	return Event{}, ctx.Err()
+}
+
+// nextBatch is the most events one request to the subscription actor
+// brings back; Next hands them out one at a time.
+const nextBatch = 256
+
+// buffered pops an event an earlier request brought back.
+func (sub *Subscription) buffered() (Event, bool) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if len(sub.buf) == 0 {
+		return Event{}, false
+	}
+	ev := sub.buf[0]
+	sub.buf[0] = Event{}
+	sub.buf = sub.buf[1:]
+	return sub.trace(ev), true
+}
+
+// take returns the first event of an answer and keeps the rest for the
+// next calls (or returns its error).
+func (sub *Subscription) take(r nextResult) (Event, error) {
+	if r.err != nil || len(r.evs) == 0 {
+		return Event{}, r.err
+	}
+	if len(r.evs) > 1 {
+		sub.mu.Lock()
+		sub.buf = append(sub.buf, r.evs[1:]...)
+		sub.mu.Unlock()
+	}
+	return sub.trace(r.evs[0]), nil
+}
+
+// trace records the consumer span of an event that carries trace context.
+func (sub *Subscription) trace(ev Event) Event {
+	if ev.Headers != nil {
+		ev.Trace = sub.c.tracer.receive(sub.stream, ev.Shard, ev.Offset, ev.Headers)
+	}
+	return ev
 }
 
 // stoppedErr is the error of a Next whose actor stopped.

@@ -71,6 +71,9 @@ type subscriptionActor struct {
 	awaiting []*subscribeAwait
 	// waiters are Next calls waiting for an event, oldest first.
 	waiters []*nextRequest
+	// held is an error next() gave while a batch of events was gathered:
+	// it answers the following request.
+	held *nextResult
 	// turn is the index of the shard Next looks at first.
 	turn int
 	// endErr ends the whole subscription (a local or connection failure, or
@@ -387,14 +390,35 @@ func (a *subscriptionActor) onNextCancelled(m *nextCancelled) {
 	m.ack <- struct{}{}
 }
 
-// serve answers waiting Next calls with held events and errors.
+// serve answers waiting Next calls with held events and errors: each gets
+// the events ready, up to its max, or an error alone.
 func (a *subscriptionActor) serve() {
 	for len(a.waiters) > 0 {
-		r, ok := a.next()
-		if !ok {
-			return
+		w := a.waiters[0]
+		var r nextResult
+		if a.held != nil {
+			r, a.held = *a.held, nil
+		} else {
+			for len(r.evs) < max(w.max, 1) {
+				ev, err, ok := a.next()
+				if !ok {
+					break
+				}
+				if err != nil {
+					if len(r.evs) == 0 {
+						r.err = err
+					} else {
+						a.held = &nextResult{err: err} // after the events gathered
+					}
+					break
+				}
+				r.evs = append(r.evs, ev)
+			}
+			if len(r.evs) == 0 && r.err == nil {
+				return
+			}
 		}
-		a.waiters[0].reply <- r
+		w.reply <- r
 		a.waiters[0] = nil
 		a.waiters = a.waiters[1:]
 	}
@@ -405,7 +429,7 @@ func (a *subscriptionActor) serve() {
 // once it has none left and it ended, its error (once). When no shard has
 // anything, it is the subscription's end error, or, once every shard ended,
 // the last shard error reported.
-func (a *subscriptionActor) next() (nextResult, bool) {
+func (a *subscriptionActor) next() (Event, error, bool) {
 	n := len(a.shards)
 	for i := range n {
 		k := (a.turn + i) % n
@@ -415,25 +439,25 @@ func (a *subscriptionActor) next() (nextResult, bool) {
 			releaseSlots(sh.slots, finished)
 			if ok {
 				a.turn = (k + 1) % n
-				return nextResult{ev: ev}, true
+				return ev, nil, true
 			}
 		}
 		if sh.err != nil && !sh.reported {
 			sh.reported = true
 			a.lastErr = sh.err
 			a.turn = (k + 1) % n
-			return nextResult{err: sh.err}, true
+			return Event{}, sh.err, true
 		}
 	}
 	if a.endErr != nil {
-		return nextResult{err: a.endErr}, true
+		return Event{}, a.endErr, true
 	}
 	for _, sh := range a.shards {
 		if sh.err == nil {
-			return nextResult{}, false
+			return Event{}, nil, false
 		}
 	}
-	return nextResult{err: a.lastErr}, a.lastErr != nil
+	return Event{}, a.lastErr, a.lastErr != nil
 }
 
 // releaseSlots gives a reader n frame slots back. It never blocks: the

@@ -57,14 +57,17 @@ type subscribeAnswer struct {
 	err     error
 }
 
-// nextRequest asks for the next event.
+// nextRequest asks for the next events: at least one, and whatever else is
+// ready, up to max (so a fast reader pays one actor round trip per batch of
+// events, not per event).
 type nextRequest struct {
 	reply chan nextResult // capacity 1
+	max   int
 }
 
-// nextResult answers nextRequest.
+// nextResult answers nextRequest: events, or an error (never both).
 type nextResult struct {
-	ev  Event
+	evs []Event
 	err error
 }
 

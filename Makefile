@@ -4,7 +4,7 @@ BIN       := bin/herald
 FUZZTIME  ?= 30s
 BENCHTIME ?= 3s
 
-.PHONY: all build run test verify bench bench-compare fuzz clean
+.PHONY: all build run test verify bench bench-go bench-compare bench-report fuzz clean
 
 all: build
 
@@ -26,14 +26,30 @@ verify:
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 
-## bench: the benchmarks (publish throughput through a real node, storage commits)
-bench:
+## bench: the report of docs/benchmarks.md: every herald bench scenario, NATS beside it, the plots (bench-report)
+bench: bench-report
+
+## bench-go: the Go benchmarks (publish, groups, tracing through a real node; storage commits)
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./storage/ ./supervisors/
 
 ## bench-compare: the NATS side of the comparison (embedded nats-server, its own module in cmd/herald-compare)
 COMPARE_FLAGS ?=
 bench-compare:
 	cd cmd/herald-compare && $(GO) run . $(COMPARE_FLAGS)
+
+## bench-report: every `herald bench` scenario and the NATS side as JSON in bench/results/, then the plots in docs/img/
+RESULTS        := bench/results
+REPORT_BENCHES := publish fanout latency groups replay idle ceiling
+bench-report: build
+	mkdir -p $(RESULTS) docs/img
+	@for s in $(REPORT_BENCHES); do \
+		echo "== herald bench $$s --json > $(RESULTS)/$$s.json"; \
+		./$(BIN) bench $$s --json > $(RESULTS)/$$s.json.tmp && mv $(RESULTS)/$$s.json.tmp $(RESULTS)/$$s.json || exit 1; \
+	done
+	cd cmd/herald-compare && $(GO) run . --json $(COMPARE_FLAGS) > $(CURDIR)/$(RESULTS)/nats.json.tmp
+	mv $(RESULTS)/nats.json.tmp $(RESULTS)/nats.json
+	cd cmd/herald-compare && $(GO) run . plot --in $(CURDIR)/$(RESULTS) --out $(CURDIR)/docs/img
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:

@@ -26,6 +26,12 @@
 //
 // Every scenario starts its own server in a fresh temporary directory, so no
 // scenario sees another's state.
+//
+// The plot subcommand draws the PNG figures of docs/benchmarks.md from the
+// JSON written by `make bench-report` (Herald's `herald bench ... --json` and
+// this command's --json); see plot.go:
+//
+//	cd cmd/herald-compare && go run . plot --in ../../bench/results --out ../../docs/img
 package main
 
 import (
@@ -96,8 +102,12 @@ func main() {
 }
 
 // run parses args, runs the selected scenarios in order and writes the results
-// to out (a table, or a JSON array with --json). Progress goes to log.
+// to out (a table, or a JSON array with --json). Progress goes to log. With
+// "plot" as the first argument it draws the benchmark figures instead.
 func run(ctx context.Context, args []string, out, log io.Writer) error {
+	if len(args) > 0 && args[0] == "plot" {
+		return runPlot(args[1:], out, log)
+	}
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("herald-compare", flag.ContinueOnError)
 	fs.SetOutput(log)

@@ -5,11 +5,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -105,19 +102,13 @@ type GroupAssignment struct {
 // member leaves. Its methods are safe for concurrent use; Close it when
 // done.
 type GroupSubscription struct {
-	c *Client
+	subscriptionHandle
 	// stream names the stream in spans; traces remembers each recent
 	// delivery's consumer span, for its Ack's span.
 	stream string
 	traces deliveryTraces
-	pid    *actor.PID
-	// stopped is closed when the group subscription's actor has stopped.
-	stopped chan struct{}
 	// assignment holds the latest assignment (the actor stores).
 	assignment *atomic.Pointer[GroupAssignment]
-	// closed is closed by Close.
-	closed    chan struct{}
-	closeOnce sync.Once
 }
 
 // SubscribeGroup joins group on name as a push member and returns once the
@@ -176,7 +167,7 @@ func (c *Client) SubscribeGroup(ctx context.Context, name StreamName, group stri
 		case r := <-spawn.reply:
 			if r.pid != nil {
 				// Spawned after all: leave the group.
-				gs := &GroupSubscription{c: c, pid: r.pid, stopped: stopped, closed: make(chan struct{})}
+				gs := &GroupSubscription{subscriptionHandle: newSubscriptionHandle(c, r.pid, stopped)}
 				_ = gs.Close()
 			}
 		default:
@@ -184,7 +175,7 @@ func (c *Client) SubscribeGroup(ctx context.Context, name StreamName, group stri
 		return nil, spawned.err
 	}
 
-	gs := &GroupSubscription{c: c, pid: spawned.pid, stopped: stopped, assignment: assignment, closed: make(chan struct{}), stream: name.String()}
+	gs := &GroupSubscription{subscriptionHandle: newSubscriptionHandle(c, spawned.pid, stopped), assignment: assignment, stream: name.String()}
 	await := &groupJoinAwait{reply: make(chan error, 1)}
 	c.send(gs.pid, await)
 	var err error
@@ -320,41 +311,12 @@ func (gs *GroupSubscription) Ack(ctx context.Context, cursor Cursor, count int) 
 	}
 }
 
-// stoppedErr is the error of a call whose actor stopped.
-func (gs *GroupSubscription) stoppedErr() error {
-	select {
-	case <-gs.closed:
-		return ErrSubscriptionClosed
-	default:
-	}
-	if err := gs.c.usable(); err != nil {
-		return err
-	}
-	return ErrSubscriptionClosed
-}
-
 // Close leaves the group: it closes the group stream both ways (the node
 // then removes the member at once and delivers its unacked records again),
 // and stops the subscription's actor and goroutines, waiting for them.
 // Pending and later Next and Ack calls return ErrSubscriptionClosed. It is
 // idempotent and returns nil.
 func (gs *GroupSubscription) Close() error {
-	gs.closeOnce.Do(func() {
-		close(gs.closed)
-		if !gs.c.beginSubscriptionClose() {
-			// The client is closing: it stops every actor.
-			<-gs.stopped
-			return
-		}
-		defer gs.c.subscriptionCloses.Done()
-		select {
-		case <-gs.stopped:
-			return
-		default:
-		}
-		// The actor stops itself once its goroutines have exited.
-		gs.c.send(gs.pid, &groupUnsubscribeRequest{})
-		<-gs.stopped
-	})
+	gs.close(&groupUnsubscribeRequest{})
 	return nil
 }

@@ -86,25 +86,69 @@ func AutoResume() SubscribeOption { return func(o *subscribeOptions) { o.autoRes
 // merged, each shard's in offset order, each offset at most once. Its
 // methods are safe for concurrent use; Close it when done.
 type Subscription struct {
-	c *Client
+	subscriptionHandle
 	// mu guards buf: events brought back by a request and not yet returned
 	// by Next, in order.
 	mu  sync.Mutex
 	buf []Event
 	// stream names the stream in spans.
 	stream string
-	pid    *actor.PID
-	// stopped is closed when the subscription's actor has stopped.
-	stopped chan struct{}
 	// shards are the subscribed shards, in ascending order.
 	shards []uint32
 	// granted holds each shard's Subscribed.
 	granted map[uint32]wire.Subscribed
 	// resumes counts automatic resubscriptions (the actor adds).
 	resumes *atomic.Int64
+}
+
+// subscriptionHandle is what a Subscription and a GroupSubscription share:
+// the client, the actor behind them, and the closing of both.
+type subscriptionHandle struct {
+	c   *Client
+	pid *actor.PID
+	// stopped is closed when the actor has stopped.
+	stopped chan struct{}
 	// closed is closed by Close.
 	closed    chan struct{}
 	closeOnce sync.Once
+}
+
+func newSubscriptionHandle(c *Client, pid *actor.PID, stopped chan struct{}) subscriptionHandle {
+	return subscriptionHandle{c: c, pid: pid, stopped: stopped, closed: make(chan struct{})}
+}
+
+// stoppedErr is the error of a call whose actor stopped.
+func (h *subscriptionHandle) stoppedErr() error {
+	select {
+	case <-h.closed:
+		return ErrSubscriptionClosed
+	default:
+	}
+	if err := h.c.usable(); err != nil {
+		return err
+	}
+	return ErrSubscriptionClosed
+}
+
+// close marks the handle closed and asks the actor to stop with
+// unsubscribe (it stops itself once its goroutines have exited), waiting for
+// it; if the client is closing, the client stops it instead. Once only.
+func (h *subscriptionHandle) close(unsubscribe any) {
+	h.closeOnce.Do(func() {
+		close(h.closed)
+		if !h.c.beginSubscriptionClose() {
+			<-h.stopped
+			return
+		}
+		defer h.c.subscriptionCloses.Done()
+		select {
+		case <-h.stopped:
+			return
+		default:
+		}
+		h.c.send(h.pid, unsubscribe)
+		<-h.stopped
+	})
 }
 
 // Subscribe subscribes to name and returns once the node has accepted the
@@ -177,7 +221,7 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 		case r := <-spawn.reply:
 			if r.pid != nil {
 				// Spawned after all: end its subscriptions.
-				sub := &Subscription{c: c, pid: r.pid, stopped: stopped, closed: make(chan struct{})}
+				sub := &Subscription{subscriptionHandle: newSubscriptionHandle(c, r.pid, stopped)}
 				_ = sub.Close()
 			}
 		default:
@@ -185,7 +229,7 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 		return nil, spawned.err
 	}
 
-	sub := &Subscription{c: c, pid: spawned.pid, stopped: stopped, shards: shards, resumes: resumes, closed: make(chan struct{}), stream: name.String()}
+	sub := &Subscription{subscriptionHandle: newSubscriptionHandle(c, spawned.pid, stopped), shards: shards, resumes: resumes, stream: name.String()}
 	await := &subscribeAwait{reply: make(chan subscribeAnswer, 1)}
 	c.send(sub.pid, await)
 	var ans subscribeAnswer
@@ -327,40 +371,11 @@ func (sub *Subscription) trace(ev Event) Event {
 	return ev
 }
 
-// stoppedErr is the error of a Next whose actor stopped.
-func (sub *Subscription) stoppedErr() error {
-	select {
-	case <-sub.closed:
-		return ErrSubscriptionClosed
-	default:
-	}
-	if err := sub.c.usable(); err != nil {
-		return err
-	}
-	return ErrSubscriptionClosed
-}
-
 // Close ends the subscription: it closes each stream's send side (the
 // node's signal to unsubscribe), stops reading, and stops the subscription's
 // actor and readers, waiting for them. Pending and later Next calls return
 // ErrSubscriptionClosed. It is idempotent and returns nil.
 func (sub *Subscription) Close() error {
-	sub.closeOnce.Do(func() {
-		close(sub.closed)
-		if !sub.c.beginSubscriptionClose() {
-			// The client is closing: it stops every actor.
-			<-sub.stopped
-			return
-		}
-		defer sub.c.subscriptionCloses.Done()
-		select {
-		case <-sub.stopped:
-			return
-		default:
-		}
-		// The actor stops itself once its readers have exited.
-		sub.c.send(sub.pid, &unsubscribeRequest{})
-		<-sub.stopped
-	})
+	sub.close(&unsubscribeRequest{})
 	return nil
 }

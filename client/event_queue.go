@@ -55,6 +55,9 @@ type eventQueue struct {
 	rec wire.Record
 	// dropped counts records dropped for being below next.
 	dropped uint64
+	// held counts the records of the held frames not yet walked past: an
+	// upper bound on what pop can still yield, to size answers.
+	held int
 }
 
 // newEventQueue returns a queue that yields offsets from next on.
@@ -63,7 +66,13 @@ func newEventQueue(next uint64) *eventQueue { return &eventQueue{next: next} }
 // push appends a received frame's sections.
 func (q *eventQueue) push(sections []wire.BatchView) {
 	q.frames = append(q.frames, sections)
+	for i := range sections {
+		q.held += int(sections[i].Count)
+	}
 }
+
+// ready returns at most how many events pop can still yield.
+func (q *eventQueue) ready() int { return q.held }
 
 // frameCount returns how many frames are held (the current one included).
 func (q *eventQueue) frameCount() int { return len(q.frames) }
@@ -84,6 +93,7 @@ func (q *eventQueue) pop() (ev Event, ok bool, finished int) {
 		if !q.iterating {
 			if v.Count == 0 || v.Base+uint64(v.Count) <= q.next {
 				q.dropped += uint64(v.Count)
+				q.held -= int(v.Count)
 				q.sec++
 				continue
 			}
@@ -94,12 +104,14 @@ func (q *eventQueue) pop() (ev Event, ok bool, finished int) {
 		if !q.it.Next(&q.rec) {
 			// The decoder checked the section holds Count records, so this
 			// is the end of it.
+			q.held -= int(v.Base + uint64(v.Count) - q.offset)
 			q.iterating = false
 			q.sec++
 			continue
 		}
 		off := q.offset
 		q.offset++
+		q.held--
 		if q.offset == v.Base+uint64(v.Count) {
 			q.iterating = false
 			q.sec++

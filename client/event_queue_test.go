@@ -49,6 +49,11 @@ func TestEventQueue(t *testing.T) {
 			var got []uint64
 			finished := 0
 			for {
+				// ready bounds what pop can still yield, exactly when
+				// nothing below next is held.
+				if r := q.ready(); r < len(tc.want)-len(got) {
+					t.Fatalf("ready %d with %d events to come", r, len(tc.want)-len(got))
+				}
 				ev, ok, fin := q.pop()
 				finished += fin
 				if !ok {
@@ -64,6 +69,9 @@ func TestEventQueue(t *testing.T) {
 			}
 			if finished != len(tc.frames) || q.frameCount() != 0 {
 				t.Fatalf("finished %d frames (holding %d), want %d", finished, q.frameCount(), len(tc.frames))
+			}
+			if q.ready() != 0 {
+				t.Fatalf("ready %d after the queue ran dry", q.ready())
 			}
 			if q.dropped != tc.dropped {
 				t.Fatalf("dropped %d, want %d", q.dropped, tc.dropped)

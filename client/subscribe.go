@@ -357,7 +357,11 @@ func (sub *Subscription) take(r nextResult) (Event, error) {
 	}
 	if len(r.evs) > 1 {
 		sub.mu.Lock()
-		sub.buf = append(sub.buf, r.evs[1:]...)
+		if len(sub.buf) == 0 {
+			sub.buf = r.evs[1:] // the answer's slice is ours: no copy
+		} else {
+			sub.buf = append(sub.buf, r.evs[1:]...)
+		}
 		sub.mu.Unlock()
 	}
 	return sub.trace(r.evs[0]), nil

@@ -399,6 +399,9 @@ func (a *subscriptionActor) serve() {
 		if a.held != nil {
 			r, a.held = *a.held, nil
 		} else {
+			if n := min(a.ready(), max(w.max, 1)); n > 1 {
+				r.evs = make([]Event, 0, n)
+			}
 			for len(r.evs) < max(w.max, 1) {
 				ev, err, ok := a.next()
 				if !ok {
@@ -422,6 +425,17 @@ func (a *subscriptionActor) serve() {
 		a.waiters[0] = nil
 		a.waiters = a.waiters[1:]
 	}
+}
+
+// ready returns at most how many events next can still give.
+func (a *subscriptionActor) ready() int {
+	n := 0
+	for _, sh := range a.shards {
+		if sh.q != nil {
+			n += sh.q.ready()
+		}
+	}
+	return n
 }
 
 // next returns what the next Next call gets, if anything is ready: the

@@ -24,9 +24,32 @@ import (
 // process on a temporary data dir (so the whole run is one command) and
 // print a human summary, or JSON with --json.
 func runBench(args []string, stdout, stderr io.Writer) int {
+	// --cpuprofile FILE before the scenario profiles the whole process
+	// (node and clients) for the scenario's run.
+	var cpuProfile string
+	if len(args) > 0 && (args[0] == "--cpuprofile" || args[0] == "-cpuprofile") {
+		if len(args) < 2 {
+			fmt.Fprintln(stderr, "herald bench: --cpuprofile needs a file")
+			return 2
+		}
+		cpuProfile, args = args[1], args[2:]
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "usage: herald bench isolation|publish|fanout|latency|groups|replay|idle|ceiling [flags]   (see docs/benchmarks.md)")
+		fmt.Fprintln(stderr, "usage: herald bench [--cpuprofile FILE] isolation|publish|fanout|latency|groups|replay|idle|ceiling [flags]   (see docs/benchmarks.md)")
 		return 2
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "herald bench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "herald bench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	switch args[0] {
 	case "isolation":

@@ -124,6 +124,7 @@ func runBenchCeiling(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  quic loopback bulk, one stream:    %10.1f MB/s\n", q.BulkMBPerSec)
 	fmt.Fprintf(stdout, "  quic framed writes of %s:        %10.0f frames/s (%.1f MB/s)\n", fmtBytes(q.FrameBytes), q.FramesPerSec, q.FramesMBPerSec)
 	fmt.Fprintf(stdout, "  quic echo round trip of %s:      %s\n", fmtBytes(q.FrameBytes), q.EchoRTT)
+	fmt.Fprintf(stdout, "  same, paced at %d/s:              %s\n", q.PacedEchoRate, q.PacedEchoRTT)
 	if p := res.HeraldPublish; p != nil {
 		fmt.Fprintf(stdout, "  herald %s publish:       %10.0f records/s, %.1f MB/s = %.2f of the badger ceiling (target >= 0.60)\n",
 			p.name(), p.RecordsPerSec, p.MBPerSec, res.HeraldFractionOfBadger)

@@ -60,6 +60,12 @@ type quicCeiling struct {
 	// EchoRTT is the round trip of one frame written and echoed back, one
 	// at a time on one stream.
 	EchoRTT latencySummary `json:"echo_rtt"`
+	// PacedEchoRTT is the same round trip with the frames sent at
+	// PacedEchoRate per second, as the latency scenario paces its
+	// publishes: between frames both ends go idle, and each round trip
+	// then pays for waking the parked goroutines and threads again.
+	PacedEchoRate int            `json:"paced_echo_rate"`
+	PacedEchoRTT  latencySummary `json:"paced_echo_rtt"`
 }
 
 // benchQUICCeiling measures bulk, framed and echo on one loopback
@@ -112,8 +118,15 @@ func benchQUICCeiling(certDir string, progress *benchProgress, frameBytes int, d
 
 	n.Store(0)
 	progress.phase(fmt.Sprintf("quic %s echo", fmtBytes(frameBytes)), "round trips", &n, d)
-	if res.EchoRTT, err = quicEchoRun(ctx, conn, frameBytes, d, &n); err != nil {
+	if res.EchoRTT, err = quicEchoRun(ctx, conn, frameBytes, d, 0, &n); err != nil {
 		return res, fmt.Errorf("echo: %w", err)
+	}
+
+	n.Store(0)
+	res.PacedEchoRate = defaultLatencyRate
+	progress.phase(fmt.Sprintf("quic %s echo at %d/s", fmtBytes(frameBytes), res.PacedEchoRate), "round trips", &n, d)
+	if res.PacedEchoRTT, err = quicEchoRun(ctx, conn, frameBytes, d, time.Second/time.Duration(res.PacedEchoRate), &n); err != nil {
+		return res, fmt.Errorf("paced echo: %w", err)
 	}
 	return res, nil
 }
@@ -171,8 +184,10 @@ func quicFramesRun(ctx context.Context, conn *quic.Conn, frameBytes int, d time.
 }
 
 // quicEchoRun sends one frame at a time on a new stream for d and records
-// each round trip.
-func quicEchoRun(ctx context.Context, conn *quic.Conn, frameBytes int, d time.Duration, n *atomic.Int64) (latencySummary, error) {
+// each round trip. With interval > 0 a frame is sent every interval (the
+// next as soon as the last is back if that is later); otherwise each as
+// soon as the last is back.
+func quicEchoRun(ctx context.Context, conn *quic.Conn, frameBytes int, d, interval time.Duration, n *atomic.Int64) (latencySummary, error) {
 	str, err := conn.OpenStreamSync(ctx)
 	if err != nil {
 		return latencySummary{}, err
@@ -184,7 +199,12 @@ func quicEchoRun(ctx context.Context, conn *quic.Conn, frameBytes int, d time.Du
 	hist := newLatencyHistogram()
 	start := time.Now()
 	first := true
-	for time.Since(start) < d {
+	for i := 0; time.Since(start) < d; i++ {
+		if interval > 0 {
+			if wait := time.Duration(i)*interval - time.Since(start); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
 		t0 := time.Now()
 		out := frame[1:]
 		if first { // the stream's kind goes with the first frame

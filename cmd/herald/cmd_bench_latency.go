@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"runtime/trace"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -92,6 +94,9 @@ type latencyConfig struct {
 	size int
 	// conns is the most client connections the subscribers share.
 	conns int
+	// trace, when set, receives a Go execution trace of every run's paced
+	// phase.
+	trace io.Writer
 }
 
 // runRate is the rate of a run at fanout: the requested rate, lowered to
@@ -110,6 +115,7 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) int {
 	size := fs.Int("size", 128, "payload bytes per record (at least 16: the send times)")
 	conns := fs.Int("conns", defaultLatencyConns, "most client connections the subscribers share (one each up to it)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	traceFile := fs.String("trace", "", "write a Go execution trace of the paced phases to `file` (go tool trace -pprof=sched shows where deliveries wait)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -127,6 +133,15 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := latencyConfig{duration: *duration, rate: *rate, maxDeliveries: *maxDeliveries, size: *size, conns: *conns}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "herald bench latency:", err)
+			return 1
+		}
+		defer f.Close()
+		cfg.trace = f
+	}
 	n, err := startBenchNode()
 	if err != nil {
 		fmt.Fprintln(stderr, "herald bench:", err)
@@ -317,6 +332,12 @@ func benchLatencyRun(n *benchNode, progress *benchProgress, cfg latencyConfig, f
 	start := time.Since(base) + time.Millisecond
 	sampleFrom.Store(int64(start + warmup))
 	var lastSend time.Duration
+	if cfg.trace != nil {
+		if err := trace.Start(cfg.trace); err != nil {
+			_ = finish()
+			return run, err
+		}
+	}
 	for i := range total {
 		sched := start + time.Duration(i)*interval
 		if wait := sched - time.Since(base); wait > 0 {
@@ -331,6 +352,9 @@ func benchLatencyRun(n *benchNode, progress *benchProgress, cfg latencyConfig, f
 			_ = finish()
 			return run, err
 		}
+	}
+	if cfg.trace != nil {
+		trace.Stop()
 	}
 	if err := finish(); err != nil {
 		return run, err

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -26,6 +27,15 @@ type nodeMetrics struct {
 
 func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 	reg := prometheus.NewRegistry()
+	// The Go runtime's and the process's own figures (go_goroutines,
+	// go_memstats_*, process_resident_memory_bytes, open fds, ...): what an
+	// operator watches for leaks and what herald bench idle reads.
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("metrics: go collector: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("metrics: process collector: %w", err)
+	}
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
 	if err != nil {
 		return nil, fmt.Errorf("metrics: prometheus exporter: %w", err)

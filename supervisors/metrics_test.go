@@ -119,7 +119,8 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, k := range []string{`herald_storage_commit_duration_seconds_count`, `herald_storage_commit_batches_count`,
-		`herald_storage_commits_total`, `herald_delivered_bytes_total`} {
+		`herald_storage_commits_total`, `herald_delivered_bytes_total`,
+		`go_goroutines`, `go_memstats_heap_alloc_bytes`, `process_resident_memory_bytes`} {
 		if got[k] < 1 {
 			t.Errorf("%s = %v, want at least 1", k, got[k])
 		}

@@ -36,10 +36,67 @@ const (
 	idleMetric = "herald_subscriptions"
 )
 
-// idleNote says what the figures include; it is printed and in the JSON.
-const idleNote = "node and clients share this process: every figure includes the client side " +
-	"(one actor, one QUIC stream and one reader goroutine per subscription) as well as the node's; " +
-	"one process cannot separate them"
+// idleNoteProcess and idleNoteInProcess say what the figures include; one
+// is printed and in the JSON.
+const (
+	idleNoteProcess = "the node runs as its own process (herald node): the figures are that process's, " +
+		"read from its /metrics (process_resident_memory_bytes, go_memstats_heap_alloc_bytes, " +
+		"go_memstats_stack_inuse_bytes, go_goroutines) without forcing a collection, so the heap includes garbage; " +
+		"the clients' own cost is shown apart"
+	idleNoteInProcess = "node and clients share this process: every figure includes the client side " +
+		"(one actor, one QUIC stream and one reader goroutine per subscription) as well as the node's; " +
+		"one process cannot separate them"
+)
+
+// idleNode is the node the idle scenario measures: a child process (the
+// default) or one in this process (--in-process).
+type idleNode interface {
+	dial(ctx context.Context, opts ...client.Option) (*client.Client, error)
+	// subscriptions reads the node's gauge of live subscriptions.
+	subscriptions(ctx context.Context) (float64, error)
+	// snapshot measures the node's memory now.
+	snapshot(ctx context.Context) (idleSnapshot, error)
+}
+
+// inProcessIdleNode measures a node in this process, clients included.
+type inProcessIdleNode struct{ *benchNode }
+
+func (n inProcessIdleNode) subscriptions(context.Context) (float64, error) {
+	return n.node.Metric(idleMetric), nil
+}
+
+func (n inProcessIdleNode) snapshot(context.Context) (idleSnapshot, error) {
+	return takeIdleSnapshot(), nil
+}
+
+// processIdleNode measures a node process through its /metrics.
+type processIdleNode struct{ *benchNodeProcess }
+
+func (n processIdleNode) subscriptions(ctx context.Context) (float64, error) {
+	m, err := n.metrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m[idleMetric]
+	if !ok {
+		return 0, fmt.Errorf("%w: %s", errNoMetric, idleMetric)
+	}
+	return v, nil
+}
+
+func (n processIdleNode) snapshot(ctx context.Context) (idleSnapshot, error) {
+	m, err := n.metrics(ctx)
+	if err != nil {
+		return idleSnapshot{}, err
+	}
+	for _, name := range []string{"process_resident_memory_bytes", "go_memstats_heap_alloc_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines"} {
+		if _, ok := m[name]; !ok {
+			return idleSnapshot{}, fmt.Errorf("%w: %s", errNoMetric, name)
+		}
+	}
+	return idleSnapshot{RSS: int64(m["process_resident_memory_bytes"]), Heap: int64(m["go_memstats_heap_alloc_bytes"]),
+		Stacks: int64(m["go_memstats_stack_inuse_bytes"]), Goroutines: int(m["go_goroutines"])}, nil
+}
 
 // idleResult is the idle scenario's machine-readable result.
 type idleResult struct {
@@ -73,6 +130,13 @@ type idleResult struct {
 	// NodeSubscriptions is the node's gauge with all open and after close.
 	NodeSubscriptions       float64 `json:"node_subscriptions_open"`
 	NodeSubscriptionsClosed float64 `json:"node_subscriptions_after_close"`
+	// NodeProcess is set when the node ran as its own process; the
+	// snapshots above are then the node's alone and Clients* are this
+	// process's (the clients') at the same points.
+	NodeProcess            bool          `json:"node_process"`
+	ClientsBaseline        *idleSnapshot `json:"clients_baseline,omitempty"`
+	ClientsSubscribed      *idleSnapshot `json:"clients_subscribed,omitempty"`
+	ClientsPerSubscription *idleCost     `json:"clients_per_subscription,omitempty"`
 	// Note says what the figures include.
 	Note string `json:"note"`
 }
@@ -124,6 +188,7 @@ func runBenchIdle(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", defaultIdleTimeout, "bound on the whole run")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	memProfile := fs.String("memprofile", "", "write a heap profile with every subscription open to `file`")
+	inProcess := fs.Bool("in-process", false, "run the node in this process (figures then include the clients); by default it is a child `herald node` process")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -131,16 +196,28 @@ func runBenchIdle(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "herald bench idle: --subscriptions, --per-connection and --timeout must be positive")
 		return 2
 	}
-	n, err := startBenchNode()
-	if err != nil {
-		fmt.Fprintln(stderr, "herald bench:", err)
-		return 1
-	}
-	defer n.close()
-	progress := newBenchProgress(stderr)
-	defer progress.close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	var n idleNode
+	if *inProcess {
+		bn, err := startBenchNode()
+		if err != nil {
+			fmt.Fprintln(stderr, "herald bench:", err)
+			return 1
+		}
+		defer bn.close()
+		n = inProcessIdleNode{bn}
+	} else {
+		p, err := startBenchNodeProcess(ctx)
+		if err != nil {
+			fmt.Fprintln(stderr, "herald bench:", err)
+			return 1
+		}
+		defer p.close()
+		n = processIdleNode{p}
+	}
+	progress := newBenchProgress(stderr)
+	defer progress.close()
 	res, err := benchIdle(ctx, n, progress, *subs, *per, *memProfile)
 	progress.close()
 	if err != nil {
@@ -165,9 +242,13 @@ func runBenchIdle(args []string, stdout, stderr io.Writer) int {
 		kib(res.PerSubscription.RSS), kib(res.PerSubscription.Heap), kib(res.PerSubscription.Stacks), res.PerSubscription.Goroutines)
 	fmt.Fprintf(stdout, "  per subscription, connections excluded:  RSS %s  heap %s  stacks %s  goroutines %.2f\n",
 		kib(res.PerSubscriptionOnly.RSS), kib(res.PerSubscriptionOnly.Heap), kib(res.PerSubscriptionOnly.Stacks), res.PerSubscriptionOnly.Goroutines)
+	if c := res.ClientsPerSubscription; c != nil {
+		fmt.Fprintf(stdout, "  clients (this process), per subscription: RSS %s  heap %s  stacks %s  goroutines %.2f\n",
+			kib(c.RSS), kib(c.Heap), kib(c.Stacks), c.Goroutines)
+	}
 	fmt.Fprintf(stdout, "  target: RSS <= %s per subscription: within=%t\n", kib(float64(res.TargetBytes)), res.WithinTarget)
 	fmt.Fprintf(stdout, "  node gauge %s: %.0f open, %.0f after close\n", idleMetric, res.NodeSubscriptions, res.NodeSubscriptionsClosed)
-	fmt.Fprintf(stdout, "  note: %s\n", idleNote)
+	fmt.Fprintf(stdout, "  note: %s\n", res.Note)
 	return 0
 }
 
@@ -178,10 +259,14 @@ var errIdleSettle = errors.New("node subscription gauge did not settle")
 // benchIdle measures the process before and after opening subs idle
 // subscriptions on n, per per client, then closes them and measures again.
 // With memProfile set it writes a heap profile there while they are open.
-func benchIdle(ctx context.Context, n *benchNode, progress *benchProgress, subs, per int, memProfile string) (*idleResult, error) {
+func benchIdle(ctx context.Context, n idleNode, progress *benchProgress, subs, per int, memProfile string) (*idleResult, error) {
 	conns := (subs + per - 1) / per
+	_, isProcess := n.(processIdleNode)
 	res := &idleResult{Scenario: "idle", Subscriptions: subs, PerConnection: per, Connections: conns,
-		TargetBytes: idleTargetBytes, Note: idleNote}
+		TargetBytes: idleTargetBytes, Note: idleNoteInProcess, NodeProcess: isProcess}
+	if isProcess {
+		res.Note = idleNoteProcess
+	}
 	stream := client.StreamName{Tenant: "bench", Namespace: "idle", Stream: "idle"}
 	ctl, err := n.dial(ctx)
 	if err != nil {
@@ -192,7 +277,10 @@ func benchIdle(ctx context.Context, n *benchNode, progress *benchProgress, subs,
 		return nil, err
 	}
 	progress.phase("idle: baseline", "", nil, 0)
-	res.Baseline = takeIdleSnapshot()
+	if res.Baseline, err = n.snapshot(ctx); err != nil {
+		return nil, err
+	}
+	clientsBaseline := takeIdleSnapshot()
 
 	// clients and their subscriptions are closed on every path; the
 	// success path closes them itself to measure what is left.
@@ -224,7 +312,9 @@ func benchIdle(ctx context.Context, n *benchNode, progress *benchProgress, subs,
 		clients = append(clients, c)
 		dialed.Add(1)
 	}
-	res.Connected = takeIdleSnapshot()
+	if res.Connected, err = n.snapshot(ctx); err != nil {
+		return nil, err
+	}
 
 	var opened atomic.Int64
 	progress.phase("idle: subscribe", "subscriptions", &opened, 0)
@@ -257,7 +347,14 @@ func benchIdle(ctx context.Context, n *benchNode, progress *benchProgress, subs,
 	}
 	res.SubscribeSeconds = time.Since(start).Seconds()
 	progress.phase("idle: measure", "", nil, 0)
-	res.Subscribed = takeIdleSnapshot()
+	if res.Subscribed, err = n.snapshot(ctx); err != nil {
+		return nil, err
+	}
+	if isProcess {
+		clientsSubscribed := takeIdleSnapshot()
+		cost := idleCostOf(clientsBaseline, clientsSubscribed, subs)
+		res.ClientsBaseline, res.ClientsSubscribed, res.ClientsPerSubscription = &clientsBaseline, &clientsSubscribed, &cost
+	}
 	res.PerSubscription = idleCostOf(res.Baseline, res.Subscribed, subs)
 	res.PerSubscriptionOnly = idleCostOf(res.Connected, res.Subscribed, subs)
 	res.WithinTarget = res.PerSubscription.RSS <= float64(res.TargetBytes)
@@ -272,18 +369,25 @@ func benchIdle(ctx context.Context, n *benchNode, progress *benchProgress, subs,
 	if res.NodeSubscriptionsClosed, err = idleAwaitGauge(ctx, n, 0); err != nil {
 		return nil, fmt.Errorf("after close: %w", err)
 	}
-	idleAwaitGoroutines(ctx, res.Baseline.Goroutines)
-	res.Closed = takeIdleSnapshot()
+	if !isProcess {
+		idleAwaitGoroutines(ctx, res.Baseline.Goroutines)
+	}
+	if res.Closed, err = n.snapshot(ctx); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
 // idleAwaitGauge polls the node's subscription gauge until it is want, and
 // returns its last value; errIdleSettle if it is not want within
 // idleSettle.
-func idleAwaitGauge(ctx context.Context, n *benchNode, want float64) (float64, error) {
+func idleAwaitGauge(ctx context.Context, n idleNode, want float64) (float64, error) {
 	deadline := time.Now().Add(idleSettle)
 	for {
-		got := n.node.Metric(idleMetric)
+		got, err := n.subscriptions(ctx)
+		if err != nil {
+			return got, err
+		}
 		if got == want {
 			return got, nil
 		}

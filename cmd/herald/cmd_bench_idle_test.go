@@ -11,7 +11,7 @@ import (
 // memory figures are a benchmark's, only checked for being measured.
 func TestBenchIdleRuns(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := runBenchIdle([]string{"--subscriptions", "200", "--per-connection", "75", "--json"}, &out, &errOut); code != 0 {
+	if code := runBenchIdle([]string{"--in-process", "--subscriptions", "200", "--per-connection", "75", "--json"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	var res idleResult
@@ -39,6 +39,37 @@ func TestBenchIdleRuns(t *testing.T) {
 	}
 	if res.SubscribeSeconds <= 0 || res.TargetBytes != 20<<10 || res.Note == "" {
 		t.Errorf("incomplete result: %+v", res)
+	}
+}
+
+// By default the node is a `herald node` child process, measured through
+// its /metrics: its goroutines rise with the subscriptions and fall after
+// they close, and the clients' side is reported apart.
+func TestBenchIdleNodeProcess(t *testing.T) {
+	bin := heraldBinary(t)
+	saved := benchNodeExecutable
+	benchNodeExecutable = func() (string, error) { return bin, nil }
+	t.Cleanup(func() { benchNodeExecutable = saved })
+	var out, errOut bytes.Buffer
+	if code := runBenchIdle([]string{"--subscriptions", "200", "--per-connection", "100", "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var res idleResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if !res.NodeProcess || res.ClientsPerSubscription == nil || res.NodeSubscriptions != 200 || res.NodeSubscriptionsClosed != 0 {
+		t.Fatalf("unexpected result: %+v", res)
+	}
+	for name, s := range map[string]idleSnapshot{"baseline": res.Baseline, "subscribed": res.Subscribed, "closed": res.Closed} {
+		if s.RSS <= 0 || s.Heap <= 0 || s.Stacks <= 0 || s.Goroutines <= 0 {
+			t.Errorf("%s not measured: %+v", name, s)
+		}
+	}
+	// The node's goroutines are its own: this process's clients are not
+	// among them.
+	if res.Subscribed.Goroutines < res.Baseline.Goroutines+200 || res.Subscribed.Goroutines > res.Baseline.Goroutines+2*200+50 {
+		t.Errorf("node goroutines %d at baseline, %d subscribed", res.Baseline.Goroutines, res.Subscribed.Goroutines)
 	}
 }
 

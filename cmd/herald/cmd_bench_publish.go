@@ -55,6 +55,13 @@ type publishCell struct {
 	MBPerSec float64 `json:"mb_per_sec"`
 	// AckLatency is from the PublishAsync call to the batch's ack.
 	AckLatency latencySummary `json:"ack_latency"`
+	// Commits and BatchesPerCommit are the node's storage commits during
+	// the cell (herald_storage_commits_total) and the batches each carried
+	// on average: the group commit's shape, to set beside the Badger
+	// ceiling's. Zero for ephemeral cells.
+	Commits          int64   `json:"storage_commits"`
+	CommitsPerSec    float64 `json:"storage_commits_per_sec"`
+	BatchesPerCommit float64 `json:"batches_per_commit"`
 }
 
 // name is the cell's label, as in "durable 64x128B".
@@ -147,6 +154,9 @@ func runBenchPublish(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  %-20s %12s %10s   %s\n", "cell", "records/s", "MB/s", "ack latency")
 	for _, c := range res.Cells {
 		fmt.Fprintf(stdout, "  %-20s %12.0f %10.1f   %s\n", c.name(), c.RecordsPerSec, c.MBPerSec, c.AckLatency)
+		if c.Commits > 0 {
+			fmt.Fprintf(stdout, "  %-20s %.0f commits/s of %.1f batches each\n", "", c.CommitsPerSec, c.BatchesPerCommit)
+		}
 	}
 	return 0
 }
@@ -214,6 +224,7 @@ func benchPublishCell(n *benchNode, progress *benchProgress, durable bool, batch
 		}
 		waitErr <- first
 	}()
+	commits0, committed0 := n.node.Metric("herald_storage_commits_total"), n.node.Metric("herald_storage_committed_batches_total")
 	start := time.Now()
 	for time.Since(start) < d {
 		slots <- struct{}{}
@@ -238,5 +249,10 @@ func benchPublishCell(n *benchNode, progress *benchProgress, durable bool, batch
 	cell.BatchesPerSec = float64(cell.Batches) / elapsed
 	cell.MBPerSec = float64(cell.Records) * float64(size) / 1e6 / elapsed
 	cell.AckLatency = summarize(hist)
+	if commits := n.node.Metric("herald_storage_commits_total") - commits0; commits > 0 {
+		cell.Commits = int64(commits)
+		cell.CommitsPerSec = commits / elapsed
+		cell.BatchesPerCommit = (n.node.Metric("herald_storage_committed_batches_total") - committed0) / commits
+	}
 	return cell, nil
 }

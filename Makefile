@@ -40,7 +40,7 @@ bench-compare:
 
 ## bench-report: every `herald bench` scenario and the NATS side as JSON in bench/results/, then the plots in docs/img/
 RESULTS        := bench/results
-REPORT_BENCHES := publish fanout latency groups replay idle ceiling
+REPORT_BENCHES := publish fanout latency isolation groups replay idle ceiling
 bench-report: build
 	mkdir -p $(RESULTS) docs/img
 	@for s in $(REPORT_BENCHES); do \

@@ -140,7 +140,8 @@ type Header struct {
 	Length uint32
 	// Type is the frame type.
 	Type Type
-	// Flags are type-specific; undefined bits must be zero.
+	// Flags are type-specific; undefined bits must be zero, and version 1
+	// defines none, so DecodeHeader refuses any set bit.
 	Flags uint8
 	// RequestID pairs a response with its request; 0 for unsolicited frames.
 	RequestID uint64
@@ -170,6 +171,10 @@ func DecodeHeader(b []byte, maxBody uint32) (Header, error) {
 	}
 	if !h.Type.known() {
 		return h, Errorf(CodeUnknownFrameType, "frame type 0x%02x", uint8(h.Type))
+	}
+	if h.Flags != 0 {
+		// No frame type of this version defines a flag.
+		return h, malformed("%s frame has undefined flags 0x%02x", h.Type, h.Flags)
 	}
 	if h.Length > maxBody {
 		return h, &Error{Code: CodeFrameTooLarge, Message: "frame body exceeds the maximum", Detail: uint64(maxBody)}

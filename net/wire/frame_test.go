@@ -55,7 +55,14 @@ func TestHeaderLayout(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("AppendHeader = %x, want %x", got, want)
 	}
-	back, err := wire.DecodeHeader(got[1:], 0xffffffff)
+	// v1 defines no flags, so a header with any is refused; without, it
+	// decodes to itself.
+	if _, err := wire.DecodeHeader(got[1:], 0xffffffff); err == nil {
+		t.Fatal("DecodeHeader accepted undefined flags")
+	}
+	h.Flags = 0
+	got = wire.AppendHeader(nil, h)
+	back, err := wire.DecodeHeader(got, 0xffffffff)
 	if err != nil {
 		t.Fatalf("DecodeHeader: %v", err)
 	}
@@ -81,6 +88,8 @@ func TestDecodeHeaderErrors(t *testing.T) {
 		{"short", valid[:wire.HeaderSize-1], 100, wire.CodeMalformedFrame},
 		{"reserved byte 6", with(6, 1), 100, wire.CodeMalformedFrame},
 		{"reserved byte 7", with(7, 0x80), 100, wire.CodeMalformedFrame},
+		{"undefined flag 0x01", with(5, 0x01), 100, wire.CodeMalformedFrame},
+		{"undefined flag 0x80", with(5, 0x80), 100, wire.CodeMalformedFrame},
 		{"unknown type 0x00", with(4, 0x00), 100, wire.CodeUnknownFrameType},
 		{"unknown type 0x06", with(4, 0x06), 100, wire.CodeUnknownFrameType},
 		{"unknown type 0x18", with(4, 0x18), 100, wire.CodeUnknownFrameType},
@@ -123,7 +132,7 @@ func TestTypeString(t *testing.T) {
 
 func TestReadFrame(t *testing.T) {
 	f1 := wire.AppendFrame(nil, wire.TypePublishAck, 0, 7, []byte("0123456789abcdef"))
-	f2 := wire.AppendFrame(nil, wire.TypeGoAway, 3, 0, nil)
+	f2 := wire.AppendFrame(nil, wire.TypeGoAway, 0, 0, nil)
 	stream := append(bytes.Clone(f1), f2...)
 
 	t.Run("frames then EOF at boundary", func(t *testing.T) {
@@ -137,7 +146,7 @@ func TestReadFrame(t *testing.T) {
 				t.Fatalf("%s: first frame %+v, %v", name, f, err)
 			}
 			f, err = wire.ReadFrame(r, 64)
-			if err != nil || f.Header.Type != wire.TypeGoAway || f.Header.Flags != 3 || f.Body == nil || len(f.Body) != 0 {
+			if err != nil || f.Header.Type != wire.TypeGoAway || f.Header.Flags != 0 || f.Body == nil || len(f.Body) != 0 {
 				t.Fatalf("%s: second frame %+v, %v", name, f, err)
 			}
 			if _, err := wire.ReadFrame(r, 64); err != io.EOF {

@@ -3,6 +3,7 @@ package actors
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -28,6 +29,9 @@ type CatalogConfig struct {
 	Writer *actor.PID
 	// DefaultConfig is what an auto-created stream gets.
 	DefaultConfig wire.StreamConfig
+	// MaxStreamsPerTenant refuses a create beyond this many streams in
+	// its tenant (0: no bound).
+	MaxStreamsPerTenant int
 	// Stats is the node's, for metrics (may be nil).
 	Stats *Stats
 	// QueueTotal and RingTotal are the node-wide byte budgets (nil: none).
@@ -77,6 +81,32 @@ func storedFrom(id uint64, name wire.StreamName, cfg wire.StreamConfig, created 
 		Shards: cfg.Shards, Durable: cfg.Durable, Routing: uint8(cfg.Routing), Overflow: uint8(cfg.Overflow),
 		QueueCapacity: cfg.QueueCapacity, QueueMaxBytes: cfg.QueueMaxBytes,
 		RetentionAgeMillis: cfg.RetentionAgeMillis, RetentionBytes: cfg.RetentionBytes, Created: created}
+}
+
+// errBadStreamRecord means a persisted stream record is not one the catalog
+// could have written.
+var errBadStreamRecord = errors.New("actors: malformed stream record")
+
+// decodeStoredStream decodes a persisted stream record and checks it as
+// onCreate checked it before writing it: a non-zero id, a valid name and a
+// config ValidateConfig accepts (a shard count read back from disk decides
+// how many actors start). Errors wrap errBadStreamRecord.
+func decodeStoredStream(value []byte) (storedStream, error) {
+	var st storedStream
+	if err := json.Unmarshal(value, &st); err != nil {
+		return storedStream{}, fmt.Errorf("%w: %w", errBadStreamRecord, err)
+	}
+	if st.ID == 0 {
+		return storedStream{}, fmt.Errorf("%w: stream id 0", errBadStreamRecord)
+	}
+	name := wire.StreamName{Tenant: st.Tenant, Namespace: st.NS, Stream: st.Stream}
+	if err := name.Validate(); err != nil {
+		return storedStream{}, fmt.Errorf("%w: %w", errBadStreamRecord, err)
+	}
+	if err := ValidateConfig(st.config()); err != nil {
+		return storedStream{}, fmt.Errorf("%w: stream %s: %w", errBadStreamRecord, name, err)
+	}
+	return st, nil
 }
 
 func (st storedStream) config() wire.StreamConfig {
@@ -175,9 +205,9 @@ func (c *catalog) onStarted(ctx actor.Context) {
 		c.nextID = binary.BigEndian.Uint64(v)
 	}
 	err := c.cfg.Durable.ScanMeta(metaStreamPrefix, func(_, value []byte) error {
-		var st storedStream
-		if err := json.Unmarshal(value, &st); err != nil {
-			return fmt.Errorf("catalog: bad stream record: %w", err)
+		st, err := decodeStoredStream(value)
+		if err != nil {
+			return fmt.Errorf("catalog: %w", err)
 		}
 		h := c.newHandle(st)
 		c.spawnShards(ctx, h)
@@ -336,6 +366,12 @@ func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamN
 		}
 		return
 	}
+	if max := c.cfg.MaxStreamsPerTenant; max > 0 && c.tenantStreams(name.Tenant) >= max {
+		c.cfg.Stats.Limits.TenantStreams.Add(1)
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeOverloaded,
+			"tenant %s has its maximum of %d streams (max_streams_per_tenant); delete one first", name.Tenant, max)})
+		return
+	}
 	st := storedFrom(c.nextID, name, cfg, c.cfg.Now().UnixNano())
 	c.nextID++
 	cr := &creation{handle: c.newHandle(st)}
@@ -361,6 +397,22 @@ func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamN
 		}
 		c.onPersisted(ctx, &streamPersisted{key: key, err: err})
 	})
+}
+
+// tenantStreams counts the tenant's streams, those being created included.
+func (c *catalog) tenantStreams(tenant string) int {
+	n := 0
+	for _, h := range c.streams {
+		if h.Name.Tenant == tenant {
+			n++
+		}
+	}
+	for _, cr := range c.creating {
+		if cr.handle.Name.Tenant == tenant {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *catalog) onPersisted(ctx actor.Context, m *streamPersisted) {

@@ -8,6 +8,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,14 @@ type ConnectionConfig struct {
 	EventBatchMaxDelay                      time.Duration
 	// Tracer traces publishes that carry trace context (nil: none).
 	Tracer *Tracer
+	// Auth authenticates the Hello (nil: dev mode, every connection acts
+	// as DevPrincipal).
+	Auth *Authenticator
+	// MaxConnections bounds the listener's connections (0: none).
+	MaxConnections int
+	// MaxSubscriptions bounds a connection's subscriptions and group push
+	// members together (0: none).
+	MaxSubscriptions int
 	// Groups is the groups registry (nil: consumer groups are refused).
 	Groups *actor.PID
 	// GroupMaxPoll bounds a poll's max (the coordinator checks it too).
@@ -96,6 +105,8 @@ type connection struct {
 	laneStreams map[string]context.CancelFunc
 	// subs are the connection's subscriptions; they share its egress bound.
 	subs map[string]*actor.PID
+	// members are the connection's group push members.
+	members map[string]*actor.PID
 	// pool is the shared egress pool under lane policy block (nil
 	// otherwise); waiting are the subscriptions waiting for room in it.
 	pool    *Budget
@@ -103,6 +114,9 @@ type connection struct {
 	logger  *slog.Logger
 	// closing is set once the connection is going away.
 	closing bool
+	// principal is who the connection acts for, set by the handshake
+	// before any request is served and never changed after.
+	principal Principal
 }
 
 // NewConnectionProps returns the props of a connection actor for conn. A
@@ -123,7 +137,7 @@ func NewConnectionProps(conn *quic.Conn, cfg ConnectionConfig) *actor.Props {
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &connection{cfg: cfg, conn: conn, wg: &sync.WaitGroup{}, draining: &atomic.Bool{},
-			laneStreams: map[string]context.CancelFunc{}, subs: map[string]*actor.PID{}}
+			laneStreams: map[string]context.CancelFunc{}, subs: map[string]*actor.PID{}, members: map[string]*actor.PID{}}
 	}, actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
 		return actor.StopDirective
 	})))
@@ -143,7 +157,13 @@ func (c *connection) Receive(ctx actor.Context) {
 			close(m.reply)
 			return
 		}
-		m.reply <- ctx.Spawn(NewGroupMemberProps(m.cfg))
+		if werr := c.subscriptionLimit(); werr != nil {
+			m.refused <- werr
+			return
+		}
+		pid := ctx.Spawn(NewGroupMemberProps(m.cfg))
+		c.members[pid.Id] = pid
+		m.reply <- pid
 	case *Drain:
 		c.onDrain(ctx)
 	case *LanesRequest:
@@ -176,6 +196,10 @@ func (c *connection) Receive(ctx actor.Context) {
 			delete(c.waiting, id)
 		}
 	case *connectionDone:
+		var idle *quic.IdleTimeoutError
+		if errors.As(m.err, &idle) {
+			c.cfg.Stats.Limits.Idle.Add(1)
+		}
 		c.closing = true
 		ctx.Stop(ctx.Self())
 	case *actor.Terminated:
@@ -235,10 +259,28 @@ func (c *connection) onOpenLane(ctx actor.Context, m *openLane) {
 	m.reply <- pid
 }
 
+// subscriptionLimit refuses one more subscription or push member when the
+// connection has max_subscriptions_per_connection of them.
+func (c *connection) subscriptionLimit() *wire.Error {
+	if max := c.cfg.MaxSubscriptions; max > 0 && len(c.subs)+len(c.members) >= max {
+		c.cfg.Stats.Limits.Subscriptions.Add(1)
+		return wire.Errorf(wire.CodeOverloaded, "the connection has its maximum of %d subscriptions and group members (max_subscriptions_per_connection)", max)
+	}
+	return nil
+}
+
 func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) {
 	if c.closing {
 		m.stream.CancelRead(quic.StreamErrorCode(wire.CodeShuttingDown))
 		m.stream.CancelWrite(quic.StreamErrorCode(wire.CodeShuttingDown))
+		return
+	}
+	if werr := c.subscriptionLimit(); werr != nil {
+		// Answered from here, off the stream's reader: the write is to a
+		// fresh stream with room, so it does not block.
+		_, _ = m.stream.Write(wire.AppendError(nil, m.reqID, werr))
+		_ = m.stream.Close()
+		m.stream.CancelRead(quic.StreamErrorCode(werr.Code))
 		return
 	}
 	props := NewSubscriptionProps(SubscriptionConfig{
@@ -302,6 +344,10 @@ func (c *connection) onLaneFailed(ctx actor.Context, lane *actor.PID) {
 }
 
 func (c *connection) onChildTerminated(ctx actor.Context, m *actor.Terminated) {
+	if _, ok := c.members[m.Who.Id]; ok {
+		delete(c.members, m.Who.Id)
+		return
+	}
 	if _, ok := c.subs[m.Who.Id]; ok {
 		delete(c.subs, m.Who.Id)
 		delete(c.waiting, m.Who.Id)
@@ -335,12 +381,25 @@ func (s quicSubStream) Abort(code wire.Code) {
 
 func (s quicSubStream) StopReading(code wire.Code) { s.CancelRead(quic.StreamErrorCode(code)) }
 
+// allow checks the connection's principal for perm on name, counting
+// refusals.
+func (c *connection) allow(perm Permission, name wire.StreamName) *wire.Error {
+	werr := c.principal.Allow(perm, name)
+	if werr != nil {
+		c.cfg.Stats.AuthDenied.Add(1)
+	}
+	return werr
+}
+
 // closeWith closes the connection with a protocol error: its code becomes
 // the QUIC application error code, so the client learns what was wrong.
 func (c *connection) closeWith(err error) error {
 	var werr *wire.Error
 	if !errors.As(err, &werr) {
 		werr = &wire.Error{Code: wire.CodeMalformedFrame, Message: err.Error()}
+	}
+	if werr.Code == wire.CodeFrameTooLarge {
+		c.cfg.Stats.Limits.FrameBytes.Add(1)
 	}
 	_ = c.conn.CloseWithError(quic.ApplicationErrorCode(werr.Code), werr.Message)
 	return werr
@@ -353,12 +412,19 @@ func (c *connection) serve(root *actor.RootContext, self *actor.PID) error {
 	control, err := c.conn.AcceptStream(hctx)
 	cancel()
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			c.cfg.Stats.Limits.Handshake.Add(1)
+		}
 		_ = c.conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeProtocolViolation), "no control stream")
 		return err
 	}
 	_ = control.SetReadDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
 	f, err := wire.ReadFrame(control, c.cfg.MaxFrameBytes)
 	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.cfg.Stats.Limits.Handshake.Add(1)
+			return c.closeWith(wire.Errorf(wire.CodeProtocolViolation, "no hello within the handshake timeout of %s", c.cfg.HandshakeTimeout))
+		}
 		return c.closeWith(err)
 	}
 	if f.Header.Type != wire.TypeHello {
@@ -373,15 +439,26 @@ func (c *connection) serve(root *actor.RootContext, self *actor.PID) error {
 	if lane == nil {
 		return c.ctx.Err()
 	}
-	if hello.Version != wire.Version {
-		// Answered here, before the connection closes: the lane would lose
-		// the race with the close.
-		werr := &wire.Error{Code: wire.CodeUnsupportedVersion,
-			Message: fmt.Sprintf("node speaks version %d", wire.Version), Detail: uint64(wire.Version)}
+	// refuse answers the Hello with werr and closes the connection:
+	// answered here, before the close, or the lane would lose the race.
+	refuse := func(werr *wire.Error) error {
 		root.Send(lane, &CloseLane{ReqID: f.Header.RequestID, Err: werr})
 		_, _ = root.RequestFuture(lane, &LaneSyncRequest{}, c.cfg.HandshakeTimeout).Result()
 		return c.closeWith(werr)
 	}
+	if hello.Version != wire.Version {
+		return refuse(&wire.Error{Code: wire.CodeUnsupportedVersion,
+			Message: fmt.Sprintf("node speaks version %d", wire.Version), Detail: uint64(wire.Version)})
+	}
+	principal, werr := c.cfg.Auth.Authenticate(hello.Token, c.conn.ConnectionState().TLS.PeerCertificates)
+	if werr != nil {
+		c.cfg.Stats.AuthFailures.Add(1)
+		// The token is never logged, only that it was refused and why.
+		c.logger.Warn("connection refused: authentication failed",
+			slog.String("client", hello.ClientName), slog.String("reason", werr.Message))
+		return refuse(werr)
+	}
+	c.principal = principal
 	root.Send(lane, &WriteFrame{Frame: wire.AppendWelcome(nil, f.Header.RequestID, wire.Welcome{
 		Version: wire.Version, Features: wire.Features & hello.Features, MaxFrameBytes: c.cfg.MaxFrameBytes,
 		PublishWindow: uint32(c.cfg.PublishWindow), NodeID: c.cfg.NodeID})})
@@ -446,6 +523,9 @@ func (c *connection) controlRequest(root *actor.RootContext, lane *actor.PID, f 
 		if err != nil {
 			return nil, err
 		}
+		if werr := c.allow(PermManage, req.Name); werr != nil {
+			return wire.AppendError(nil, id, werr), nil
+		}
 		if c.draining.Load() {
 			return wire.AppendError(nil, id, wire.Errorf(wire.CodeShuttingDown, "node is draining")), nil
 		}
@@ -459,6 +539,11 @@ func (c *connection) controlRequest(root *actor.RootContext, lane *actor.PID, f 
 		if err != nil {
 			return nil, err
 		}
+		// Publishers and subscribers describe the streams they use, so any
+		// permission on the stream allows it.
+		if werr := c.allow(PermAll, name); werr != nil {
+			return wire.AppendError(nil, id, werr), nil
+		}
 		h, werr := c.lookup(root, &LookupStreamRequest{Name: name})
 		if werr != nil {
 			return wire.AppendError(nil, id, werr), nil
@@ -469,7 +554,12 @@ func (c *connection) controlRequest(root *actor.RootContext, lane *actor.PID, f 
 		if err != nil {
 			return nil, err
 		}
-		res, err := root.RequestFuture(c.cfg.Catalog, &ListStreamsRequest{Tenant: req.Tenant, Namespace: req.Namespace}, c.cfg.RequestTimeout).Result()
+		tenant, werr := c.principal.AllowList(req.Tenant, req.Namespace)
+		if werr != nil {
+			c.cfg.Stats.AuthDenied.Add(1)
+			return wire.AppendError(nil, id, werr), nil
+		}
+		res, err := root.RequestFuture(c.cfg.Catalog, &ListStreamsRequest{Tenant: tenant, Namespace: req.Namespace}, c.cfg.RequestTimeout).Result()
 		if err != nil {
 			return wire.AppendError(nil, id, wire.Errorf(wire.CodeInternal, "catalog: %v", err)), nil
 		}
@@ -477,7 +567,9 @@ func (c *connection) controlRequest(root *actor.RootContext, lane *actor.PID, f 
 		var infos []wire.StreamInfo
 		if list != nil {
 			for _, h := range list.Streams {
-				infos = append(infos, c.info(root, h))
+				if c.principal.Sees(h.Name) {
+					infos = append(infos, c.info(root, h))
+				}
 			}
 		}
 		return wire.AppendStreamList(nil, id, infos), nil
@@ -485,6 +577,9 @@ func (c *connection) controlRequest(root *actor.RootContext, lane *actor.PID, f 
 		name, err := wire.DecodeDeleteStream(f.Body)
 		if err != nil {
 			return nil, err
+		}
+		if werr := c.allow(PermManage, name); werr != nil {
+			return wire.AppendError(nil, id, werr), nil
 		}
 		if c.draining.Load() {
 			return wire.AppendError(nil, id, wire.Errorf(wire.CodeShuttingDown, "node is draining")), nil
@@ -514,6 +609,9 @@ const readResultHead = 8 + 8 + 8 + 2
 // read answers a range read: one page of committed records, from storage,
 // never waiting and registering nothing with the shard.
 func (c *connection) read(root *actor.RootContext, id uint64, req wire.Read) []byte {
+	if werr := c.allow(PermSubscribe, req.Name); werr != nil {
+		return wire.AppendError(nil, id, werr)
+	}
 	h, werr := c.lookup(root, &LookupStreamRequest{Name: req.Name})
 	if werr != nil {
 		return wire.AppendError(nil, id, werr)
@@ -632,6 +730,9 @@ func (c *connection) serveStream(root *actor.RootContext, self *actor.PID, s *qu
 		if errors.As(err, &werr) {
 			return err
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.cfg.Stats.Limits.Handshake.Add(1)
+		}
 		s.CancelRead(quic.StreamErrorCode(wire.CodeProtocolViolation))
 		s.CancelWrite(quic.StreamErrorCode(wire.CodeProtocolViolation))
 		return nil // the stream ended or idled before a whole frame: nothing to answer
@@ -642,11 +743,17 @@ func (c *connection) serveStream(root *actor.RootContext, self *actor.PID, s *qu
 		if err != nil {
 			return err
 		}
-		if c.draining.Load() {
-			_, _ = s.Write(wire.AppendError(nil, f.Header.RequestID, wire.Errorf(wire.CodeShuttingDown, "node is draining")))
+		refuse := func(werr *wire.Error) error {
+			_, _ = s.Write(wire.AppendError(nil, f.Header.RequestID, werr))
 			_ = s.Close()
-			s.CancelRead(quic.StreamErrorCode(wire.CodeShuttingDown))
+			s.CancelRead(quic.StreamErrorCode(werr.Code))
 			return nil
+		}
+		if werr := c.allow(PermSubscribe, req.Name); werr != nil {
+			return refuse(werr)
+		}
+		if c.draining.Load() {
+			return refuse(wire.Errorf(wire.CodeShuttingDown, "node is draining"))
 		}
 		root.Send(self, &openSubscription{stream: s, reqID: f.Header.RequestID, req: req})
 		return nil
@@ -736,10 +843,14 @@ func (c *connection) routePublish(root *actor.RootContext, lane *actor.PID, stre
 	if err := p.Name.Validate(); err != nil {
 		return err.(*wire.Error)
 	}
+	if werr := c.allow(PermPublish, p.Name); werr != nil {
+		return werr
+	}
 	// Delivered, the batch becomes a section of an EventBatch or ReadResult
 	// frame, and each of its records one record of a group push: the
 	// records must fit the largest of those frames.
 	if limit := int(c.cfg.MaxFrameBytes) - maxDeliveryOverhead; len(p.Records) > limit {
+		c.cfg.Stats.Limits.BatchBytes.Add(1)
 		return &wire.Error{Code: wire.CodeBatchTooLarge, Detail: uint64(limit),
 			Message: fmt.Sprintf("the records take %d bytes; at most %d fit a delivery frame", len(p.Records), limit)}
 	}

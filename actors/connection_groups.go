@@ -94,6 +94,9 @@ func (c *connection) groupStream0(root *actor.RootContext, name wire.StreamName,
 	if c.cfg.Groups == nil {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "consumer groups are not enabled on this node")
 	}
+	if werr := c.principal.Allow(PermConsume, name); werr != nil {
+		return nil, werr
+	}
 	if err := wire.ValidateGroupName("group name", group); err != nil {
 		return nil, err.(*wire.Error)
 	}
@@ -143,8 +146,8 @@ func (c *connection) groupStream(root *actor.RootContext, self *actor.PID, s *qu
 	if maxPush == 0 || maxPush > req.Window {
 		maxPush = req.Window
 	}
-	reply := make(chan *actor.PID, 1)
-	root.Send(self, &openGroupMember{reply: reply, cfg: GroupMemberConfig{Groups: c.cfg.Groups, Stream: h, Request: req,
+	reply, refused := make(chan *actor.PID, 1), make(chan *wire.Error, 1)
+	root.Send(self, &openGroupMember{reply: reply, refused: refused, cfg: GroupMemberConfig{Groups: c.cfg.Groups, Stream: h, Request: req,
 		ReqID: f.Header.RequestID, Member: member, QUIC: quicSubStream{s}, MaxPerPush: maxPush, Stats: c.cfg.Stats}})
 	var pid *actor.PID
 	select {
@@ -153,6 +156,8 @@ func (c *connection) groupStream(root *actor.RootContext, self *actor.PID, s *qu
 			return refuse(wire.Errorf(wire.CodeShuttingDown, "connection closing"))
 		}
 		pid = p
+	case werr := <-refused:
+		return refuse(werr)
 	case <-c.ctx.Done():
 		return nil
 	}

@@ -38,10 +38,12 @@ type openSubscription struct {
 
 // openGroupMember asks the connection actor to start a push member on a
 // stream whose first frame was GroupSubscribe; it answers the member's pid
-// on reply (closed if the connection is closing).
+// on reply (closed if the connection is closing), or why it refused on
+// refused.
 type openGroupMember struct {
-	cfg   GroupMemberConfig
-	reply chan *actor.PID
+	cfg     GroupMemberConfig
+	reply   chan *actor.PID
+	refused chan *wire.Error
 }
 
 // connectionDone tells the connection actor that its serving goroutine has

@@ -311,6 +311,7 @@ func (g *groupCoordinator) onPoll(ctx actor.Context, m *GroupPollRequest) {
 	}
 	g.create()
 	if g.core.claimCount >= g.cfg.Limits.MaxInFlight {
+		g.cfg.Stats.Limits.GroupClaims.Add(1)
 		g.replyErr(ctx, m.ReplyTo, m.ReqID, wire.Errorf(wire.CodeTooManyClaims,
 			"group %s holds %d claims, its maximum (group_max_in_flight); ack or nack some first", g.cfg.Group, g.core.claimCount))
 		return

@@ -38,6 +38,12 @@ func (l *listener) Receive(ctx actor.Context) {
 			_ = m.Conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeShuttingDown), "node shutting down")
 			return
 		}
+		if max := l.cfg.MaxConnections; max > 0 && len(ctx.Children()) >= max {
+			l.cfg.Stats.Limits.Connections.Add(1)
+			_ = m.Conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeOverloaded),
+				fmt.Sprintf("the node has its maximum of %d connections (max_connections)", max))
+			return
+		}
 		props := NewConnectionProps(m.Conn, l.cfg)
 		if l.cfg.ConnectionProps != nil {
 			props = l.cfg.ConnectionProps(props)

@@ -51,6 +51,11 @@ type Stats struct {
 	GroupMembers atomic.Int64
 	// DeliveredBytes counts the records bytes of those batches.
 	DeliveredBytes atomic.Uint64
+	// Limits counts each configured limit's refusals (herald_limit_hits_total).
+	Limits LimitHits
+	// AuthFailures counts handshakes refused for their credentials;
+	// AuthDenied counts requests refused as permission_denied.
+	AuthFailures, AuthDenied atomic.Uint64
 	// Hist are the distributions (set by the node before actors start).
 	Hist   Histograms
 	labels labelled
@@ -155,4 +160,28 @@ func (s *Stats) EachGroup(fn func(g *GroupGauges)) {
 		fn(v.(*GroupGauges))
 		return true
 	})
+}
+
+// LimitHits counts what each limit refused: the label of
+// herald_limit_hits_total is the field's configuration key.
+type LimitHits struct {
+	// Connections: max_connections (a connection refused at accept).
+	Connections atomic.Uint64
+	// Subscriptions: max_subscriptions_per_connection (a subscription or
+	// group push member refused).
+	Subscriptions atomic.Uint64
+	// TenantStreams: max_streams_per_tenant (a create refused).
+	TenantStreams atomic.Uint64
+	// FrameBytes: max_frame_bytes (a frame over it closed its connection).
+	FrameBytes atomic.Uint64
+	// BatchBytes: a publish whose records would not fit a delivery frame.
+	BatchBytes atomic.Uint64
+	// Handshake: handshake_timeout (no control stream or Hello in time, or
+	// a data stream that never sent its first frame).
+	Handshake atomic.Uint64
+	// Idle: idle_timeout (a silent connection closed).
+	Idle atomic.Uint64
+	// GroupClaims: group_max_in_flight (a poll or push refused
+	// too_many_claims).
+	GroupClaims atomic.Uint64
 }

@@ -33,6 +33,8 @@ type options struct {
 	caFile     string
 	insecure   bool
 	serverName string
+	// certFile and keyFile are the client certificate for mutual TLS.
+	certFile, keyFile string
 	// tlsConfig, when set, is used as is (cloned; ALPN added if missing).
 	tlsConfig *tls.Config
 	// token authenticates the client in Hello.
@@ -76,6 +78,14 @@ func WithServerName(name string) Option { return func(o *options) { o.serverName
 // WithCAFile, WithInsecure and WithServerName. ALPN herald/1 is added when
 // conf offers none.
 func WithTLSConfig(conf *tls.Config) Option { return func(o *options) { o.tlsConfig = conf } }
+
+// WithClientCert presents the PEM certificate in certFile (with its key in
+// keyFile) to a node that verifies client certificates (mutual TLS); the
+// node takes the client's tenant from the certificate's subject common
+// name. Ignored with WithTLSConfig, whose Certificates are used instead.
+func WithClientCert(certFile, keyFile string) Option {
+	return func(o *options) { o.certFile, o.keyFile = certFile, keyFile }
+}
 
 // WithToken authenticates the client with token (sent in Hello).
 func WithToken(token string) Option { return func(o *options) { o.token = token } }
@@ -141,5 +151,6 @@ func (o *options) clientTLS(addr string) (*tls.Config, error) {
 			name = host
 		}
 	}
-	return transport.ClientTLSConfig(transport.ClientTLSOptions{CAFile: o.caFile, Insecure: o.insecure, ServerName: name})
+	return transport.ClientTLSConfig(transport.ClientTLSOptions{CAFile: o.caFile, Insecure: o.insecure, ServerName: name,
+		CertFile: o.certFile, KeyFile: o.keyFile})
 }

@@ -224,12 +224,11 @@ func (c *Client) DeleteStream(ctx context.Context, name StreamName) error {
 	return err
 }
 
-// ListStreams returns the streams of tenant ("" means "default"), of one
-// namespace or, when namespace is "", of all of them.
+// ListStreams returns the streams of tenant, of one namespace or, when
+// namespace is "", of all of them. An empty tenant means the one the
+// client's credentials are bound to ("default" on a node without
+// authentication).
 func (c *Client) ListStreams(ctx context.Context, tenant, namespace string) ([]StreamInfo, error) {
-	if tenant == "" {
-		tenant = "default"
-	}
 	req := wire.ListStreams{Tenant: tenant, Namespace: namespace}
 	v, err := c.call(ctx, wire.TypeStreamList, func(dst []byte, id uint64) []byte {
 		return wire.AppendListStreams(dst, id, req)

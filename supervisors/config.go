@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/heraldmq/herald/net/wire"
 )
 
 // Config is a node's configuration. Every field has a yaml key; the same key
@@ -25,6 +27,34 @@ type Config struct {
 	TLSCert string `yaml:"tls_cert"`
 	// TLSKey is the private key for TLSCert.
 	TLSKey string `yaml:"tls_key"`
+	// TLSClientCA turns on mutual TLS: client certificates are verified
+	// against this PEM CA file and a verified certificate's subject common
+	// name is the client's tenant. Certificates are required unless
+	// AuthTokensFile is set too, when a client may use either.
+	TLSClientCA string `yaml:"tls_client_ca"`
+	// TLSClientPermissions are what a verified client certificate allows
+	// on its tenant, comma-separated: publish, subscribe, consume, manage.
+	TLSClientPermissions string `yaml:"tls_client_permissions"`
+	// TLSClientNamespaces, comma-separated, limits certificate clients to
+	// these namespaces of their tenant (empty: all).
+	TLSClientNamespaces string `yaml:"tls_client_namespaces"`
+	// AuthTokensFile is a YAML file of tokens, each bound to a tenant and
+	// permissions (docs/security.md). With neither it nor TLSClientCA the
+	// node runs in dev mode: every client may do everything, and the node
+	// says so in its log at start.
+	AuthTokensFile string `yaml:"auth_tokens_file"`
+	// MaxConnections bounds the node's client connections; one more is
+	// refused at its handshake (0: no bound).
+	MaxConnections int `yaml:"max_connections"`
+	// MaxStreamsPerConnection bounds the QUIC streams a client may have
+	// open at once (publish streams, subscriptions, group members).
+	MaxStreamsPerConnection int `yaml:"max_streams_per_connection"`
+	// MaxSubscriptionsPerConnection bounds one connection's live
+	// subscriptions and group push members (0: only the streams bound).
+	MaxSubscriptionsPerConnection int `yaml:"max_subscriptions_per_connection"`
+	// MaxStreamsPerTenant bounds the streams one tenant may have; a create
+	// (or an auto-create by publish) beyond it is refused (0: no bound).
+	MaxStreamsPerTenant int `yaml:"max_streams_per_tenant"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
 	// LogFormat is text or json.
@@ -187,6 +217,11 @@ func DefaultConfig() Config {
 		ReplayRingMaxBytes:            64 << 20,
 		EphemeralShardMaxBytes:        64 << 20,
 		HandshakeTimeout:              5 * time.Second,
+		TLSClientPermissions:          "publish,subscribe,consume,manage",
+		MaxConnections:                10000,
+		MaxStreamsPerConnection:       1000,
+		MaxSubscriptionsPerConnection: 1000,
+		MaxStreamsPerTenant:           10000,
 		IdleTimeout:                   30 * time.Second,
 		ShutdownTimeout:               10 * time.Second,
 		GroupVisibilityTimeout:        30 * time.Second,
@@ -222,6 +257,28 @@ func (c *Config) Validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		bad("tls_cert", "tls_cert and tls_key must be given together")
+	}
+	if c.TLSClientCA != "" {
+		if _, err := certGrant(*c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, ns := range parseList(c.TLSClientNamespaces) {
+		if err := (wire.StreamName{Tenant: "t", Namespace: ns, Stream: "s"}).Validate(); err != nil {
+			bad("tls_client_namespaces", "%v", err)
+		}
+	}
+	for _, l := range []struct {
+		key string
+		v   int
+	}{{"max_connections", c.MaxConnections}, {"max_subscriptions_per_connection", c.MaxSubscriptionsPerConnection},
+		{"max_streams_per_tenant", c.MaxStreamsPerTenant}} {
+		if l.v < 0 {
+			bad(l.key, "must not be negative")
+		}
+	}
+	if c.MaxStreamsPerConnection < 1 || c.MaxStreamsPerConnection > 1<<20 {
+		bad("max_streams_per_connection", "%d is outside [1, 1048576]", c.MaxStreamsPerConnection)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -67,6 +67,23 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		func(o metric.Int64Observer) { o.Observe(u(stats.Lagged.Load())) })
 	counter("herald.publish.overloaded", "{publish}", "Publishes refused as overloaded after waiting for admission.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.Overloaded.Load())) })
+	limit := func(key string) metric.ObserveOption { return metric.WithAttributes(attribute.String("limit", key)) }
+	counter("herald.limit.hits", "{refusal}", "Requests, frames or connections refused by a configured limit, by its configuration key.",
+		func(o metric.Int64Observer) {
+			l := &stats.Limits
+			o.Observe(u(l.Connections.Load()), limit("max_connections"))
+			o.Observe(u(l.Subscriptions.Load()), limit("max_subscriptions_per_connection"))
+			o.Observe(u(l.TenantStreams.Load()), limit("max_streams_per_tenant"))
+			o.Observe(u(l.FrameBytes.Load()), limit("max_frame_bytes"))
+			o.Observe(u(l.BatchBytes.Load()), limit("publish_batch_bytes"))
+			o.Observe(u(l.Handshake.Load()), limit("handshake_timeout"))
+			o.Observe(u(l.Idle.Load()), limit("idle_timeout"))
+			o.Observe(u(l.GroupClaims.Load()), limit("group_max_in_flight"))
+		})
+	counter("herald.auth.failures", "{connection}", "Connections refused at the handshake for missing or wrong credentials.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.AuthFailures.Load())) })
+	counter("herald.auth.denied", "{request}", "Requests refused as permission_denied.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.AuthDenied.Load())) })
 	byStream := func(read func(c *actors.StreamCounters) uint64) func(o metric.Int64Observer) {
 		return func(o metric.Int64Observer) {
 			stats.EachStream(func(name string, c *actors.StreamCounters) {

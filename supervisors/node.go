@@ -73,6 +73,8 @@ type Options struct {
 type Node struct {
 	cfg    Config
 	logger *slog.Logger
+	// auth authenticates every connection's Hello.
+	auth   *actors.Authenticator
 	nodeID string
 	now    func() time.Time
 	// stop is closed when Shutdown begins; background loops end on it.
@@ -151,6 +153,15 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if n.auth, err = newAuthenticator(cfg); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if cfg.TLSClientCA != "" {
+		if err := requireClientCerts(tlsConf, cfg.TLSClientCA, cfg.AuthTokensFile != ""); err != nil {
+			return nil, err
+		}
+	}
+	n.logAuth()
 	if n.metrics, err = newNodeMetrics(n.stats); err != nil {
 		return nil, err
 	}
@@ -224,21 +235,25 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 			},
 		},
 		catalog: actors.CatalogConfig{
-			Tracer:        n.tracer,
-			Durable:       n.durable,
-			Memory:        n.ephemeral,
-			Stats:         n.stats,
-			QueueTotal:    n.queueTotal,
-			RingTotal:     n.ringTotal,
-			DefaultConfig: wire.StreamConfig{Shards: 1, Durable: true},
-			RingRecords:   cfg.ReplayRingRecords,
-			MaxPending:    cfg.PubQueueDepth,
-			PendingWait:   time.Duration(cfg.PublishQueueWaitTimeoutMillis) * time.Millisecond,
-			RingBytes:     cfg.ReplayRingMaxBytes,
-			ShardProps:    opts.ShardProps,
-			Now:           n.now,
+			Tracer:              n.tracer,
+			Durable:             n.durable,
+			Memory:              n.ephemeral,
+			Stats:               n.stats,
+			QueueTotal:          n.queueTotal,
+			RingTotal:           n.ringTotal,
+			DefaultConfig:       wire.StreamConfig{Shards: 1, Durable: true},
+			MaxStreamsPerTenant: cfg.MaxStreamsPerTenant,
+			RingRecords:         cfg.ReplayRingRecords,
+			MaxPending:          cfg.PubQueueDepth,
+			PendingWait:         time.Duration(cfg.PublishQueueWaitTimeoutMillis) * time.Millisecond,
+			RingBytes:           cfg.ReplayRingMaxBytes,
+			ShardProps:          opts.ShardProps,
+			Now:                 n.now,
 		},
 		listener: actors.ConnectionConfig{
+			Auth:                n.auth,
+			MaxConnections:      cfg.MaxConnections,
+			MaxSubscriptions:    cfg.MaxSubscriptionsPerConnection,
 			Tracer:              n.tracer,
 			NodeID:              n.nodeID,
 			AutoCreate:          cfg.AutoCreateStreams,
@@ -380,7 +395,7 @@ func (n *Node) listen(tlsConf *tls.Config) error {
 	n.quicLn, err = n.transport.Listen(tlsConf, &quic.Config{
 		HandshakeIdleTimeout:  n.cfg.HandshakeTimeout,
 		MaxIdleTimeout:        n.cfg.IdleTimeout,
-		MaxIncomingStreams:    1000,
+		MaxIncomingStreams:    int64(n.cfg.MaxStreamsPerConnection),
 		MaxIncomingUniStreams: -1,
 	})
 	if err != nil {

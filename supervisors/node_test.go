@@ -104,6 +104,9 @@ func TestHostileFramesCloseOnlyTheirConnection(t *testing.T) {
 		{"unknown type", func() []byte {
 			return wire.AppendHeader(nil, wire.Header{Type: 0x7f, Length: 0, RequestID: 1})
 		}, wire.CodeUnknownFrameType},
+		{"undefined flags", func() []byte {
+			return wire.AppendHeader(nil, wire.Header{Type: wire.TypePublish, Flags: 0x40, Length: 0, RequestID: 1})
+		}, wire.CodeMalformedFrame},
 		{"oversized", func() []byte {
 			return wire.AppendHeader(nil, wire.Header{Type: wire.TypePublish, Length: 1 << 30, RequestID: 1})
 		}, wire.CodeFrameTooLarge},
@@ -125,6 +128,10 @@ func TestHostileFramesCloseOnlyTheirConnection(t *testing.T) {
 				t.Fatalf("closed with %s, want %s", code, tc.want)
 			}
 		})
+	}
+
+	if got := limitHits(t, n, "max_frame_bytes"); got != 1 {
+		t.Errorf("max_frame_bytes hits = %v, want 1 (the oversized frame)", got)
 	}
 
 	// An invalid stream name is refused for that request only.

@@ -40,6 +40,9 @@ type clientFlags struct {
 	ca string
 	// insecure skips certificate verification (--insecure).
 	insecure bool
+	// cert and key are a client certificate for mutual TLS (--cert,
+	// --cert-key).
+	cert, key string
 	// timeout bounds each non-streaming call (--timeout).
 	timeout time.Duration
 }
@@ -56,6 +59,8 @@ func registerClientFlags(fs *flag.FlagSet, getenv func(string) string) *clientFl
 	fs.StringVar(&f.token, "token", getenv("HERALD_TOKEN"), "authentication `token` (env HERALD_TOKEN)")
 	fs.StringVar(&f.ca, "ca", "", "CA certificate `file` to trust (default ./"+devCAPath+" if it exists, else $HERALD_DATA_DIR/tls/ca.pem)")
 	fs.BoolVar(&f.insecure, "insecure", false, "skip verification of the node's certificate (experiments only)")
+	fs.StringVar(&f.cert, "cert", getenv("HERALD_CERT"), "client certificate `file` for a node with mutual TLS (env HERALD_CERT)")
+	fs.StringVar(&f.key, "cert-key", getenv("HERALD_CERT_KEY"), "the client certificate's private key `file` (env HERALD_CERT_KEY)")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "bound on each non-streaming call")
 	return f
 }
@@ -89,6 +94,9 @@ func (f *clientFlags) options(getenv func(string) string, exists func(string) bo
 	}
 	if f.token != "" {
 		opts = append(opts, client.WithToken(f.token))
+	}
+	if f.cert != "" || f.key != "" {
+		opts = append(opts, client.WithClientCert(f.cert, f.key))
 	}
 	return opts
 }

@@ -154,8 +154,10 @@ func TestParseStreamCmd(t *testing.T) {
 	if err != nil || cmd.op != "delete" || cmd.name.String() != "t/n/s" {
 		t.Fatalf("delete: %+v, %v", cmd, err)
 	}
+	// No tenant: the node lists the credentials' tenant ("default" without
+	// authentication).
 	cmd, err = parseStreamCmd([]string{"list"}, io.Discard, env(nil))
-	if err != nil || cmd.tenant != "default" || cmd.namespace != "" {
+	if err != nil || cmd.tenant != "" || cmd.namespace != "" {
 		t.Fatalf("list: %+v, %v", cmd, err)
 	}
 	cmd, err = parseStreamCmd([]string{"list", "acme/shop"}, io.Discard, env(nil))

@@ -65,7 +65,8 @@ func parseStreamCmd(args []string, stderr io.Writer, getenv func(string) string)
 	case "list":
 		switch len(pos) {
 		case 1:
-			cmd.tenant = "default"
+			// The node lists the tenant of the credentials ("default"
+			// without authentication).
 		case 2:
 			cmd.tenant, cmd.namespace, _ = strings.Cut(pos[1], "/")
 			if cmd.tenant == "" || strings.Contains(cmd.namespace, "/") {

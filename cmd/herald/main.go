@@ -21,8 +21,10 @@ Usage:
   herald group   poll|ack|nack|dead-letters|redrive|discard|describe STREAM --group G ...
                  (herald group --help lists each subcommand's flags)
   herald bench   isolation|publish|fanout|latency|groups|replay|idle|ceiling [flags]   (docs/benchmarks.md)
+  herald token   new --name N --tenant T [--permissions P,...] [--namespaces NS,...]   (docs/security.md)
 
-Client commands take --server ADDR (default 127.0.0.1:7400), --token T, --ca FILE, --insecure.
+Client commands take --server ADDR (default 127.0.0.1:7400), --token T, --ca FILE, --insecure,
+and for a node with mutual TLS --cert FILE --cert-key FILE.
 A stream is tenant/namespace/stream; a bare name means default/default/name.
 See docs/ for the protocol, configuration and operations.
 `
@@ -51,6 +53,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runGroup(args[1:], stdin, stdout, stderr)
 	case "bench":
 		return runBench(args[1:], stdout, stderr)
+	case "token":
+		return runToken(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

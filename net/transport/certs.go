@@ -197,6 +197,9 @@ type ClientTLSOptions struct {
 	// SNI sent; empty means DefaultServerName. Callers that dial an IP
 	// address of a node whose certificate names a DNS name set it.
 	ServerName string
+	// CertFile and KeyFile are a client certificate and its key (PEM) to
+	// present to a node that verifies client certificates; both or neither.
+	CertFile, KeyFile string
 }
 
 // ClientTLSConfig returns the TLS configuration a client dials with: TLS
@@ -224,6 +227,16 @@ func ClientTLSConfig(o ClientTLSOptions) (*tls.Config, error) {
 			return nil, fmt.Errorf("%w in CA file %s", ErrNoCertificate, o.CAFile)
 		}
 		conf.RootCAs = pool
+	}
+	if o.CertFile != "" || o.KeyFile != "" {
+		if o.CertFile == "" || o.KeyFile == "" {
+			return nil, ErrIncompleteKeyPair
+		}
+		pair, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("transport: load client key pair %s, %s: %w", o.CertFile, o.KeyFile, err)
+		}
+		conf.Certificates = []tls.Certificate{pair}
 	}
 	return conf, nil
 }

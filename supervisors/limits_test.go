@@ -1,0 +1,248 @@
+package supervisors
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/transport"
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// limitHits reads herald_limit_hits_total for one limit.
+func limitHits(t *testing.T, n *Node, key string) float64 {
+	t.Helper()
+	return scrapeSeries(t, n)[`herald_limit_hits_total{limit="`+key+`"}`]
+}
+
+// max_connections: one connection more is refused as overloaded at its
+// handshake, counted, and the node serves the others; once one closes, a
+// new one gets in.
+func TestLimitMaxConnections(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.MaxConnections = 2 })
+	a := dialClient(t, n)
+	b := dialClient(t, n)
+	if err := dialErr(n); !errors.Is(err, client.ErrOverloaded) {
+		t.Fatalf("third connection: %v, want overloaded", err)
+	}
+	if got := limitHits(t, n, "max_connections"); got != 1 {
+		t.Errorf("max_connections hits = %v, want 1", got)
+	}
+	ctx := context.Background()
+	s := client.StreamName{Tenant: "t", Namespace: "n", Stream: "s"}
+	if _, err := a.CreateStream(ctx, s, client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close()
+	waitFor(t, "the closed connection to go", func() bool { return n.Metric("herald_connections") == 1 })
+	if err := dialErr(n); err != nil {
+		t.Fatalf("after one closed: %v", err)
+	}
+}
+
+// max_subscriptions_per_connection: subscriptions and group push members
+// share the bound; one more is refused as overloaded on its own stream,
+// the connection's other subscriptions and other connections go on.
+func TestLimitMaxSubscriptionsPerConnection(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.MaxSubscriptionsPerConnection = 2 })
+	ctx := context.Background()
+	c := dialClient(t, n)
+	s := client.StreamName{Tenant: "t", Namespace: "n", Stream: "s"}
+	if _, err := c.CreateStream(ctx, s, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	sub1, err := c.Subscribe(ctx, s, client.OnShard(0), client.FromOffset(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SubscribeGroup(ctx, s, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Subscribe(ctx, s, client.OnShard(0)); !errors.Is(err, client.ErrOverloaded) {
+		t.Fatalf("third subscription: %v, want overloaded", err)
+	}
+	if _, err := c.SubscribeGroup(ctx, s, "g2"); !errors.Is(err, client.ErrOverloaded) {
+		t.Fatalf("third, a group member: %v, want overloaded", err)
+	}
+	if got := limitHits(t, n, "max_subscriptions_per_connection"); got != 2 {
+		t.Errorf("hits = %v, want 2", got)
+	}
+	// The first subscription still gets records; another connection may
+	// subscribe.
+	if _, err := c.PublishBatch(ctx, s, [][]byte{[]byte("r")}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if ev, err := sub1.Next(rctx); err != nil || string(ev.Payload) != "r" {
+		t.Fatalf("first subscription: %+v, %v", ev, err)
+	}
+	if _, err := dialClient(t, n).Subscribe(ctx, s, client.OnShard(0)); err != nil {
+		t.Fatalf("another connection: %v", err)
+	}
+	// Closing one frees its place.
+	if err := sub1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a place to free", func() bool {
+		sub, err := c.Subscribe(ctx, s, client.OnShard(0))
+		if err == nil {
+			_ = sub.Close()
+		}
+		return err == nil
+	})
+}
+
+// max_streams_per_tenant: a create beyond it is refused as overloaded,
+// auto-create by publish too; other tenants are not affected; deleting a
+// stream makes room.
+func TestLimitMaxStreamsPerTenant(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.MaxStreamsPerTenant = 2 })
+	ctx := context.Background()
+	c := dialClient(t, n)
+	name := func(tenant, stream string) client.StreamName {
+		return client.StreamName{Tenant: tenant, Namespace: "n", Stream: stream}
+	}
+	for _, s := range []string{"a", "b"} {
+		if _, err := c.CreateStream(ctx, name("acme", s), client.StreamConfig{Shards: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateStream(ctx, name("acme", "c"), client.StreamConfig{Shards: 1}); !errors.Is(err, client.ErrOverloaded) {
+		t.Fatalf("third stream: %v, want overloaded", err)
+	}
+	if _, err := c.PublishBatch(ctx, name("acme", "auto"), [][]byte{[]byte("x")}); !errors.Is(err, client.ErrOverloaded) {
+		t.Fatalf("auto-create beyond the limit: %v, want overloaded", err)
+	}
+	if _, err := c.CreateStream(ctx, name("globex", "a"), client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatalf("another tenant: %v", err)
+	}
+	if got := limitHits(t, n, "max_streams_per_tenant"); got != 2 {
+		t.Errorf("hits = %v, want 2", got)
+	}
+	if err := c.DeleteStream(ctx, name("acme", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateStream(ctx, name("acme", "c"), client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatalf("after a delete: %v", err)
+	}
+}
+
+// A client that connects and never speaks (no control stream, or a control
+// stream without a Hello, or a data stream without a first frame) is cut
+// off after handshake_timeout, counted, and costs the node nothing after.
+func TestSilentClientsTimedOut(t *testing.T) {
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.HandshakeTimeout = 300 * time.Millisecond })
+	tlsConf, err := transport.ClientTLSConfig(transport.ClientTLSOptions{CAFile: n.CAFile(), ServerName: "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func() *quic.Conn {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := quic.DialAddr(ctx, n.Addr(), tlsConf, &quic.Config{MaxIdleTimeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.CloseWithError(0, "done") })
+		return conn
+	}
+	// No control stream at all.
+	mute := dial()
+	// A control stream that never sends its Hello (a stream is only seen by
+	// the node once something is written on it: a partial header).
+	halfHello := dial()
+	s, err := halfHello.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write([]byte{0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	for name, conn := range map[string]*quic.Conn{"no control stream": mute, "no hello": halfHello} {
+		select {
+		case <-conn.Context().Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: connection not closed", name)
+		}
+		var appErr *quic.ApplicationError
+		if err := context.Cause(conn.Context()); !errors.As(err, &appErr) || wire.Code(appErr.ErrorCode) != wire.CodeProtocolViolation {
+			t.Errorf("%s: closed with %v, want protocol_violation", name, err)
+		}
+	}
+	// A data stream that never sends its first frame is reset; the
+	// connection stays.
+	r := dialRaw(t, n)
+	ds := r.stream()
+	if _, err := ds.Write([]byte{0}); err != nil {
+		t.Fatal(err)
+	}
+	_ = ds.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := ds.Read(make([]byte, 1)); err == nil {
+		t.Fatal("silent data stream not reset")
+	}
+	if r.conn.Context().Err() != nil {
+		t.Fatal("the connection was closed with its silent stream")
+	}
+	if got := limitHits(t, n, "handshake_timeout"); got != 3 {
+		t.Errorf("handshake_timeout hits = %v, want 3", got)
+	}
+	waitFor(t, "the silent connections to go", func() bool { return n.Metric("herald_connections") == 1 })
+}
+
+// A flood of streams: a client may have at most max_streams_per_connection
+// open; opening more waits for QUIC stream credit (the node grants none),
+// so the node's goroutines stay bounded, and once the client closes some,
+// it may open more.
+func TestStreamFloodBounded(t *testing.T) {
+	const max = 20
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.MaxStreamsPerConnection = max })
+	r := dialRaw(t, n) // its control stream is one of the max
+	before := runtime.NumGoroutine()
+	var open []*quic.Stream
+	for range max - 1 {
+		s, err := r.conn.OpenStream()
+		if err != nil {
+			t.Fatalf("stream %d: %v", len(open), err)
+		}
+		// Each says nothing after a partial header: the node holds it
+		// until handshake_timeout.
+		if _, err := s.Write([]byte{0}); err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, s)
+	}
+	if _, err := r.conn.OpenStream(); err == nil {
+		t.Fatal("opened a stream beyond max_streams_per_connection")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := r.conn.OpenStreamSync(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("OpenStreamSync beyond the bound: %v, want to wait", err)
+	}
+	if grown := runtime.NumGoroutine() - before; grown > 2*max+10 {
+		t.Errorf("%d goroutines for %d streams", grown, max)
+	}
+	// Closing them returns the credit.
+	for _, s := range open {
+		s.CancelWrite(0)
+		s.CancelRead(0)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	s, err := r.conn.OpenStreamSync(ctx2)
+	if err != nil {
+		t.Fatalf("after closing the flood: %v", err)
+	}
+	s.CancelWrite(0)
+	// The connection still answers.
+	r.write(r.control, wire.AppendListStreams(nil, 9, wire.ListStreams{Tenant: "t"}))
+	if f := r.read(r.control); f.Header.Type != wire.TypeStreamList {
+		t.Fatalf("after the flood: %s", f.Header.Type)
+	}
+}

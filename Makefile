@@ -1,7 +1,7 @@
 # Herald's Makefile mirrors CI: `make test` is what .ci/run runs.
 GO        ?= go
 BIN       := bin/herald
-FUZZTIME  ?= 30s
+FUZZTIME  ?= 5m
 BENCHTIME ?= 3s
 
 .PHONY: all build run test verify bench bench-go bench-compare bench-report fuzz clean
@@ -51,12 +51,15 @@ bench-report: build
 	mv $(RESULTS)/nats.json.tmp $(RESULTS)/nats.json
 	cd cmd/herald-compare && $(GO) run . plot --in $(CURDIR)/$(RESULTS) --out $(CURDIR)/docs/img
 
-## fuzz: run every fuzz target for FUZZTIME each
+## fuzz: run every fuzz target of every package for FUZZTIME each (make fuzz FUZZTIME=30s); FUZZFLAGS adds go test flags (-parallel 1)
+FUZZFLAGS ?=
 fuzz:
-	@for pkg in ./net/wire ./storage ./cmd/herald; do \
-		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	@pkgs=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...) || exit 1; \
+	for pkg in $$pkgs; do \
+		list=$$($(GO) test -list '^Fuzz' $$pkg) || { echo "$$list"; exit 1; }; \
+		for target in $$(echo "$$list" | grep '^Fuzz'); do \
 			echo "== $$pkg $$target"; \
-			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg || exit 1; \
 		done; \
 	done
 

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -211,6 +212,13 @@ func (c *groupCore) put(kind byte, shard uint32, offset uint64, value []byte) {
 
 func u32Value(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 
+// maxLoadedUnsettled bounds the delivered, unsettled records load accepts in
+// one shard's [committed, next): each becomes an owed record in memory, so a
+// cursor value that lies about next must fail the load rather than take the
+// node's memory. A real group holds far fewer: its claims are bounded by
+// GroupLimits.MaxInFlight, and only redriven dead letters add to them.
+const maxLoadedUnsettled = 1 << 24
+
 // load rebuilds the state from the group's metadata (the map from key to
 // value, as scanned under groupPrefix). It reports whether the group had
 // any state.
@@ -282,25 +290,43 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		return found, err
 	}
 	for _, s := range c.shards {
+		if s.committed > s.next {
+			return found, fmt.Errorf("group shard %d: committed %d is past next %d", s.index, s.committed, s.next)
+		}
+		// 'o' keys are only written below committed and dead letters only
+		// for delivered records: others were never written by this core,
+		// and would be delivered past next.
+		s.owed = slices.DeleteFunc(s.owed, func(off uint64) bool { return off >= s.committed })
+		maps.DeleteFunc(s.attempts, func(off uint64, _ uint32) bool { return off >= s.committed })
+		maps.DeleteFunc(s.dead, func(off uint64, _ *deadLetter) bool { return off >= s.next })
 		// A redrive writes the 'o' key before it deletes the 'd' key: with
 		// both, the redrive happened.
 		for _, off := range s.owed {
 			delete(s.dead, off)
-		}
-		for off := range s.done {
-			if off < s.committed || off >= s.next {
-				delete(s.done, off)
-			}
 		}
 		for off := range s.dead {
 			if off >= s.committed && off < s.next {
 				s.done[off] = struct{}{}
 			}
 		}
+		// Nothing is claimed yet and nothing owed lies in [committed,
+		// floor): committed moves up to the floor at once, as advance
+		// would one offset at a time.
+		if start := max(s.committed, min(s.floor, s.next)); start > s.committed {
+			s.committed, s.dirty = start, true
+		}
+		for off := range s.done {
+			if off < s.committed || off >= s.next {
+				delete(s.done, off)
+			}
+		}
+		if unsettled := s.next - s.committed - uint64(len(s.done)); unsettled > maxLoadedUnsettled {
+			return found, fmt.Errorf("group shard %d: %d unsettled records in [%d, %d), more than %d", s.index, unsettled, s.committed, s.next, maxLoadedUnsettled)
+		}
 		// Every delivered record not settled was in flight when the node
 		// stopped: it is owed again, with its attempts so far.
 		for off := s.committed; off < s.next; off++ {
-			if _, ok := s.done[off]; ok || off < s.floor {
+			if _, ok := s.done[off]; ok {
 				continue
 			}
 			n, ok := aKeys[[2]uint64{uint64(s.index), off}]

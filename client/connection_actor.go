@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/quic-go/quic-go"
@@ -84,7 +85,7 @@ func (a *connectionActor) Receive(ctx actor.Context) {
 	case *controlRequest:
 		a.onControlRequest(m)
 	case *controlFrameReceived:
-		a.onControlFrame(m)
+		a.onControlFrame(ctx, m)
 	case *controlStreamEnded:
 		a.onControlStreamEnded(m)
 	case *publishRequest:
@@ -194,12 +195,15 @@ func (a *connectionActor) onControlRequest(m *controlRequest) {
 	a.pending[id] = m
 }
 
-func (a *connectionActor) onControlFrame(m *controlFrameReceived) {
+func (a *connectionActor) onControlFrame(ctx actor.Context, m *controlFrameReceived) {
 	switch m.typ {
 	case wire.TypeGoAway:
 		reason, _ := m.value.(string)
-		a.s.goAway.CompareAndSwap(nil, &wire.Error{Code: wire.CodeShuttingDown, Message: "node is draining: " + reason})
-		a.s.log.Info("herald: node sent goaway", slog.String("reason", reason))
+		err := &wire.Error{Code: wire.CodeShuttingDown, Message: "node is draining: " + reason}
+		if a.s.goAway.CompareAndSwap(nil, err) {
+			a.s.log.Info("herald: node sent goaway", slog.String("reason", reason))
+			a.drainAfterGoAway(ctx, err)
+		}
 		return
 	case wire.TypeError:
 		if m.id == 0 {
@@ -254,6 +258,41 @@ func (a *connectionActor) fail(cause error) {
 		req.reply <- controlResponse{err: a.failed}
 		delete(a.pending, id)
 	}
+}
+
+// goAwayGrace bounds how long, after GoAway, the client waits for the
+// node's answers to the publishes it has in flight before it closes the
+// connection anyway (the node closes it too, after its own drain_grace).
+const goAwayGrace = 30 * time.Second
+
+// drainAfterGoAway finishes the connection the node is draining: every
+// publish stream closes its send side and waits for the node's answers to
+// what it has in flight (the node answers everything it admitted before it
+// goes); then the client closes the connection with err, which tells the
+// node it may stop waiting, and ends the subscriptions with the retryable
+// shutting_down error.
+func (a *connectionActor) drainAfterGoAway(ctx actor.Context, err *wire.Error) {
+	replies := make([]chan struct{}, len(a.publishers))
+	for i, p := range a.publishers {
+		replies[i] = make(chan struct{}, 1)
+		ctx.Send(p, &goAwayNotice{err: err, reply: replies[i]})
+	}
+	s := a.s
+	s.goroutines.Go(func() {
+		timer := time.NewTimer(goAwayGrace)
+		defer timer.Stop()
+		for _, r := range replies {
+			select {
+			case <-r:
+			case <-timer.C:
+				s.fail(err)
+				return
+			case <-s.ctx.Done():
+				return
+			}
+		}
+		s.fail(err)
+	})
 }
 
 func (a *connectionActor) onStopping() {

@@ -106,6 +106,49 @@ var (
 	ErrStreamNotDurable error = &wire.Error{Code: wire.CodeStreamNotDurable}
 )
 
+// ErrOutcomeUnknown matches the error of a publish that was written to the
+// node but never answered: the stream or the connection ended first (the
+// node crashed, shut down, or became unreachable; the client was closed).
+// The node may or may not have applied it. Read the shard to find out, or
+// re-send it with an idempotent Producer, which the node answers with the
+// original offsets if the first attempt landed. Use errors.As for the
+// *OutcomeUnknownError and its Cause.
+var ErrOutcomeUnknown = errors.New("herald: outcome unknown")
+
+// OutcomeUnknownError is the failure of a publish whose outcome is unknown
+// (see ErrOutcomeUnknown). It unwraps to Cause unless Cause is a node error
+// code: a code's retry advice (shutting_down says "retry now") is about
+// requests the node refused, not about this one.
+type OutcomeUnknownError struct {
+	// Cause is what ended the stream or the connection.
+	Cause error
+}
+
+// Error implements error.
+func (e *OutcomeUnknownError) Error() string {
+	return "herald: outcome unknown: the publish was sent but not answered: " + e.Cause.Error()
+}
+
+// Is matches ErrOutcomeUnknown.
+func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// Unwrap returns Cause, unless it carries a node error code.
+func (e *OutcomeUnknownError) Unwrap() error {
+	var we *wire.Error
+	if errors.As(e.Cause, &we) {
+		return nil
+	}
+	return e.Cause
+}
+
+// outcomeUnknown wraps err in an *OutcomeUnknownError (once).
+func outcomeUnknown(err error) error {
+	if errors.Is(err, ErrOutcomeUnknown) {
+		return err
+	}
+	return &OutcomeUnknownError{Cause: err}
+}
+
 // ErrClosed is returned by calls on a Client after Close, and by calls that
 // were pending when Close was called.
 var ErrClosed = errors.New("herald: client closed")

@@ -55,6 +55,12 @@ type publishStreamActor struct {
 	draining bool
 	// drainWaiters are answered when the node has ended the stream.
 	drainWaiters []chan struct{}
+	// goAway is set once the node said it is draining: nothing more is
+	// queued or written (new publishes fail with it at once), the send
+	// side is closed, and goAwayWaiters are answered once every frame in
+	// flight has been answered or failed.
+	goAway        error
+	goAwayWaiters []chan struct{}
 	// broken is set once the connection is unusable: every request fails
 	// with it.
 	broken error
@@ -92,6 +98,8 @@ func (a *publishStreamActor) Receive(ctx actor.Context) {
 		a.onPublishStreamEnded(ctx, m)
 	case *publishStatsRequest:
 		a.onPublishStats(m)
+	case *goAwayNotice:
+		a.onGoAway(m)
 	case *publishDrainRequest:
 		a.onPublishDrain(m)
 	default:
@@ -102,6 +110,10 @@ func (a *publishStreamActor) Receive(ctx actor.Context) {
 func (a *publishStreamActor) onPublishRequest(ctx actor.Context, r *publishRequest) {
 	if a.broken != nil {
 		r.finishUnsent(a.s, a.broken)
+		return
+	}
+	if a.goAway != nil {
+		r.finishUnsent(a.s, a.goAway)
 		return
 	}
 	for i := range r.frames {
@@ -131,7 +143,7 @@ func (a *publishStreamActor) pump(ctx actor.Context) {
 		f.req.written++
 		if err != nil {
 			// Part of the frame may have left: its outcome is unknown.
-			f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, fmt.Errorf("herald: publish write: %w", err))
+			f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, outcomeUnknown(fmt.Errorf("herald: publish write: %w", err)))
 			a.streamFailed(err)
 			continue
 		}
@@ -220,6 +232,7 @@ func (a *publishStreamActor) confirmed(id uint64) {
 		a.unconfirmedNone = 0
 		a.finishDrain()
 	}
+	a.finishGoAway()
 }
 
 func (a *publishStreamActor) onPublishRefused(ctx actor.Context, m *publishRefused) {
@@ -255,9 +268,15 @@ func (a *publishStreamActor) onPublishStreamEnded(ctx actor.Context, m *publishS
 		return
 	}
 	if a.draining {
-		// The node ended the stream after our close: it read everything.
+		// The node ended the stream after our close: it read everything,
+		// and answered what it will answer.
 		a.unconfirmedNone = 0
 		a.finishDrain()
+		if len(a.inflight) > 0 {
+			a.failInflight(fmt.Errorf("herald: publish stream ended: %w", m.err))
+		}
+		a.stream = nil
+		a.finishGoAway()
 		return
 	}
 	if fatalFrame(m.err) {
@@ -295,12 +314,16 @@ func (a *publishStreamActor) protocolFailure(err error) {
 	a.breakAll(a.s.failure())
 }
 
-// failInflight fails every frame awaiting an answer with err.
+// failInflight fails every frame awaiting an answer: they were written and
+// never answered, so whatever ended the stream or the connection, whether
+// the node applied them is unknown (*OutcomeUnknownError with err as its
+// cause; never a retryable code, which would invite a blind re-send).
 func (a *publishStreamActor) failInflight(err error) {
 	for id, f := range a.inflight {
 		delete(a.inflight, id)
-		f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, err)
+		f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, outcomeUnknown(err))
 	}
+	a.finishGoAway()
 }
 
 // breakAll fails everything, now and later, with err.
@@ -349,6 +372,39 @@ func (a *publishStreamActor) onPublishDrain(m *publishDrainRequest) {
 		a.draining = true
 		_ = a.stream.Close()
 	}
+}
+
+// onGoAway stops the actor's publishing for good: the node is draining.
+// Frames not yet written fail with the retryable goaway error (nothing of
+// them reached the node); the send side is closed, so the node answers what
+// it admitted and ends the stream; m.reply is answered once nothing is in
+// flight.
+func (a *publishStreamActor) onGoAway(m *goAwayNotice) {
+	if a.goAway == nil {
+		a.goAway = m.err
+		for _, f := range a.queue {
+			f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, m.err)
+		}
+		a.queue = nil
+		if a.stream != nil && a.broken == nil && !a.draining {
+			a.draining = true
+			_ = a.stream.Close()
+		}
+	}
+	a.goAwayWaiters = append(a.goAwayWaiters, m.reply)
+	a.finishGoAway()
+}
+
+// finishGoAway answers the goaway waiters once nothing is in flight: every
+// acked frame answered and the stream ended (or never opened, or broken).
+func (a *publishStreamActor) finishGoAway() {
+	if a.goAway == nil || len(a.inflight) > 0 || (a.stream != nil && a.broken == nil && a.unconfirmedNone != 0) {
+		return
+	}
+	for _, w := range a.goAwayWaiters {
+		w <- struct{}{}
+	}
+	a.goAwayWaiters = nil
 }
 
 // finishDrain answers the drain waiters once nothing is unconfirmed.

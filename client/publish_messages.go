@@ -210,3 +210,11 @@ type publishersRequest struct {
 type publishDrainRequest struct {
 	reply chan struct{} // capacity 1
 }
+
+// goAwayNotice tells a publish-stream actor that the node sent GoAway (err
+// is the shutting_down error new publishes get); reply is signalled once
+// nothing it wrote is in flight.
+type goAwayNotice struct {
+	err   error
+	reply chan struct{} // capacity 1
+}

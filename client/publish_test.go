@@ -411,7 +411,8 @@ func TestPublishInflightBytes(t *testing.T) {
 }
 
 // TestPublishMalformedAck: an ack that does not decode closes the
-// connection and fails the publish with CodeMalformedFrame.
+// connection with CodeMalformedFrame; the publish, whose answer could not
+// be read, fails as outcome unknown with that cause.
 func TestPublishMalformedAck(t *testing.T) {
 	srv := newTestServer(t)
 	frames := publishNode(t, srv)
@@ -423,7 +424,14 @@ func TestPublishMalformedAck(t *testing.T) {
 	f := recv(t, frames)
 	_, _ = f.st.Write(wire.AppendFrame(nil, wire.TypePublishAck, 0, f.h.RequestID, []byte{0xff}))
 	err := <-res
-	wantCode(t, err, wire.CodeMalformedFrame)
+	var ou *OutcomeUnknownError
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.As(err, &ou) {
+		t.Fatalf("publish: %v, want outcome unknown", err)
+	}
+	wantCode(t, ou.Cause, wire.CodeMalformedFrame)
+	if errors.Is(err, ErrMalformedFrame) {
+		t.Fatal("an outcome-unknown error matches its cause's code")
+	}
 	if _, err := c.DescribeStream(ctx, orders); !errors.Is(err, ErrMalformedFrame) {
 		t.Fatalf("call after the malformed ack: %v", err)
 	}

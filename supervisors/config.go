@@ -133,6 +133,11 @@ type Config struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// ShutdownTimeout bounds the drain on SIGINT/SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// DrainGrace is how long, once a drain has answered everything it
+	// admitted, the node waits for clients to close their connections
+	// (they do as soon as their in-flight publishes are answered) before
+	// closing them itself; within ShutdownTimeout.
+	DrainGrace time.Duration `yaml:"drain_grace"`
 	// GroupVisibilityTimeout is how long a consumer-group claim holds before
 	// its record is redelivered.
 	GroupVisibilityTimeout time.Duration `yaml:"group_visibility_timeout"`
@@ -224,6 +229,7 @@ func DefaultConfig() Config {
 		MaxStreamsPerTenant:           10000,
 		IdleTimeout:                   30 * time.Second,
 		ShutdownTimeout:               10 * time.Second,
+		DrainGrace:                    5 * time.Second,
 		GroupVisibilityTimeout:        30 * time.Second,
 		GroupMaxAttempts:              5,
 		GroupSessionTimeout:           30 * time.Second,
@@ -353,6 +359,7 @@ func (c *Config) Validate() error {
 		key string
 		v   time.Duration
 	}{{"handshake_timeout", c.HandshakeTimeout}, {"idle_timeout", c.IdleTimeout}, {"shutdown_timeout", c.ShutdownTimeout},
+		{"drain_grace", c.DrainGrace},
 		{"retention_check_interval", c.RetentionCheckInterval}, {"group_visibility_timeout", c.GroupVisibilityTimeout},
 		{"group_session_timeout", c.GroupSessionTimeout}, {"group_max_poll_wait", c.GroupMaxPollWait}} {
 		if d.v <= 0 {

@@ -641,6 +641,34 @@ func (n *Node) drain(ctx context.Context) {
 	all(shards, &actors.ShardInfoRequest{})
 	// Barrier 5: every lane has written what it was given.
 	all(lanes, &actors.LaneSyncRequest{})
+	// Last, the clients: what the lanes wrote may still sit in QUIC's send
+	// buffers, which closing a connection discards. A client closes its
+	// connection once its in-flight publishes are answered (it has had
+	// GoAway since barrier 1), so wait for that, up to drain_grace.
+	n.awaitClientsGone(ctx)
+}
+
+// awaitClientsGone waits until the listener has no connections left, up to
+// drain_grace (and ctx's deadline).
+func (n *Node) awaitClientsGone(ctx context.Context) {
+	deadline := time.Now().Add(n.cfg.DrainGrace)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		res, err := n.sys.Root.RequestFuture(n.children.Listener, &actors.ConnectionsRequest{}, drainStepTimeout).Result()
+		if err != nil || len(res.(*actors.ConnectionsResponse).Connections) == 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+	n.logger.Info("drain grace over: closing the connections clients left open")
 }
 
 // drainStepTimeout caps each drain barrier's wait.

@@ -23,6 +23,9 @@ func testNode(t testing.TB, dir string, mutate ...func(*Config, *Options)) *Node
 	cfg.DataDir = dir
 	cfg.Listen = "127.0.0.1:0"
 	cfg.HTTP = "127.0.0.1:0"
+	// Raw test connections never close themselves on GoAway: do not let
+	// every Shutdown with one open wait the whole production grace.
+	cfg.DrainGrace = 500 * time.Millisecond
 	opts := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if testing.Verbose() {
 		w := &testWriter{t: t}

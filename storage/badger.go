@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -244,24 +246,35 @@ type BadgerLog struct {
 var _ Log = (*BadgerLog)(nil)
 
 // OpenBadger opens (or creates) the database in opts.Dir and starts its
-// value-log GC goroutine. The caller must Close the log.
+// value-log GC goroutine. The caller must Close the log. A database that a
+// crash left with empty log files is opened too (see emptyLogFiles).
 func OpenBadger(opts BadgerOptions) (*BadgerLog, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("storage: BadgerOptions.Dir is empty")
 	}
 	opts = opts.withDefaults()
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	empty, err := emptyLogFiles(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open badger in %s: %w", opts.Dir, err)
+	}
 	db, err := badger.Open(opts.badgerOptions())
+	for i := 0; err != nil && i < len(empty); i++ {
+		// See emptyLogFiles: each failed open has repaired one such file.
+		logger.Warn("storage: opening again: a crash left empty log files", "files", empty, "err", err)
+		db, err = badger.Open(opts.badgerOptions())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("storage: open badger in %s: %w", opts.Dir, err)
 	}
 	l := &BadgerLog{
 		db:         db,
-		logger:     opts.Logger,
+		logger:     logger,
 		syncWrites: opts.SyncWrites,
 		stop:       make(chan struct{}),
-	}
-	if l.logger == nil {
-		l.logger = slog.New(slog.DiscardHandler)
 	}
 	if err := l.upgrade(); err != nil {
 		db.Close()
@@ -272,6 +285,43 @@ func OpenBadger(opts BadgerOptions) (*BadgerLog, error) {
 		go l.runValueLogGC(opts.ValueLogGCInterval)
 	}
 	return l, nil
+}
+
+// emptyLogFiles returns the names of the empty write-ahead (.mem) and value
+// log (.vlog) files in dir (none when dir does not exist yet).
+//
+// Badger creates such a file and only then gives it its size and header, so
+// a crash in between (kill -9 while the node starts or rotates a memtable)
+// leaves it empty, and Badger then refuses to open the database with "Create
+// a new file" (badger#2207). The failed open has given the first such file
+// its size and header by then, so opening again succeeds after at most one
+// failure per empty file. OpenBadger does that rather than removing the
+// files itself, so that nothing in dir changes unless Badger holds its
+// directory lock. (A failed open may leave a few of Badger's goroutines
+// behind: once per crash, in that window.)
+func emptyLogFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var empty []string
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || (!strings.HasSuffix(name, ".mem") && !strings.HasSuffix(name, ".vlog")) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed since the listing
+		}
+		if info.Size() == 0 {
+			empty = append(empty, name)
+		}
+	}
+	return empty, nil
 }
 
 // runValueLogGC collects value-log garbage every interval until stop is

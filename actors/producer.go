@@ -46,6 +46,24 @@ func (p *producerState) admit(b producerBatch) {
 	}
 }
 
+// forgetFrom forgets the remembered batches that end past tail and reports
+// whether there were any. Such batches were cut off the shard's log when its
+// tail was recovered (a torn or corrupt last batch, see storage.BadgerLog):
+// their offsets will be assigned again, and a re-send of them must be
+// written again, not answered as a duplicate. The producer's last sequence
+// goes back to the one before the first batch forgotten (a producer's
+// admitted sequences on a shard are consecutive, in offset order).
+func (p *producerState) forgetFrom(tail uint64) bool {
+	for i, b := range p.recent {
+		if b.base+uint64(b.count) > tail {
+			p.lastSeq = b.seq - 1
+			p.recent = p.recent[:i]
+			return true
+		}
+	}
+	return false
+}
+
 // ProducerPrefix is the metadata prefix under which a shard's idempotent
 // producers are stored.
 func ProducerPrefix(k storage.ShardKey) []byte {

@@ -261,7 +261,7 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 		case p.meta != nil && p.from != nil:
 			ctx.Send(p.from, &MetaWriteResponse{Err: err, Token: p.meta.Token})
 		case p.tail != nil && p.from != nil:
-			ctx.Send(p.from, w.recoveryState(p.tail))
+			ctx.Send(p.from, w.recoveryState(ctx, p.tail))
 		case p.drop != nil:
 			if w.failed != nil {
 				if p.from != nil {
@@ -286,7 +286,7 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 
 // recoveryState reads what a (re)starting shard needs, after the commits
 // ahead of the request.
-func (w *storageWriter) recoveryState(r *TailRequest) *TailResponse {
+func (w *storageWriter) recoveryState(ctx actor.Context, r *TailRequest) *TailResponse {
 	resp := &TailResponse{Err: w.failed}
 	if resp.Err != nil {
 		return resp
@@ -302,8 +302,40 @@ func (w *storageWriter) recoveryState(r *TailRequest) *TailResponse {
 			resp.Producers = append(resp.Producers, append([]byte(nil), v...))
 			return nil
 		})
+		if resp.Err == nil {
+			resp.Err = w.forgetCutOff(ctx, r.Shard, resp.Tail, resp.Producers)
+		}
 	}
 	return resp
+}
+
+// forgetCutOff makes the shard's idempotent producers agree with its
+// recovered tail: a batch they remember that ends past it was cut off the
+// log (storage truncates a torn or corrupt tail), so it is forgotten (see
+// producerState.forgetFrom), in producers and durably, before the shard
+// admits anything. Otherwise a re-send of the batch would be answered as a
+// duplicate at offsets that do not hold it, and that the shard assigns to
+// other batches.
+func (w *storageWriter) forgetCutOff(ctx actor.Context, shard storage.ShardKey, tail uint64, producers [][]byte) error {
+	var puts []storage.MetaPut
+	for i, v := range producers {
+		p, err := decodeProducerState(v)
+		if err != nil || !p.forgetFrom(tail) {
+			continue // a malformed one is skipped, and logged, by the shard
+		}
+		producers[i] = p.encode()
+		puts = append(puts, storage.MetaPut{Key: producerKey(shard, p.id), Value: producers[i]})
+		ctx.Logger().Warn("storage writer: an idempotent producer's batches past the recovered tail are forgotten",
+			slog.Uint64("stream", shard.Stream), slog.Uint64("shard", uint64(shard.Shard)),
+			slog.Uint64("producer", p.id), slog.Uint64("tail", tail), slog.Uint64("next_sequence", p.lastSeq+1))
+	}
+	if len(puts) == 0 {
+		return nil
+	}
+	if err := w.cfg.Log.Commit(nil, puts); err != nil {
+		return fmt.Errorf("%w: forgetting producer batches past the tail: %w", ErrStorageFailed, err)
+	}
+	return nil
 }
 
 // dropData removes a deleted stream's batches (and an ephemeral stream's

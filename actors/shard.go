@@ -162,12 +162,13 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *WatchTail:
 		s.onWatchTail(ctx, ctx.Sender(), m)
 	case *ShardInfoRequest:
-		resp := &ShardInfoResponse{Shard: s.cfg.Key.Shard}
-		if s.core != nil {
-			resp.First, resp.Tail = s.core.first, s.core.committed
-			resp.Blocked, resp.Held, resp.Drops = s.core.blocked, len(s.held), s.core.drops
+		if !s.ready && !s.deleted {
+			// Its tail is not known yet: answered once it is, rather than
+			// with a tail of 0 while the shard holds records.
+			s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
+			return
 		}
-		ctx.Respond(resp)
+		ctx.Respond(s.info())
 	case *RetentionApplied:
 		if s.core != nil {
 			s.core.first = max(s.core.first, min(m.First, s.core.committed))
@@ -262,8 +263,22 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 			s.admitOrHold(ctx, m)
 		case *SubscribeShardRequest:
 			s.onSubscribe(ctx, st.sender, m)
+		case *ShardInfoRequest:
+			if st.sender != nil {
+				ctx.Send(st.sender, s.info())
+			}
 		}
 	}
+}
+
+// info describes the shard (zeros for what it does not know).
+func (s *shard) info() *ShardInfoResponse {
+	resp := &ShardInfoResponse{Shard: s.cfg.Key.Shard}
+	if s.core != nil {
+		resp.First, resp.Tail = s.core.first, s.core.committed
+		resp.Blocked, resp.Held, resp.Drops = s.core.blocked, len(s.held), s.core.drops
+	}
+	return resp
 }
 
 func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
@@ -555,6 +570,10 @@ func (s *shard) rejectUnadmitted(ctx actor.Context, err *wire.Error) {
 		case *SubscribeShardRequest:
 			if st.sender != nil {
 				ctx.Send(st.sender, &SubscribeShardResponse{Err: wire.Errorf(wire.CodeSubscriptionAborted, "the shard failed before the subscription started")})
+			}
+		case *ShardInfoRequest:
+			if st.sender != nil {
+				ctx.Send(st.sender, s.info()) // what it knows, so no one waits for a timeout
 			}
 		}
 	}

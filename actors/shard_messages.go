@@ -139,7 +139,8 @@ type TailAdvanced struct {
 }
 
 // ShardInfoRequest asks a shard for its committed tail. Answered with
-// ShardInfoResponse.
+// ShardInfoResponse; a durable shard still recovering its tail answers once
+// it knows it.
 type ShardInfoRequest struct{}
 
 // ShardInfoResponse answers ShardInfoRequest.

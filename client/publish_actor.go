@@ -116,6 +116,13 @@ func (a *publishStreamActor) onPublishRequest(ctx actor.Context, r *publishReque
 		r.finishUnsent(a.s, a.goAway)
 		return
 	}
+	if e := a.s.goAway.Load(); e != nil {
+		// GoAway came after the caller checked, before this stream heard of
+		// it (a new route's stream is spawned after the notices went out).
+		a.goAway = e
+		r.finishUnsent(a.s, e)
+		return
+	}
 	for i := range r.frames {
 		a.queue = append(a.queue, pendingFrame{req: r, idx: i})
 	}

@@ -1,6 +1,9 @@
 package client
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -51,6 +54,8 @@ type publishRequest struct {
 	// answered is how many frames reached a final state (acked, refused,
 	// failed, or written for AckNone).
 	answered int
+	// acked is how many frames the node acknowledged.
+	acked int
 	// acks holds each frame's ack, by frame index.
 	acks []wire.PublishAck
 	// err is the first failure.
@@ -117,8 +122,17 @@ func (r *publishRequest) frameSettled(s *session, i int, ack wire.PublishAck, er
 		s.budget.release(n)
 		r.held -= n
 	}
-	if err != nil && r.err == nil {
+	switch {
+	case err == nil:
+		if r.mode != wire.AckNone {
+			r.acked++
+		}
+	case r.err == nil:
 		r.err = err
+	case errors.Is(err, ErrOutcomeUnknown) && !errors.Is(r.err, ErrOutcomeUnknown):
+		// A frame in doubt outweighs another frame's refusal: the caller
+		// must not take the publish as not written.
+		r.err, r.refused = err, false
 	}
 	if r.acks == nil && r.mode != wire.AckNone {
 		r.acks = make([]wire.PublishAck, len(r.frames))
@@ -131,6 +145,12 @@ func (r *publishRequest) frameSettled(s *session, i int, ack wire.PublishAck, er
 		return
 	}
 	if r.err != nil {
+		if r.acked > 0 && !errors.Is(r.err, ErrOutcomeUnknown) {
+			// Part of the publish was written: an error alone, retryable or
+			// not, would have the caller write that part again.
+			r.err = outcomeUnknown(fmt.Errorf("%d of the publish's %d frames were written: %w", r.acked, len(r.frames), r.err))
+			r.refused = false
+		}
 		r.finish(publishResult{err: r.err, refused: r.refused})
 		return
 	}

@@ -224,6 +224,25 @@ func TestPublishAckModes(t *testing.T) {
 		}
 	})
 
+	t.Run("per-message, partly written", func(t *testing.T) {
+		// The first record is acked, the second refused with a retryable
+		// code: the publish is half written, so its error must not invite
+		// a re-send of the whole.
+		res := make(chan error, 1)
+		go func() {
+			_, err := c.PublishBatch(ctx, orders, [][]byte{[]byte("x"), []byte("y")}, WithAck(AckPerMessage))
+			res <- err
+		}()
+		f := recv(t, frames)
+		f.ack(t, 0, 20)
+		f = recv(t, frames)
+		_, _ = f.st.Write(wire.AppendError(nil, f.h.RequestID, wire.Errorf(wire.CodeShuttingDown, "draining")))
+		err := <-res
+		if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrShuttingDown) {
+			t.Fatalf("half-written publish: %v, want outcome unknown and not shutting_down", err)
+		}
+	})
+
 	t.Run("refused", func(t *testing.T) {
 		res := make(chan error, 1)
 		go func() {

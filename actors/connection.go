@@ -62,8 +62,11 @@ type ConnectionConfig struct {
 	// Auth authenticates the Hello (nil: dev mode, every connection acts
 	// as DevPrincipal).
 	Auth *Authenticator
-	// MaxConnections bounds the listener's connections (0: none).
+	// MaxConnections bounds the authenticated connections (0: none):
+	// Authenticated counts them, node-wide. The listener also refuses a
+	// connection when MaxConnections more are still in their handshake.
 	MaxConnections int
+	Authenticated  *atomic.Int64
 	// MaxSubscriptions bounds a connection's subscriptions and group push
 	// members together (0: none).
 	MaxSubscriptions int
@@ -117,6 +120,9 @@ type connection struct {
 	// principal is who the connection acts for, set by the handshake
 	// before any request is served and never changed after.
 	principal Principal
+	// counted is set once the connection holds a place among
+	// MaxConnections (given back when it stops).
+	counted atomic.Bool
 }
 
 // NewConnectionProps returns the props of a connection actor for conn. A
@@ -128,6 +134,9 @@ func NewConnectionProps(conn *quic.Conn, cfg ConnectionConfig) *actor.Props {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.Authenticated == nil {
+		cfg.Authenticated = &atomic.Int64{}
 	}
 	if cfg.ReadMaxRecords <= 0 {
 		cfg.ReadMaxRecords = 1000
@@ -215,6 +224,9 @@ func (c *connection) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		c.cfg.Stats.gauge(&c.cfg.Stats.Connections, -1)
 		c.wg.Wait()
+		if c.counted.Load() {
+			c.cfg.Authenticated.Add(-1)
+		}
 	case *actor.Restarting:
 	default:
 		c.log(ctx).Warn("connection: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
@@ -459,6 +471,16 @@ func (c *connection) serve(root *actor.RootContext, self *actor.PID) error {
 		return refuse(werr)
 	}
 	c.principal = principal
+	// Only a connection that authenticated takes one of max_connections:
+	// ones still in their handshake cannot crowd out real clients.
+	if max := c.cfg.MaxConnections; max > 0 {
+		if c.cfg.Authenticated.Add(1) > int64(max) {
+			c.cfg.Authenticated.Add(-1)
+			c.cfg.Stats.Limits.Connections.Add(1)
+			return refuse(wire.Errorf(wire.CodeOverloaded, "the node has its maximum of %d connections (max_connections)", max))
+		}
+		c.counted.Store(true)
+	}
 	root.Send(lane, &WriteFrame{Frame: wire.AppendWelcome(nil, f.Header.RequestID, wire.Welcome{
 		Version: wire.Version, Features: wire.Features & hello.Features, MaxFrameBytes: c.cfg.MaxFrameBytes,
 		PublishWindow: uint32(c.cfg.PublishWindow), NodeID: c.cfg.NodeID})})

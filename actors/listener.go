@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,6 +25,10 @@ func NewListenerProps(cfg ConnectionConfig) *actor.Props {
 	if cfg.Stats == nil {
 		cfg.Stats = &Stats{}
 	}
+	if cfg.Authenticated == nil {
+		// One count for every connection the listener spawns.
+		cfg.Authenticated = &atomic.Int64{}
+	}
 	return actor.PropsFromProducer(func() actor.Actor { return &listener{cfg: cfg} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(reason any) actor.Directive {
 			return actor.StopDirective
@@ -38,10 +43,13 @@ func (l *listener) Receive(ctx actor.Context) {
 			_ = m.Conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeShuttingDown), "node shutting down")
 			return
 		}
-		if max := l.cfg.MaxConnections; max > 0 && len(ctx.Children()) >= max {
+		// Authenticated connections are bounded by max_connections (the
+		// connection checks after its Hello); this bounds all of them,
+		// those still in their handshake included, at twice that.
+		if max := l.cfg.MaxConnections; max > 0 && len(ctx.Children()) >= 2*max {
 			l.cfg.Stats.Limits.Connections.Add(1)
 			_ = m.Conn.CloseWithError(quic.ApplicationErrorCode(wire.CodeOverloaded),
-				fmt.Sprintf("the node has its maximum of %d connections (max_connections)", max))
+				fmt.Sprintf("the node has its maximum of %d connections (max_connections), and as many in their handshake", max))
 			return
 		}
 		props := NewConnectionProps(m.Conn, l.cfg)

@@ -50,6 +50,11 @@ type connectionActor struct {
 	// nextShared is the index of the publisher the next new route shares
 	// once every publish stream is taken (round-robin).
 	nextShared int
+	// goAwayErr is set once the node sent GoAway; goAwayDrained once every
+	// publish stream has its answers. Then the connection closes as soon as
+	// no control request awaits an answer.
+	goAwayErr     *wire.Error
+	goAwayDrained bool
 }
 
 // newConnectionProps returns the props of a connection actor.
@@ -100,6 +105,9 @@ func (a *connectionActor) Receive(ctx actor.Context) {
 		a.onPublishStats(ctx, m)
 	case *publishersRequest:
 		m.reply <- append([]*actor.PID(nil), a.publishers...)
+	case *goAwayPublishersDrained:
+		a.goAwayDrained = true
+		a.closeIfDrained()
 	default:
 		a.s.log.Warn("herald: connection actor: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -227,6 +235,15 @@ func (a *connectionActor) onControlFrame(ctx actor.Context, m *controlFrameRecei
 	default:
 		req.reply <- controlResponse{value: m.value}
 	}
+	a.closeIfDrained()
+}
+
+// closeIfDrained closes the connection the node is draining once the
+// publish streams have their answers and no control request awaits one.
+func (a *connectionActor) closeIfDrained() {
+	if a.goAwayErr != nil && a.goAwayDrained && len(a.pending) == 0 {
+		a.s.fail(a.goAwayErr)
+	}
 }
 
 func (a *connectionActor) onControlStreamEnded(m *controlStreamEnded) {
@@ -268,16 +285,18 @@ const goAwayGrace = 30 * time.Second
 // drainAfterGoAway finishes the connection the node is draining: every
 // publish stream closes its send side and waits for the node's answers to
 // what it has in flight (the node answers everything it admitted before it
-// goes); then the client closes the connection with err, which tells the
-// node it may stop waiting, and ends the subscriptions with the retryable
-// shutting_down error.
+// goes), and the control requests sent get their answers; then the client
+// closes the connection with err, which tells the node it may stop
+// waiting, and ends the subscriptions with the retryable shutting_down
+// error. goAwayGrace bounds it all.
 func (a *connectionActor) drainAfterGoAway(ctx actor.Context, err *wire.Error) {
+	a.goAwayErr = err
 	replies := make([]chan struct{}, len(a.publishers))
 	for i, p := range a.publishers {
 		replies[i] = make(chan struct{}, 1)
 		ctx.Send(p, &goAwayNotice{err: err, reply: replies[i]})
 	}
-	s := a.s
+	s, root, self := a.s, ctx.ActorSystem().Root, ctx.Self()
 	s.goroutines.Go(func() {
 		timer := time.NewTimer(goAwayGrace)
 		defer timer.Stop()
@@ -291,7 +310,12 @@ func (a *connectionActor) drainAfterGoAway(ctx actor.Context, err *wire.Error) {
 				return
 			}
 		}
-		s.fail(err)
+		root.Send(self, &goAwayPublishersDrained{})
+		select {
+		case <-timer.C:
+			s.fail(err)
+		case <-s.ctx.Done():
+		}
 	})
 }
 

@@ -87,3 +87,7 @@ type subscriptionSpawned struct {
 	pid *actor.PID
 	err error
 }
+
+// goAwayPublishersDrained: after GoAway, every publish stream has the
+// node's answers to what it had in flight.
+type goAwayPublishersDrained struct{}

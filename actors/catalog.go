@@ -368,7 +368,7 @@ func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamN
 	}
 	if max := c.cfg.MaxStreamsPerTenant; max > 0 && c.tenantStreams(name.Tenant) >= max {
 		c.cfg.Stats.Limits.TenantStreams.Add(1)
-		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeOverloaded,
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeQuotaExceeded,
 			"tenant %s has its maximum of %d streams (max_streams_per_tenant); delete one first", name.Tenant, max)})
 		return
 	}

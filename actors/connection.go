@@ -120,6 +120,8 @@ type connection struct {
 	// principal is who the connection acts for, set by the handshake
 	// before any request is served and never changed after.
 	principal Principal
+	// welcomed is set once Welcome is on its way: GoAway may follow it.
+	welcomed atomic.Bool
 	// counted is set once the connection holds a place among
 	// MaxConnections (given back when it stops).
 	counted atomic.Bool
@@ -333,7 +335,9 @@ func (c *connection) onDrain(ctx actor.Context) {
 	if c.draining.Swap(true) {
 		return
 	}
-	if c.control != nil {
+	// Before Welcome is sent the handshake sends GoAway itself, after it
+	// (the client expects Welcome first).
+	if c.welcomed.Load() && c.control != nil {
 		ctx.Send(c.control, &WriteFrame{Frame: wire.AppendGoAway(nil, "node shutting down")})
 	}
 }
@@ -484,6 +488,13 @@ func (c *connection) serve(root *actor.RootContext, self *actor.PID) error {
 	root.Send(lane, &WriteFrame{Frame: wire.AppendWelcome(nil, f.Header.RequestID, wire.Welcome{
 		Version: wire.Version, Features: wire.Features & hello.Features, MaxFrameBytes: c.cfg.MaxFrameBytes,
 		PublishWindow: uint32(c.cfg.PublishWindow), NodeID: c.cfg.NodeID})})
+	// A drain that began during the handshake did not send GoAway (see
+	// onDrain): send it now, so this client finishes too. Both may send it
+	// in a race; the client takes the first.
+	c.welcomed.Store(true)
+	if c.draining.Load() {
+		root.Send(lane, &WriteFrame{Frame: wire.AppendGoAway(nil, "node shutting down")})
+	}
 
 	c.wg.Add(1)
 	go func() {

@@ -94,7 +94,7 @@ func (c *connection) groupStream0(root *actor.RootContext, name wire.StreamName,
 	if c.cfg.Groups == nil {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "consumer groups are not enabled on this node")
 	}
-	if werr := c.principal.Allow(PermConsume, name); werr != nil {
+	if werr := c.allow(PermConsume, name); werr != nil {
 		return nil, werr
 	}
 	if err := wire.ValidateGroupName("group name", group); err != nil {

@@ -181,7 +181,7 @@ type LimitHits struct {
 	Handshake atomic.Uint64
 	// Idle: idle_timeout (a silent connection closed).
 	Idle atomic.Uint64
-	// GroupClaims: group_max_in_flight (a poll or push refused
-	// too_many_claims).
+	// GroupClaims: group_max_in_flight (a poll refused too_many_claims;
+	// push deliveries pause instead, uncounted).
 	GroupClaims atomic.Uint64
 }

@@ -48,7 +48,10 @@ var (
 	// ErrShuttingDown: the node is draining (it sent GoAway); retry on
 	// another node or later, on a new connection.
 	ErrShuttingDown error = &wire.Error{Code: wire.CodeShuttingDown}
-	// ErrUnauthenticated: the token is missing or wrong.
+	// ErrUnauthenticated: the token is missing or wrong, or the token and
+	// the client certificate name different tenants. (A certificate the
+	// node does not accept fails the TLS handshake itself: Dial returns
+	// that TLS error.)
 	ErrUnauthenticated error = &wire.Error{Code: wire.CodeUnauthenticated}
 	// ErrPermissionDenied: the token does not allow the operation.
 	ErrPermissionDenied error = &wire.Error{Code: wire.CodePermissionDenied}
@@ -104,6 +107,9 @@ var (
 	// ErrStreamNotDurable: the operation needs a durable stream; consumer
 	// groups do.
 	ErrStreamNotDurable error = &wire.Error{Code: wire.CodeStreamNotDurable}
+	// ErrQuotaExceeded: the tenant has the node's maximum of streams
+	// (max_streams_per_tenant); delete one before creating another.
+	ErrQuotaExceeded error = &wire.Error{Code: wire.CodeQuotaExceeded}
 )
 
 // ErrOutcomeUnknown matches the error of a publish that was written to the

@@ -115,7 +115,8 @@ func TestLimitMaxSubscriptionsPerConnection(t *testing.T) {
 	})
 }
 
-// max_streams_per_tenant: a create beyond it is refused as overloaded,
+// max_streams_per_tenant: a create beyond it is refused as quota_exceeded
+// (not retryable: waiting does not make room),
 // auto-create by publish too; other tenants are not affected; deleting a
 // stream makes room.
 func TestLimitMaxStreamsPerTenant(t *testing.T) {
@@ -130,11 +131,11 @@ func TestLimitMaxStreamsPerTenant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.CreateStream(ctx, name("acme", "c"), client.StreamConfig{Shards: 1}); !errors.Is(err, client.ErrOverloaded) {
-		t.Fatalf("third stream: %v, want overloaded", err)
+	if _, err := c.CreateStream(ctx, name("acme", "c"), client.StreamConfig{Shards: 1}); !errors.Is(err, client.ErrQuotaExceeded) {
+		t.Fatalf("third stream: %v, want quota exceeded", err)
 	}
-	if _, err := c.PublishBatch(ctx, name("acme", "auto"), [][]byte{[]byte("x")}); !errors.Is(err, client.ErrOverloaded) {
-		t.Fatalf("auto-create beyond the limit: %v, want overloaded", err)
+	if _, err := c.PublishBatch(ctx, name("acme", "auto"), [][]byte{[]byte("x")}); !errors.Is(err, client.ErrQuotaExceeded) {
+		t.Fatalf("auto-create beyond the limit: %v, want quota exceeded", err)
 	}
 	if _, err := c.CreateStream(ctx, name("globex", "a"), client.StreamConfig{Shards: 1}); err != nil {
 		t.Fatalf("another tenant: %v", err)

@@ -658,7 +658,8 @@ func (n *Node) awaitClientsGone(ctx context.Context) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for time.Now().Before(deadline) {
-		res, err := n.sys.Root.RequestFuture(n.children.Listener, &actors.ConnectionsRequest{}, drainStepTimeout).Result()
+		wait := min(drainStepTimeout, max(time.Until(deadline), time.Millisecond))
+		res, err := n.sys.Root.RequestFuture(n.children.Listener, &actors.ConnectionsRequest{}, wait).Result()
 		if err != nil || len(res.(*actors.ConnectionsResponse).Connections) == 0 {
 			return
 		}
@@ -667,6 +668,10 @@ func (n *Node) awaitClientsGone(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+	}
+	if ctx.Err() != nil {
+		n.logger.Info("shutdown timeout reached: closing the connections clients left open")
+		return
 	}
 	n.logger.Info("drain grace over: closing the connections clients left open")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -56,7 +57,9 @@ func registerClientFlags(fs *flag.FlagSet, getenv func(string) string) *clientFl
 		server = defaultServer
 	}
 	fs.StringVar(&f.server, "server", server, "node `address` (env HERALD_SERVER)")
-	fs.StringVar(&f.token, "token", getenv("HERALD_TOKEN"), "authentication `token` (env HERALD_TOKEN)")
+	// The token's default is not the environment's value: usage output
+	// would print the secret. options reads HERALD_TOKEN instead.
+	fs.StringVar(&f.token, "token", "", "authentication `token` (default $HERALD_TOKEN)")
 	fs.StringVar(&f.ca, "ca", "", "CA certificate `file` to trust (default ./"+devCAPath+" if it exists, else $HERALD_DATA_DIR/tls/ca.pem)")
 	fs.BoolVar(&f.insecure, "insecure", false, "skip verification of the node's certificate (experiments only)")
 	fs.StringVar(&f.cert, "cert", getenv("HERALD_CERT"), "client certificate `file` for a node with mutual TLS (env HERALD_CERT)")
@@ -92,8 +95,8 @@ func (f *clientFlags) options(getenv func(string) string, exists func(string) bo
 	if f.insecure {
 		opts = append(opts, client.WithInsecure())
 	}
-	if f.token != "" {
-		opts = append(opts, client.WithToken(f.token))
+	if token := cmp.Or(f.token, getenv("HERALD_TOKEN")); token != "" {
+		opts = append(opts, client.WithToken(token))
 	}
 	if f.cert != "" || f.key != "" {
 		opts = append(opts, client.WithClientCert(f.cert, f.key))

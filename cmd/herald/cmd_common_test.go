@@ -73,9 +73,24 @@ func TestClientFlags(t *testing.T) {
 	if f.server != "127.0.0.1:7400" || f.token != "" || f.ca != "" || f.insecure || f.timeout != 10*time.Second {
 		t.Fatalf("defaults: %+v", f)
 	}
-	f = parse(map[string]string{"HERALD_SERVER": "node:1", "HERALD_TOKEN": "tok"})
-	if f.server != "node:1" || f.token != "tok" {
+	f = parse(map[string]string{"HERALD_SERVER": "node:1", "HERALD_TOKEN": "s3cr3t-tok"})
+	if f.server != "node:1" {
 		t.Fatalf("from env: %+v", f)
+	}
+	// HERALD_TOKEN is used (one more Dial option than without it) but is
+	// never a flag default, which usage output would print.
+	withEnv := f.options(env(map[string]string{"HERALD_TOKEN": "s3cr3t-tok"}), func(string) bool { return false })
+	without := f.options(env(nil), func(string) bool { return false })
+	if len(withEnv) != len(without)+1 {
+		t.Fatalf("HERALD_TOKEN not used: %d options with it, %d without", len(withEnv), len(without))
+	}
+	var usage strings.Builder
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(&usage)
+	registerClientFlags(fs, env(map[string]string{"HERALD_TOKEN": "s3cr3t-tok"}))
+	fs.PrintDefaults()
+	if strings.Contains(usage.String(), "s3cr3t-tok") {
+		t.Fatalf("usage prints the token:\n%s", usage.String())
 	}
 	f = parse(map[string]string{"HERALD_SERVER": "node:1"}, "x", "--server", "other:2", "--insecure", "--timeout", "3s", "--ca", "my.pem")
 	if f.server != "other:2" || !f.insecure || f.timeout != 3*time.Second || f.ca != "my.pem" {

@@ -68,7 +68,7 @@ func runToken(args []string, stdout, stderr io.Writer) int {
 	digest := sha256.Sum256([]byte(token))
 	fmt.Fprintf(stdout, "# token for the client (--token, HERALD_TOKEN, client.WithToken); it is shown only now:\n# %s\n", token)
 	fmt.Fprintf(stdout, "# entry for auth_tokens_file (it holds only the token's SHA-256):\n")
-	fmt.Fprintf(stdout, "  - name: %s\n    tenant: %s\n    sha256: %s\n    permissions: [%s]\n",
+	fmt.Fprintf(stdout, "  - name: %q\n    tenant: %s\n    sha256: %s\n    permissions: [%s]\n",
 		*name, *tenant, hex.EncodeToString(digest[:]), strings.Join(permList, ", "))
 	if len(nsList) > 0 {
 		fmt.Fprintf(stdout, "    namespaces: [%s]\n", strings.Join(nsList, ", "))

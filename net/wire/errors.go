@@ -42,6 +42,7 @@ const (
 	CodeSessionExpired      Code = 29 // the group member was silent past the session timeout; join again
 	CodeGroupNotFound       Code = 30 // the group has never been used on this stream
 	CodeStreamNotDurable    Code = 31 // the operation needs a durable stream (consumer groups do)
+	CodeQuotaExceeded       Code = 32 // the tenant has its configured maximum of streams; delete some first
 )
 
 // RetryClass says what a caller should do about an error.
@@ -97,6 +98,7 @@ var codes = map[Code]codeInfo{
 	CodeSessionExpired:      {"session_expired", RetryNow},
 	CodeGroupNotFound:       {"group_not_found", RetryFatal},
 	CodeStreamNotDurable:    {"stream_not_durable", RetryFatal},
+	CodeQuotaExceeded:       {"quota_exceeded", RetryFatal},
 }
 
 // String returns the code's stable snake_case name.

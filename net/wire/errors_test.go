@@ -49,6 +49,7 @@ var codeTable = []struct {
 	{wire.CodeSessionExpired, 29, "session_expired", wire.RetryNow},
 	{wire.CodeGroupNotFound, 30, "group_not_found", wire.RetryFatal},
 	{wire.CodeStreamNotDurable, 31, "stream_not_durable", wire.RetryFatal},
+	{wire.CodeQuotaExceeded, 32, "quota_exceeded", wire.RetryFatal},
 }
 
 func TestCodesTable(t *testing.T) {

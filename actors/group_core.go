@@ -221,7 +221,10 @@ const maxLoadedUnsettled = 1 << 24
 
 // load rebuilds the state from the group's metadata (the map from key to
 // value, as scanned under groupPrefix). It reports whether the group had
-// any state.
+// any state. It fails on a malformed key or cursor value, a shard whose
+// committed is past its next, and a shard with more than maxLoadedUnsettled
+// unsettled records; keys the core never writes (redrive attempts at or
+// above committed, dead letters at or above next) are ignored.
 func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (bool, error) {
 	prefix := groupPrefix(c.stream, c.group)
 	found := false

@@ -62,9 +62,15 @@ func runJSConsume(ctx context.Context, cfg config) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pull: %w", err)
 	}
-	consumed := 0
+	consumed, missedHeartbeats := 0, 0
 	for consumed < cfg.messages {
 		msg, err := it.Next(jetstream.NextContext(ctx))
+		if errors.Is(err, jetstream.ErrNoHeartbeat) && ctx.Err() == nil {
+			// Not terminal: the iterator has dropped its pending pull and
+			// pulls again (seen on a loaded 2-core machine).
+			missedHeartbeats++
+			continue
+		}
 		if err != nil {
 			it.Stop()
 			return nil, fmt.Errorf("next after %d records: %w", consumed, err)
@@ -94,7 +100,7 @@ func runJSConsume(ctx context.Context, cfg config) ([]Result, error) {
 		},
 		RecordsPerSec:    rate,
 		DeliveriesPerSec: rate,
-		Counts:           map[string]int{"consumed": consumed},
+		Counts:           map[string]int{"consumed": consumed, "missed_heartbeats": missedHeartbeats},
 		ElapsedMillis:    millis(elapsed),
 	}}, nil
 }

@@ -193,6 +193,12 @@ type BadgerConfig struct {
 	NumCompactors int `yaml:"num_compactors"`
 }
 
+// MinIdleTimeout is the shortest idle_timeout: quic-go, on the client side,
+// raises a peer's advertised idle timeout to 5 s and paces its keep-alives
+// by that, so a node closing connections sooner would drop idle clients
+// that are alive.
+const MinIdleTimeout = 5 * time.Second
+
 // DefaultConfig returns the embedded defaults: data in ./data, QUIC on
 // 127.0.0.1:7400, HTTP on 127.0.0.1:7401.
 func DefaultConfig() Config {
@@ -365,6 +371,10 @@ func (c *Config) Validate() error {
 		if d.v <= 0 {
 			bad(d.key, "must be positive")
 		}
+	}
+	if c.IdleTimeout > 0 && c.IdleTimeout < MinIdleTimeout {
+		bad("idle_timeout", "%s is below %s: QUIC clients (quic-go) take a shorter advertised idle timeout as %s and send keep-alives only every %s, so the node would close healthy idle connections",
+			c.IdleTimeout, MinIdleTimeout, MinIdleTimeout, MinIdleTimeout/2)
 	}
 	for _, r := range []struct {
 		key string

@@ -82,7 +82,7 @@ func (p *udpProxy) Addr() string { return p.ln.LocalAddr().String() }
 // some member, none is lost, and the only records delivered twice are ones
 // pushed to the dead member and not acked.
 func TestGroupMemberKilledMidStream(t *testing.T) {
-	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.IdleTimeout = time.Second })
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.IdleTimeout = MinIdleTimeout })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	pubc := dialClient(t, n)

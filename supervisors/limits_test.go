@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,5 +263,49 @@ func TestStreamFloodBounded(t *testing.T) {
 	r.write(r.control, wire.AppendListStreams(nil, 9, wire.ListStreams{Tenant: "t"}))
 	if f := r.read(r.control); f.Header.Type != wire.TypeStreamList {
 		t.Fatalf("after the flood: %s", f.Header.Type)
+	}
+}
+
+// idle_timeout: a client connection that falls silent (no keep-alives) is
+// closed by the node after the idle timeout, and counted; a client that
+// keeps its connection alive is not.
+func TestIdleConnectionClosed(t *testing.T) {
+	// The shortest idle_timeout: the client's keep-alives go every half of
+	// it (TestIdleTimeoutFloor shows why shorter ones are refused).
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.IdleTimeout = MinIdleTimeout })
+	live := dialClient(t, n) // the client sends keep-alives
+	silent := dialRaw(t, n)  // a raw connection without keep-alives
+	select {
+	case <-silent.conn.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the silent connection was not closed")
+	}
+	var idle *quic.IdleTimeoutError
+	if err := context.Cause(silent.conn.Context()); !errors.As(err, &idle) {
+		t.Fatalf("silent connection closed with %v, want an idle timeout", err)
+	}
+	waitFor(t, "the idle close to be counted", func() bool {
+		got := limitHits(t, n, "idle_timeout")
+		if got > 1 {
+			t.Fatalf("idle_timeout hits = %v: the live client timed out too", got)
+		}
+		return got == 1
+	})
+	if _, err := live.ListStreams(context.Background(), "", ""); err != nil {
+		t.Fatalf("the live client after the idle timeout: %v", err)
+	}
+}
+
+// idle_timeout below 5 s is refused: quic-go clients would pace their
+// keep-alives by 5 s and be closed while alive.
+func TestIdleTimeoutFloor(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.IdleTimeout = 2 * time.Second
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "idle_timeout") {
+		t.Fatalf("idle_timeout 2s: %v", err)
+	}
+	cfg.IdleTimeout = MinIdleTimeout
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("idle_timeout %s: %v", MinIdleTimeout, err)
 	}
 }

@@ -527,6 +527,28 @@ func (c *groupCore) advance(s *groupShard) {
 			}
 		} else if off >= s.floor || c.unsettled(s, off) {
 			return
+		} else {
+			// Retention deleted off before it was delivered: skip the whole
+			// run of such offsets at once, up to the next one that is
+			// settled, claimed, owed, or not below the floor (one at a time
+			// this walked up to the floor, however far that was).
+			to := min(s.floor, s.next)
+			for d := range s.done {
+				if d > off && d < to {
+					to = d
+				}
+			}
+			for d := range s.claims {
+				if d > off && d < to {
+					to = d
+				}
+			}
+			if i, _ := slices.BinarySearch(s.owed, off+1); i < len(s.owed) && s.owed[i] < to {
+				to = s.owed[i]
+			}
+			s.committed = to
+			s.dirty = true
+			continue
 		}
 		s.committed++
 		s.dirty = true

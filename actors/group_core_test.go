@@ -259,3 +259,37 @@ func TestGroupCursorMintAndParse(t *testing.T) {
 		}
 	}
 }
+
+// When retention deletes a long run of records the group never delivered
+// while one of its claims is still open, settling that claim moves the
+// committed cursor over the whole run at once: walking it an offset at a
+// time would take as long as the run (here 2^40 offsets).
+func TestGroupCoreAckSkipsRetainedRunAtOnce(t *testing.T) {
+	h := newCoreHarness(t, 1, 10, GroupLimits{})
+	picks := h.poll("m", 0, 6)
+	if got := offsetsOf(picks); len(got) != 6 || got[5] != 5 {
+		t.Fatalf("polled %v", got)
+	}
+	if _, err := h.core.ack(0, []uint64{0, 1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	const far = uint64(1) << 40
+	s := h.core.shards[0]
+	s.first, s.tail = far, far+10
+	h.core.candidates([]uint32{0}, 1) // sees that retention moved first
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := h.core.ack(0, []uint64{5}); err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("settling the last claim walks the deleted run an offset at a time")
+	}
+	if s.committed != far {
+		t.Fatalf("committed %d, want %d", s.committed, far)
+	}
+}

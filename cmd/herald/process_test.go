@@ -454,10 +454,9 @@ func waitGroup(ctx context.Context, t *testing.T, c *client.Client, name client.
 // only records printed twice are ones the killed process printed (and died
 // before acking). The survivor leaves on SIGTERM with exit status 0.
 func TestSubGroupMemberKilled(t *testing.T) {
-	// The idle timeout is how soon the node notices the killed member; 2 s
-	// leaves the live connections (keep-alives every 1 s) room on a busy
-	// machine.
-	node := startNode(t, t.TempDir(), "HERALD_IDLE_TIMEOUT=2s")
+	// The idle timeout is how soon the node notices the killed member: the
+	// shortest the node accepts (the clients' keep-alives go every 2.5 s).
+	node := startNode(t, t.TempDir(), "HERALD_IDLE_TIMEOUT=5s")
 	c := node.dial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -390,3 +390,20 @@ func TestOutputFormats(t *testing.T) {
 		t.Fatalf("acks %q", got)
 	}
 }
+
+// With --count, a group member's window is at most the count unless
+// --window says otherwise: no delivery is cut short by the count.
+func TestSubGroupWindowFollowsCount(t *testing.T) {
+	cmd, err := parseSubCmd([]string{"orders", "--group", "g", "--count", "2"}, io.Discard, env(nil))
+	if err != nil || cmd.window != 2 {
+		t.Fatalf("--count 2: window %d, %v", cmd.window, err)
+	}
+	cmd, err = parseSubCmd([]string{"orders", "--group", "g", "--count", "2", "--window", "50"}, io.Discard, env(nil))
+	if err != nil || cmd.window != 50 {
+		t.Fatalf("--count 2 --window 50: window %d, %v", cmd.window, err)
+	}
+	cmd, err = parseSubCmd([]string{"orders", "--group", "g"}, io.Discard, env(nil))
+	if err != nil || cmd.window != client.DefaultGroupWindow {
+		t.Fatalf("no --count: window %d, %v", cmd.window, err)
+	}
+}

@@ -76,7 +76,7 @@ func parseSubCmd(args []string, stderr io.Writer, getenv func(string) string) (*
 	fs.BoolVar(&cmd.json, "json", false, `print JSON lines {"shard","offset","timestamp","key","payload"} (with --group also "attempts"); a key or payload that is not UTF-8 is printed as "key_base64"/"payload_base64"`)
 	fs.StringVar(&cmd.group, "group", "", "join this consumer `group` as a push member instead of subscribing to the stream")
 	fs.StringVar(&cmd.member, "member", "", "member `id` in the group (default: the node names the member) (--group)")
-	fs.IntVar(&cmd.window, "window", client.DefaultGroupWindow, "credit window: at most this many records delivered and not yet acked (--group)")
+	fs.IntVar(&cmd.window, "window", client.DefaultGroupWindow, "credit window: at most this many records delivered and not yet acked; with --count, at most the count (--group)")
 	fs.IntVar(&cmd.maxPerPush, "max", 0, "at most this many records per delivery (0: the node decides) (--group)")
 	fs.DurationVar(&cmd.heartbeat, "heartbeat", 0, "send a heartbeat after this long without an ack (0: a third of the group's session timeout) (--group)")
 	pos, err := parseInterleaved(fs, args)
@@ -145,6 +145,12 @@ func (cmd *subCmd) checkGroupFlags(fs *flag.FlagSet) error {
 		return usageErrorf("--max must not be negative")
 	case cmd.heartbeat < 0:
 		return usageErrorf("--heartbeat must not be negative")
+	}
+	// With --count and no --window, hold no more than the count in flight:
+	// no delivery is then cut short by the count, so each is printed whole
+	// and acked, and the group's cursor moves past what was printed.
+	if cmd.count > 0 && setFlag(fs, "window") == "" {
+		cmd.window = min(cmd.window, cmd.count)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // The batch envelope is the stored value of one batch:
@@ -54,6 +55,10 @@ func decodeEnvelope(base uint64, v []byte) (Batch, error) {
 	if count == 0 {
 		return Batch{}, fmt.Errorf("%w: base %d: zero record count", ErrCorrupt, base)
 	}
+	if base > math.MaxUint64-uint64(count) {
+		// Its end would wrap: the tail would read as a small offset.
+		return Batch{}, fmt.Errorf("%w: base %d: %d records run past the last offset", ErrCorrupt, base, count)
+	}
 	return Batch{
 		Base:      base,
 		Count:     count,
@@ -100,6 +105,9 @@ func decodeIndex(base uint64, v []byte) (BatchInfo, error) {
 	count := binary.BigEndian.Uint32(v[1:5])
 	if count == 0 {
 		return BatchInfo{}, fmt.Errorf("%w: index of base %d: zero record count", ErrCorrupt, base)
+	}
+	if base > math.MaxUint64-uint64(count) {
+		return BatchInfo{}, fmt.Errorf("%w: index of base %d: %d records run past the last offset", ErrCorrupt, base, count)
 	}
 	return BatchInfo{
 		Base:      base,

@@ -17,7 +17,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		{"one record", Batch{Base: 0, Count: 1, Timestamp: 1, Records: []byte{0x01}}},
 		{"many records", Batch{Base: 1 << 40, Count: 64, Timestamp: 1_700_000_000_000_000_000, Records: bytes.Repeat([]byte("rec"), 1000)}},
 		{"negative timestamp", Batch{Base: 7, Count: 3, Timestamp: -5, Records: []byte("abc")}},
-		{"extremes", Batch{Base: math.MaxUint64 - 1, Count: math.MaxUint32, Timestamp: math.MinInt64, Records: []byte{0}}},
+		{"extremes", Batch{Base: math.MaxUint64 - math.MaxUint32, Count: math.MaxUint32, Timestamp: math.MinInt64, Records: []byte{0}}},
 		{"no records bytes", Batch{Base: 3, Count: 2, Timestamp: 9, Records: []byte{}}},
 	}
 	for _, tt := range tests {
@@ -189,5 +189,22 @@ func TestIndexAndFloorKeys(t *testing.T) {
 	prefixes := map[byte]bool{recordPrefix: true, indexPrefix: true, floorPrefix: true, metaPrefix: true, formatKey[0]: true}
 	if len(prefixes) != 5 || len(formatKey) != 1 {
 		t.Fatalf("key prefixes collide: %v", prefixes)
+	}
+}
+
+// A batch whose records would run past the last offset is corrupt: its end
+// would wrap around and read as a small tail.
+func TestEnvelopeRefusesWrappingEnd(t *testing.T) {
+	b := Batch{Base: math.MaxUint64 - 2, Count: 3, Timestamp: 1, Records: []byte{0, 0, 0}}
+	if _, err := decodeEnvelope(b.Base, encodeEnvelope(b)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("envelope ending past the last offset: %v, want ErrCorrupt", err)
+	}
+	info := BatchInfo{Base: math.MaxUint64 - 2, Count: 3, Timestamp: 1, Bytes: 3}
+	if _, err := decodeIndex(info.Base, encodeIndex(info)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("index ending past the last offset: %v, want ErrCorrupt", err)
+	}
+	b.Base--
+	if _, err := decodeEnvelope(b.Base, encodeEnvelope(b)); err != nil {
+		t.Fatalf("envelope ending at the last offset: %v", err)
 	}
 }

@@ -204,21 +204,47 @@ func (c *catalog) onStarted(ctx actor.Context) {
 	if v, err := c.cfg.Durable.GetMeta(metaNextID); err == nil && len(v) == 8 {
 		c.nextID = binary.BigEndian.Uint64(v)
 	}
-	err := c.cfg.Durable.ScanMeta(metaStreamPrefix, func(_, value []byte) error {
-		st, err := decodeStoredStream(value)
-		if err != nil {
-			return fmt.Errorf("catalog: %w", err)
-		}
+	records, err := loadStreamRecords(c.cfg.Durable.ScanMeta)
+	for _, st := range records {
 		h := c.newHandle(st)
 		c.spawnShards(ctx, h)
 		c.streams[nameKey(h.Name)] = h
 		c.nextID = max(c.nextID, st.ID+1)
-		return nil
-	})
+	}
 	if err != nil {
 		panic(err) // the node supervisor restarts the catalog
 	}
 	ctx.Logger().Info("catalog loaded", slog.Int("streams", len(c.streams)))
+}
+
+// loadStreamRecords reads every stream record through scan (the durable
+// log's ScanMeta). A record that does not decode, that sits under another
+// stream's key, or that repeats another's id is an error wrapping
+// errBadStreamRecord: one name or one id must never get two handles (and
+// two sets of shard actors).
+func loadStreamRecords(scan func(prefix []byte, fn func(key, value []byte) error) error) ([]storedStream, error) {
+	var out []storedStream
+	ids := map[uint64]bool{}
+	err := scan(metaStreamPrefix, func(key, value []byte) error {
+		st, err := decodeStoredStream(value)
+		if err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+		name := wire.StreamName{Tenant: st.Tenant, Namespace: st.NS, Stream: st.Stream}
+		if string(key) != string(metaStreamPrefix)+nameKey(name) {
+			return fmt.Errorf("catalog: %w: the record of %s is stored under another stream's key", errBadStreamRecord, name)
+		}
+		if ids[st.ID] {
+			return fmt.Errorf("catalog: %w: stream id %d is used twice", errBadStreamRecord, st.ID)
+		}
+		ids[st.ID] = true
+		out = append(out, st)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *catalog) newHandle(st storedStream) *StreamHandle {

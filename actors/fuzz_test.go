@@ -346,7 +346,9 @@ func FuzzGroupCoreLoad(f *testing.F) {
 				floor = binary.BigEndian.Uint64(p.Value[16:])
 			}
 			if start := max(committed, min(floor, next)); next > start && next-start > fuzzLoadGap && next-start <= maxLoadedUnsettled {
-				t.Skipf("a legal range of %d offsets to owe", next-start)
+				// A legal range of offsets to owe, too long to load in a
+				// fuzz iteration: not a decoder question; leave it.
+				return
 			}
 		}
 		c, found, err := loadGroup(t, n, puts)

@@ -116,7 +116,9 @@ func FuzzBadgerReopen(f *testing.F) {
 			}
 			return nil
 		}); err != nil {
-			t.Skipf("the image does not fit one transaction: %v", err)
+			// The image does not fit one Badger transaction: nothing to
+			// open; the input says nothing about the decoders.
+			return
 		}
 		version, hasVersion := []byte(nil), false
 		for _, p := range pairs {

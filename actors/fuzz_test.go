@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -20,6 +18,8 @@ import (
 
 	"github.com/heraldmq/herald/net/wire"
 	"github.com/heraldmq/herald/storage"
+
+	"github.com/heraldmq/herald/net/fuzzseed"
 )
 
 // The actors' decoders of bytes from a client or from storage are fuzzed
@@ -598,59 +598,10 @@ func cursorRangeBytes(ranges []cursorRangeOf) []byte {
 	}
 	return b
 }
-
-// marshalSeed encodes vals as a `go test fuzz v1` corpus file, as the go
-// command writes them.
-func marshalSeed(vals ...any) []byte {
-	b := bytes.NewBufferString("go test fuzz v1\n")
-	for _, v := range vals {
-		switch v := v.(type) {
-		case []byte:
-			fmt.Fprintf(b, "[]byte(%q)\n", v)
-		case uint64:
-			fmt.Fprintf(b, "uint64(%d)\n", v)
-		case uint32:
-			fmt.Fprintf(b, "uint32(%d)\n", v)
-		case byte:
-			fmt.Fprintf(b, "byte(%q)\n", v)
-		default:
-			panic(fmt.Sprintf("seed value of type %T", v))
-		}
-	}
-	return b.Bytes()
-}
-
 func TestFuzzSeedFilesCurrent(t *testing.T) {
-	targets := map[string]bool{}
+	var seeds []fuzzseed.Seed
 	for _, s := range fuzzSeedFiles(t) {
-		targets[s.target] = true
-		path := filepath.Join("testdata", "fuzz", s.target, s.name)
-		want := marshalSeed(s.vals...)
-		if *updateSeeds {
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, want, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		got, err := os.ReadFile(path)
-		if err != nil {
-			t.Errorf("%s: %v (run with -update-seeds)", path, err)
-			continue
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s is stale: the encoders now write\n%s(run with -update-seeds)", path, want)
-		}
+		seeds = append(seeds, fuzzseed.Seed{Target: s.target, Name: s.name, Vals: s.vals})
 	}
-	dirs, err := os.ReadDir(filepath.Join("testdata", "fuzz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range dirs {
-		if !targets[d.Name()] {
-			t.Errorf("testdata/fuzz/%s has no seeds in fuzzSeedFiles", d.Name())
-		}
-	}
+	fuzzseed.Check(t, seeds, *updateSeeds)
 }

@@ -87,7 +87,8 @@ func WithClientCert(certFile, keyFile string) Option {
 	return func(o *options) { o.certFile, o.keyFile = certFile, keyFile }
 }
 
-// WithToken authenticates the client with token (sent in Hello).
+// WithToken authenticates the client with token (sent in Hello). An empty
+// token sends none, which a node in dev mode accepts.
 func WithToken(token string) Option { return func(o *options) { o.token = token } }
 
 // WithName names the client in the node's logs (default "herald-go").

@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	c, err := client.Dial(ctx, *server, client.WithCAFile(*ca))
+	c, err := client.Dial(ctx, *server, client.WithCAFile(*ca), client.WithToken(os.Getenv("HERALD_TOKEN")))
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 
-	c, err := client.Dial(ctx, *server, client.WithCAFile(*ca), client.WithTracerProvider(tp))
+	c, err := client.Dial(ctx, *server, client.WithCAFile(*ca), client.WithToken(os.Getenv("HERALD_TOKEN")), client.WithTracerProvider(tp))
 	if err != nil {
 		return err
 	}

@@ -189,7 +189,7 @@ func (c *connection) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(&LanesResponse{Lanes: lanes})
 	case *LaneFailed:
-		c.onLaneFailed(ctx, ctx.Sender())
+		c.onLaneFailed(ctx, m.Lane)
 	case *egressWaiting:
 		// The pool may have been freed between the subscription's try and
 		// this message (frees are atomic, their notices come later): poke at
@@ -534,7 +534,13 @@ func (c *connection) controlLoop(root *actor.RootContext, lane *actor.PID, contr
 		}
 		resp, err := c.controlRequest(root, lane, f)
 		if err != nil {
-			return c.closeWith(err)
+			werr := wire.RequestError(err)
+			if werr == nil {
+				return c.closeWith(err)
+			}
+			// A well-framed request with a value the node does not
+			// accept fails alone.
+			resp = wire.AppendError(nil, f.Header.RequestID, werr)
 		}
 		if resp != nil { // nil: a group coordinator answers on the lane itself
 			root.Send(lane, &WriteFrame{Frame: resp})
@@ -543,8 +549,8 @@ func (c *connection) controlLoop(root *actor.RootContext, lane *actor.PID, contr
 }
 
 // controlRequest answers one control frame. A frame that cannot be decoded
-// returns an error (closing the connection); a request the node refuses is
-// answered with an Error frame.
+// returns its error: a framing error closes the connection, a request error
+// is answered with an Error frame, as is a request the node refuses.
 func (c *connection) controlRequest(root *actor.RootContext, lane *actor.PID, f wire.Frame) ([]byte, error) {
 	id := f.Header.RequestID
 	switch f.Header.Type {
@@ -772,15 +778,18 @@ func (c *connection) serveStream(root *actor.RootContext, self *actor.PID, s *qu
 	}
 	switch f.Header.Type {
 	case wire.TypeSubscribe:
-		req, err := wire.DecodeSubscribe(f.Body)
-		if err != nil {
-			return err
-		}
 		refuse := func(werr *wire.Error) error {
 			_, _ = s.Write(wire.AppendError(nil, f.Header.RequestID, werr))
 			_ = s.Close()
 			s.CancelRead(quic.StreamErrorCode(werr.Code))
 			return nil
+		}
+		req, err := wire.DecodeSubscribe(f.Body)
+		if err != nil {
+			if werr := wire.RequestError(err); werr != nil {
+				return refuse(werr)
+			}
+			return err
 		}
 		if werr := c.allow(PermSubscribe, req.Name); werr != nil {
 			return refuse(werr)
@@ -806,11 +815,21 @@ func (c *connection) publishLoop(root *actor.RootContext, self *actor.PID, s *qu
 	sctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	window := make(chan struct{}, c.cfg.PublishWindow)
-	lane := c.openLane(root, self, s, window, cancel)
+	// A lane that ends while the loop runs (its stream's write failed)
+	// ends the loop and tells the client to stop sending: nothing it sends
+	// could be answered.
+	var ended atomic.Bool
+	lane := c.openLane(root, self, s, window, func() {
+		cancel()
+		if !ended.Load() {
+			s.CancelRead(quic.StreamErrorCode(wire.CodeInternal))
+		}
+	})
 	if lane == nil {
 		return nil
 	}
 	defer root.Poison(lane)
+	defer ended.Store(true) // runs first: the lane's normal end is no failure
 	streams := map[wire.StreamName]*StreamHandle{}
 	f := first
 	for {

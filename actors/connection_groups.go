@@ -113,15 +113,18 @@ func (c *connection) groupStream0(root *actor.RootContext, name wire.StreamName,
 // groupStream serves a group push stream: it starts the member actor, then
 // reads the client's acks and hands them over until the client's side ends.
 func (c *connection) groupStream(root *actor.RootContext, self *actor.PID, s *quic.Stream, f wire.Frame) error {
-	req, err := wire.DecodeGroupSubscribe(f.Body)
-	if err != nil {
-		return err
-	}
 	refuse := func(werr *wire.Error) error {
 		_, _ = s.Write(wire.AppendError(nil, f.Header.RequestID, werr))
 		_ = s.Close()
 		s.CancelRead(quic.StreamErrorCode(werr.Code))
 		return nil
+	}
+	req, err := wire.DecodeGroupSubscribe(f.Body)
+	if err != nil {
+		if werr := wire.RequestError(err); werr != nil {
+			return refuse(werr)
+		}
+		return err
 	}
 	if c.draining.Load() {
 		return refuse(wire.Errorf(wire.CodeShuttingDown, "node is draining"))

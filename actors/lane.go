@@ -299,5 +299,5 @@ func (l *lane) onClose(ctx actor.Context, m *CloseLane) {
 func (l *lane) fail(ctx actor.Context, err error) {
 	l.dead = true
 	l.secs = nil
-	ctx.Send(ctx.Parent(), &LaneFailed{Err: err})
+	ctx.Send(ctx.Parent(), &LaneFailed{Lane: ctx.Self(), Err: err})
 }

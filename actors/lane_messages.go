@@ -1,6 +1,10 @@
 package actors
 
-import "github.com/heraldmq/herald/net/wire"
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+)
 
 // WriteFrame asks a lane to write one encoded frame.
 type WriteFrame struct {
@@ -30,8 +34,10 @@ type CloseLane struct {
 
 // LaneFailed tells a lane's parent that writing failed (the peer reset the
 // stream or the connection is gone). The lane drops everything after it.
+// Lane names the lane: it is sent with Send, which carries no sender.
 type LaneFailed struct {
-	Err error
+	Lane *actor.PID
+	Err  error
 }
 
 // flushLane is a lane's marker to itself: queued behind whatever arrived

@@ -118,6 +118,28 @@ func (c Code) Retry() RetryClass {
 	return RetryOutcomeUnknown
 }
 
+// Framing reports whether c is a framing error: the peer is broken or
+// hostile, the frames after it cannot be trusted, and the connection is
+// closed. Any other code refuses one request and the connection stays up
+// (docs/protocol.md, "Malformed input").
+func (c Code) Framing() bool {
+	switch c {
+	case CodeMalformedFrame, CodeFrameTooLarge, CodeUnknownFrameType, CodeProtocolViolation:
+		return true
+	}
+	return false
+}
+
+// RequestError returns err's *Error when err is a request error (a protocol
+// error whose code is not a framing one), else nil.
+func RequestError(err error) *Error {
+	var werr *Error
+	if errors.As(err, &werr) && !werr.Code.Framing() {
+		return werr
+	}
+	return nil
+}
+
 // Codes returns every defined code in numeric order (for docs and tests).
 func Codes() []Code {
 	out := make([]Code, 0, len(codes))

@@ -155,3 +155,25 @@ func TestErrorIs(t *testing.T) {
 		t.Errorf("errors.As(wrapped) = %+v", we)
 	}
 }
+
+// Exactly the framing codes close a connection; every decoder error of
+// another code refuses one request (docs/protocol.md, "Malformed input").
+func TestFramingAndRequestErrors(t *testing.T) {
+	framing := map[wire.Code]bool{wire.CodeMalformedFrame: true, wire.CodeFrameTooLarge: true, wire.CodeUnknownFrameType: true, wire.CodeProtocolViolation: true}
+	for _, c := range wire.Codes() {
+		if c.Framing() != framing[c] {
+			t.Errorf("%v.Framing() = %v, want %v", c, c.Framing(), framing[c])
+		}
+		err := fmt.Errorf("wrapped: %w", wire.Errorf(c, "x"))
+		if got := wire.RequestError(err); (got != nil) == framing[c] {
+			t.Errorf("wire.RequestError(%v) = %v", c, got)
+		}
+	}
+	if wire.RequestError(io.ErrUnexpectedEOF) != nil {
+		t.Error("RequestError of a non-protocol error is not nil")
+	}
+	// The decoders' request errors.
+	if _, err := wire.DecodeSubscribe(wire.AppendSubscribe(nil, 1, wire.Subscribe{Name: wire.StreamName{"t", "n", "s"}, Start: wire.StartKind(5)})[wire.HeaderSize:]); wire.RequestError(err) == nil {
+		t.Errorf("unknown start kind: %v, want a request error", err)
+	}
+}

@@ -1,0 +1,110 @@
+package supervisors
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// readError reads one frame from s and returns the Error it must be.
+func (r *rawConn) readError(f wire.Frame, wantID uint64) *wire.Error {
+	r.t.Helper()
+	if f.Header.Type != wire.TypeError {
+		r.t.Fatalf("got a %s frame, want an Error", f.Header.Type)
+	}
+	if f.Header.RequestID != wantID {
+		r.t.Fatalf("Error for request %d, want %d", f.Header.RequestID, wantID)
+	}
+	werr, err := wire.DecodeError(f.Body)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return werr
+}
+
+// A well-framed request with a value the node does not accept is answered
+// with an Error for that request; the connection, and what else is in flight
+// on it, goes on (docs/protocol.md, "Malformed input").
+func TestRequestErrorsKeepTheConnection(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	c := dialRaw(t, n)
+
+	// A Subscribe with an unknown start kind.
+	sub := c.stream()
+	c.write(sub, wire.AppendSubscribe(nil, 7, wire.Subscribe{Name: orders, Start: wire.StartKind(5)}))
+	if werr := c.readError(c.read(sub), 7); werr.Code != wire.CodeInvalidRequest {
+		t.Fatalf("subscribe with start kind 5: %v, want invalid_request", werr)
+	}
+
+	// GroupRedrive and GroupDiscard naming offsets without a shard.
+	for id, discard := range map[uint64]bool{9: false, 10: true} {
+		c.write(c.control, wire.AppendGroupSelect(nil, id, discard, wire.GroupSelect{Name: orders, Group: "g", Shard: wire.AnyShard, Offsets: []uint64{1}}))
+		if werr := c.readError(c.read(c.control), id); werr.Code != wire.CodeInvalidRequest {
+			t.Fatalf("select (discard %v) with offsets and AnyShard: %v, want invalid_request", discard, werr)
+		}
+	}
+
+	// The connection still serves: a publish and a describe.
+	pub := c.stream()
+	block, count := records("after")
+	c.write(pub, wire.AppendPublish(nil, 11, wire.Publish{Name: orders, Ack: wire.AckPerBatch, Count: count, Records: block}))
+	if f := c.read(pub); f.Header.Type != wire.TypePublishAck {
+		t.Fatalf("publish after request errors: got %s", f.Header.Type)
+	}
+	c.write(c.control, wire.AppendDescribeStream(nil, 12, orders))
+	if f := c.read(c.control); f.Header.Type != wire.TypeStreamInfo {
+		t.Fatalf("describe after request errors: got %s", f.Header.Type)
+	}
+}
+
+// When the node can no longer write to a connection's control stream (the
+// client stopped reading it with STOP_SENDING), it closes the connection
+// rather than go on serving requests whose answers are lost.
+func TestControlStreamWriteFailureClosesConnection(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	c := dialRaw(t, n)
+	c.control.CancelRead(7)
+	for id := uint64(2); id < 5; id++ {
+		c.write(c.control, wire.AppendDescribeStream(nil, id, orders))
+	}
+	if code := c.closedWith(); code != wire.CodeInternal {
+		t.Fatalf("closed with %v, want internal", code)
+	}
+
+	// Others are served.
+	d := dialRaw(t, n)
+	d.write(d.control, wire.AppendDescribeStream(nil, 2, orders))
+	d.read(d.control)
+}
+
+// A client that stops reading a publish stream (STOP_SENDING) while going on
+// writing to it is told to stop too, once the node fails to write an answer:
+// its writes fail with a stream error, and the connection goes on.
+func TestPublishStreamWriteFailureStopsItsReader(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	c := dialRaw(t, n)
+	pub := c.stream()
+	block, count := records("x")
+	c.write(pub, wire.AppendPublish(nil, 1, wire.Publish{Name: orders, Ack: wire.AckPerBatch, Count: count, Records: block}))
+	c.read(pub)
+	pub.CancelRead(7)
+
+	_ = pub.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	var err error
+	for id := uint64(2); err == nil; id++ {
+		_, err = pub.Write(wire.AppendPublish(nil, id, wire.Publish{Name: orders, Ack: wire.AckPerBatch, Count: count, Records: block}))
+	}
+	var serr *quic.StreamError
+	if !errors.As(err, &serr) || serr.ErrorCode != quic.StreamErrorCode(wire.CodeInternal) {
+		t.Fatalf("writes ended with %v, want the node's STOP_SENDING with code internal", err)
+	}
+
+	c.write(c.control, wire.AppendDescribeStream(nil, 2, orders))
+	if f := c.read(c.control); f.Header.Type != wire.TypeStreamInfo {
+		t.Fatalf("describe after the publish stream failed: got %s", f.Header.Type)
+	}
+}

@@ -52,6 +52,10 @@ type groupCoordinator struct {
 	exists bool
 
 	pollers []*groupPoller
+	// pollerLanes counts the waiting polls of each requester (a
+	// connection's control lane), watched: when it stops, its polls are
+	// dropped before they claim records no one would receive.
+	pollerLanes map[string]int
 	// members maps a push member's id to its actor; hungry members have a
 	// claim request outstanding.
 	memberPIDs map[string]*actor.PID
@@ -168,6 +172,10 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 			return
 		}
+		if g.pollerLanes[m.Who.Id] > 0 {
+			g.dropPollersOf(m.Who)
+			return
+		}
 		// Terminated is a system message and overtakes what the member sent
 		// before it went (its last ack): leave after those.
 		ctx.Send(ctx.Self(), &memberGone{who: m.Who})
@@ -253,6 +261,7 @@ func (g *groupCoordinator) onStopping(ctx actor.Context, err *wire.Error) {
 	}
 	for _, p := range g.pollers {
 		ctx.Send(p.replyTo, &WriteFrame{Frame: wire.AppendError(nil, p.reqID, err)})
+		g.forgetPoller(ctx, p)
 	}
 	g.pollers = nil
 	for id, pid := range g.memberPIDs {
@@ -328,7 +337,37 @@ func (g *groupCoordinator) onPoll(ctx actor.Context, m *GroupPollRequest) {
 		return
 	}
 	g.pollers = append(g.pollers, p)
+	if g.pollerLanes == nil {
+		g.pollerLanes = map[string]int{}
+	}
+	if g.pollerLanes[p.replyTo.Id]++; g.pollerLanes[p.replyTo.Id] == 1 {
+		ctx.Watch(p.replyTo)
+	}
 	g.watch(ctx, m.Shard, false)
+}
+
+// forgetPoller ends the watch of p's requester once none of its polls
+// waits any more.
+func (g *groupCoordinator) forgetPoller(ctx actor.Context, p *groupPoller) {
+	if g.pollerLanes[p.replyTo.Id]--; g.pollerLanes[p.replyTo.Id] <= 0 {
+		delete(g.pollerLanes, p.replyTo.Id)
+		ctx.Unwatch(p.replyTo)
+	}
+}
+
+// dropPollersOf forgets the waiting polls of a requester that stopped (its
+// connection closed): answering them would claim records for no one, and
+// those records would wait out the visibility timeout and lose an attempt.
+func (g *groupCoordinator) dropPollersOf(lane *actor.PID) {
+	kept := g.pollers[:0]
+	for _, p := range g.pollers {
+		if p.replyTo.Id != lane.Id {
+			kept = append(kept, p)
+		}
+	}
+	clear(g.pollers[len(kept):])
+	g.pollers = kept
+	delete(g.pollerLanes, lane.Id)
 }
 
 // maxWaitingPolls bounds the polls one group holds while they wait for
@@ -697,6 +736,7 @@ func (g *groupCoordinator) onTick(ctx actor.Context) {
 	for _, p := range g.pollers {
 		if !p.deadline.After(now) {
 			g.reply(ctx, p.replyTo, wire.AppendGroupRecords(nil, p.reqID, wire.GroupRecords{}))
+			g.forgetPoller(ctx, p)
 			continue
 		}
 		kept = append(kept, p)
@@ -716,6 +756,7 @@ func (g *groupCoordinator) serve(ctx actor.Context) {
 	for _, p := range g.pollers {
 		if g.core.claimable(p.shard) && g.core.claimCount < g.cfg.Limits.MaxInFlight {
 			g.answerPoll(ctx, p)
+			g.forgetPoller(ctx, p)
 			continue
 		}
 		kept = append(kept, p)

@@ -188,3 +188,43 @@ func TestGroupCoordinatorRestart(t *testing.T) {
 		t.Fatalf("after the coordinator restart: %+v", g.Records)
 	}
 }
+
+// A poll waiting for work whose connection closes is dropped: the next
+// record goes to a consumer that is there, not to a claim for no one that
+// would wait out the visibility timeout and use up an attempt.
+func TestWaitingPollOfClosedConnectionClaimsNothing(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	a := dialRaw(t, n)
+	a.publishBlock(orders, 1)
+	a.write(a.control, wire.AppendGroupPoll(nil, 2, wire.GroupPoll{Name: orders, Group: "g", Max: 10}))
+	if recs, err := wire.DecodeGroupRecords(a.read(a.control).Body); err != nil || len(recs.Records) != 1 {
+		t.Fatalf("first poll: %d records, %v", len(recs.Records), err)
+	}
+	a.write(a.control, wire.AppendGroupAck(nil, 3, false, wire.GroupAck{Name: orders, Group: "g", Shard: 0, Offsets: []uint64{0}}))
+	a.read(a.control)
+
+	// A poll that waits at the tail; the describe after it is answered
+	// once the coordinator holds the poll (both go to it in order).
+	a.write(a.control, wire.AppendGroupPoll(nil, 4, wire.GroupPoll{Name: orders, Group: "g", Max: 10, WaitMillis: 60_000}))
+	a.write(a.control, wire.AppendDescribeGroup(nil, 5, wire.DescribeGroup{Name: orders, Group: "g"}))
+	if f := a.read(a.control); f.Header.RequestID != 5 {
+		t.Fatalf("got an answer to request %d (%s), want the describe's", f.Header.RequestID, f.Header.Type)
+	}
+	_ = a.conn.CloseWithError(0, "gone")
+	// The connection actor stops after its lanes: by then the lane's
+	// Terminated is in the coordinator's mailbox, ahead of what follows.
+	waitFor(t, "the closed connection to go", func() bool { return n.Metric("herald_connections") == 0 })
+
+	b := dialRaw(t, n)
+	b.publishBlock(orders, 1)
+	b.write(b.control, wire.AppendGroupPoll(nil, 6, wire.GroupPoll{Name: orders, Group: "g", Max: 10, WaitMillis: 5_000}))
+	recs, err := wire.DecodeGroupRecords(b.read(b.control).Body)
+	if err != nil || len(recs.Records) != 1 || recs.Records[0].Offset != 1 {
+		t.Fatalf("poll after the waiting poller left: %+v, %v; want offset 1", recs.Records, err)
+	}
+	b.write(b.control, wire.AppendDescribeGroup(nil, 7, wire.DescribeGroup{Name: orders, Group: "g"}))
+	info, err := wire.DecodeGroupInfo(b.read(b.control).Body)
+	if err != nil || info.Shards[0].Claims != 1 {
+		t.Fatalf("group after the poll: %+v, %v; want the one claim of b's poll", info.Shards, err)
+	}
+}

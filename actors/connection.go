@@ -264,7 +264,7 @@ func (c *connection) onOpenLane(ctx actor.Context, m *openLane) {
 		close(m.reply)
 		return
 	}
-	pid := ctx.Spawn(NewLaneProps(LaneConfig{W: m.stream, Window: m.window}))
+	pid := ctx.Spawn(NewLaneProps(LaneConfig{W: m.stream, Window: m.window, Meter: m.meter}))
 	if m.cancel != nil {
 		c.laneStreams[pid.Id] = m.cancel
 	} else {
@@ -451,7 +451,8 @@ func (c *connection) serve(root *actor.RootContext, self *actor.PID) error {
 		return c.closeWith(err)
 	}
 	_ = control.SetReadDeadline(time.Time{})
-	lane := c.openLane(root, self, control, nil, nil)
+	answers := NewAnswerMeter(answerBacklogBytes)
+	lane := c.openLane(root, self, control, nil, nil, answers)
 	if lane == nil {
 		return c.ctx.Err()
 	}
@@ -501,13 +502,13 @@ func (c *connection) serve(root *actor.RootContext, self *actor.PID) error {
 		defer c.wg.Done()
 		c.acceptStreams(root, self)
 	}()
-	return c.controlLoop(root, lane, control)
+	return c.controlLoop(root, lane, control, answers)
 }
 
 // openLane asks the actor for a lane on stream and waits for it.
-func (c *connection) openLane(root *actor.RootContext, self *actor.PID, s *quic.Stream, window chan struct{}, cancel context.CancelFunc) *actor.PID {
+func (c *connection) openLane(root *actor.RootContext, self *actor.PID, s *quic.Stream, window chan struct{}, cancel context.CancelFunc, meter *AnswerMeter) *actor.PID {
 	reply := make(chan *actor.PID, 1)
-	root.Send(self, &openLane{stream: s, window: window, cancel: cancel, reply: reply})
+	root.Send(self, &openLane{stream: s, window: window, cancel: cancel, meter: meter, reply: reply})
 	select {
 	case pid, ok := <-reply:
 		if !ok {
@@ -519,8 +520,14 @@ func (c *connection) openLane(root *actor.RootContext, self *actor.PID, s *quic.
 	}
 }
 
-func (c *connection) controlLoop(root *actor.RootContext, lane *actor.PID, control *quic.Stream) error {
+// controlLoop reads and serves the control stream's requests. It reads the
+// next only while answers is within its limit: a client that does not read
+// its answers is not read either.
+func (c *connection) controlLoop(root *actor.RootContext, lane *actor.PID, control *quic.Stream, answers *AnswerMeter) error {
 	for {
+		if err := answers.Wait(c.ctx); err != nil {
+			return err
+		}
 		f, err := wire.ReadFrame(control, c.cfg.MaxFrameBytes)
 		if err != nil {
 			if errors.Is(err, io.EOF) || c.ctx.Err() != nil {
@@ -824,7 +831,7 @@ func (c *connection) publishLoop(root *actor.RootContext, self *actor.PID, s *qu
 		if !ended.Load() {
 			s.CancelRead(quic.StreamErrorCode(wire.CodeInternal))
 		}
-	})
+	}, nil)
 	if lane == nil {
 		return nil
 	}

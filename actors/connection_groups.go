@@ -150,8 +150,9 @@ func (c *connection) groupStream(root *actor.RootContext, self *actor.PID, s *qu
 		maxPush = req.Window
 	}
 	reply, refused := make(chan *actor.PID, 1), make(chan *wire.Error, 1)
+	answers := NewAnswerMeter(answerBacklogBytes)
 	root.Send(self, &openGroupMember{reply: reply, refused: refused, cfg: GroupMemberConfig{Groups: c.cfg.Groups, Stream: h, Request: req,
-		ReqID: f.Header.RequestID, Member: member, QUIC: quicSubStream{s}, MaxPerPush: maxPush, Stats: c.cfg.Stats}})
+		ReqID: f.Header.RequestID, Member: member, QUIC: quicSubStream{s}, Answers: answers, MaxPerPush: maxPush, Stats: c.cfg.Stats}})
 	var pid *actor.PID
 	select {
 	case p, ok := <-reply:
@@ -165,6 +166,12 @@ func (c *connection) groupStream(root *actor.RootContext, self *actor.PID, s *qu
 		return nil
 	}
 	for {
+		// Every ack is answered: while the client does not read the
+		// answers (and pushes), its acks are not read either.
+		if err := answers.Wait(c.ctx); err != nil {
+			root.Send(pid, &memberStreamEnded{})
+			return nil
+		}
 		f, err := wire.ReadFrame(s, c.cfg.MaxFrameBytes)
 		if err != nil {
 			root.Send(pid, &memberStreamEnded{})

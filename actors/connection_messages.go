@@ -25,6 +25,7 @@ type openLane struct {
 	stream *quic.Stream
 	window chan struct{}
 	cancel context.CancelFunc
+	meter  *AnswerMeter
 	reply  chan *actor.PID
 }
 

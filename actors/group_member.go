@@ -23,6 +23,9 @@ type GroupMemberConfig struct {
 	Member  string
 	// QUIC is the stream: the member's lane writes to it.
 	QUIC SubscriberStream
+	// Answers, if set, meters the frames waiting for the member's lane (the
+	// reader of the stream's acks waits on it).
+	Answers *AnswerMeter
 	// MaxPerPush is the granted push cap (at most the window).
 	MaxPerPush uint32
 	Stats      *Stats
@@ -79,7 +82,7 @@ func NewGroupMemberProps(cfg GroupMemberConfig) *actor.Props {
 func (a *groupMemberActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		lane, err := ctx.SpawnNamed(NewLaneProps(LaneConfig{W: a.cfg.QUIC}), "lane")
+		lane, err := ctx.SpawnNamed(NewLaneProps(LaneConfig{W: a.cfg.QUIC, Meter: a.cfg.Answers}), "lane")
 		if err != nil {
 			a.cfg.QUIC.Abort(wire.CodeInternal)
 			ctx.Stop(ctx.Self())

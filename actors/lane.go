@@ -20,6 +20,10 @@ type LaneConfig struct {
 	// Window, if set, is the publish window of a publish stream: the lane
 	// frees one slot for every publish it answers (AckNone ones included).
 	Window chan struct{}
+	// Meter, if set, counts the frames waiting for the lane (the control
+	// stream's answers, a group push stream's): the reader of the requests
+	// they answer waits on it.
+	Meter *AnswerMeter
 	// MaxEvents and MaxBytes bound one EventBatch frame (defaults 64 and
 	// 64 KiB); a single section larger than MaxBytes goes alone.
 	MaxEvents int
@@ -88,7 +92,11 @@ func NewLaneProps(cfg LaneConfig) *actor.Props {
 	if cfg.AfterFunc == nil {
 		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &lane{cfg: cfg} })
+	producer := func() actor.Actor { return &lane{cfg: cfg} }
+	if cfg.Meter != nil {
+		return actor.PropsFromProducer(producer, actor.WithMailbox(actor.Unbounded(cfg.Meter)))
+	}
+	return actor.PropsFromProducer(producer)
 }
 
 // Receive dispatches.
@@ -130,7 +138,11 @@ func (l *lane) Receive(ctx actor.Context) {
 		if l.stopDelay != nil {
 			l.stopDelay()
 		}
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
+		if l.cfg.Meter != nil {
+			l.cfg.Meter.laneStopped()
+		}
+	case *actor.Restarting:
 	default:
 		ctx.Logger().Warn("lane: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}

@@ -2,6 +2,9 @@ package supervisors
 
 import (
 	"errors"
+	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,5 +109,67 @@ func TestPublishStreamWriteFailureStopsItsReader(t *testing.T) {
 	c.write(c.control, wire.AppendDescribeStream(nil, 2, orders))
 	if f := c.read(c.control); f.Header.Type != wire.TypeStreamInfo {
 		t.Fatalf("describe after the publish stream failed: got %s", f.Header.Type)
+	}
+}
+
+// A client that sends requests and never reads the answers stops being read
+// once a few MiB of answers wait (its writes block on QUIC flow control),
+// instead of having the node queue an answer for every request it sends;
+// once it reads, it is served again, and others are served all along.
+func TestUnreadControlAnswersStopTheReading(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	c := dialRaw(t, n)
+	pub := c.stream()
+	block, count := records(strings.Repeat("p", 64<<10))
+	c.write(pub, wire.AppendPublish(nil, 1, wire.Publish{Name: orders, Ack: wire.AckPerBatch, Count: count, Records: block}))
+	c.read(pub)
+	heap := func() int64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	before := heap()
+
+	// Each Read of about 60 bytes is answered with about 64 KiB: the
+	// node's initial stream window (512 KiB) holds about 8,700 of them,
+	// 540 MiB of answers.
+	const total = 20_000
+	_ = c.control.SetWriteDeadline(time.Now().Add(3 * time.Second))
+	written := 0
+	for ; written < total; written++ {
+		if _, err := c.control.Write(wire.AppendRead(nil, uint64(100+written), wire.Read{Name: orders, Start: 0, End: wire.NoEnd, MaxRecords: 1})); err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if written == total {
+		t.Fatalf("the node read all %d requests while none of their answers was read", total)
+	}
+	// The answers the node holds are its backlog (4 MiB) and what QUIC
+	// buffers, not one per request read.
+	grown := heap() - before
+	t.Logf("%d requests written before the node stopped reading; the heap grew %d MiB", written, grown>>20)
+	if grown > 128<<20 {
+		t.Fatalf("the heap grew %d MiB for %d unread answers", grown>>20, written)
+	}
+
+	// Others are served meanwhile.
+	d := dialRaw(t, n)
+	d.write(d.control, wire.AppendDescribeStream(nil, 2, orders))
+	if f := d.read(d.control); f.Header.Type != wire.TypeStreamInfo {
+		t.Fatalf("another connection's describe: %s", f.Header.Type)
+	}
+
+	// Reading the answers lets more requests in: more are answered, in
+	// order, than fit in the backlog. (The write cut by the deadline may
+	// have sent part of a frame, so the stream ends here.)
+	for i := range min(written, 200) {
+		f := c.read(c.control)
+		if f.Header.Type != wire.TypeReadResult || f.Header.RequestID != uint64(100+i) {
+			t.Fatalf("answer %d: %s for request %d", i, f.Header.Type, f.Header.RequestID)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -466,6 +467,13 @@ func (c *connection) serve(root *actor.RootContext, self *actor.PID) error {
 	if hello.Version != wire.Version {
 		return refuse(&wire.Error{Code: wire.CodeUnsupportedVersion,
 			Message: fmt.Sprintf("node speaks version %d", wire.Version), Detail: uint64(wire.Version)})
+	}
+	// Every frame the node sends is within its own limit: a client that
+	// accepts less could be sent a record it cannot receive, and would fail
+	// on it again each time it came back for it. Refuse it now, plainly.
+	if accepts := cmp.Or(hello.MaxFrameBytes, wire.DefaultMaxFrameBytes); accepts < c.cfg.MaxFrameBytes {
+		return refuse(&wire.Error{Code: wire.CodeFrameTooLarge, Detail: uint64(c.cfg.MaxFrameBytes), Message: fmt.Sprintf(
+			"the client accepts frames up to %d bytes and this node sends up to %d (max_frame_bytes): raise the client's limit", accepts, c.cfg.MaxFrameBytes)})
 	}
 	principal, werr := c.cfg.Auth.Authenticate(hello.Token, c.conn.ConnectionState().TLS.PeerCertificates)
 	if werr != nil {

@@ -148,14 +148,14 @@ func handshake(ctx context.Context, conn *quic.Conn, o *options) (*quic.Stream, 
 	hello := wire.Hello{
 		Version:       wire.Version,
 		Features:      wire.Features,
-		MaxFrameBytes: wire.DefaultMaxFrameBytes,
+		MaxFrameBytes: o.maxFrameBytes,
 		Token:         o.token,
 		ClientName:    o.name,
 	}
 	if _, err := ctl.Write(wire.AppendHello(nil, helloRequestID, hello)); err != nil {
 		return fail(fmt.Errorf("herald: send hello: %w", connCause(err)))
 	}
-	f, err := wire.ReadFrame(ctl, wire.DefaultMaxFrameBytes)
+	f, err := wire.ReadFrame(ctl, o.maxFrameBytes)
 	if err != nil {
 		if fatalFrame(err) {
 			return fail(err)
@@ -201,7 +201,7 @@ func newClient(conn *quic.Conn, ctl *quic.Stream, w wire.Welcome, o *options) *C
 		welcome:        w,
 		window:         1,
 		maxSend:        w.MaxFrameBytes,
-		maxRecv:        wire.DefaultMaxFrameBytes,
+		maxRecv:        o.maxFrameBytes,
 		subscribeQueue: w.Features&wire.FeatureSubscribeQueue != 0,
 		budget:         newByteBudget(o.inflightBytes),
 		publishStreams: o.publishStreams,

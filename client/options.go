@@ -49,6 +49,8 @@ type options struct {
 	publishStreams int
 	// tracerProvider receives the client's spans (nil: the global one).
 	tracerProvider trace.TracerProvider
+	// maxFrameBytes is the largest frame body the client accepts.
+	maxFrameBytes uint32
 }
 
 func defaultOptions() options {
@@ -57,6 +59,7 @@ func defaultOptions() options {
 		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		inflightBytes:  DefaultPublishInflightBytes,
 		publishStreams: DefaultPublishStreams,
+		maxFrameBytes:  wire.DefaultMaxFrameBytes,
 	}
 }
 
@@ -113,6 +116,18 @@ func WithPublishInflightBytes(n int64) Option {
 	return func(o *options) {
 		if n > 0 {
 			o.inflightBytes = n
+		}
+	}
+}
+
+// WithMaxFrameBytes sets the largest frame body the client accepts
+// (default 16 MiB, wire.DefaultMaxFrameBytes). A node whose max_frame_bytes
+// is larger refuses a client that accepts less, with ErrFrameTooLarge at
+// Dial: it could hold records no such client can receive.
+func WithMaxFrameBytes(n uint32) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxFrameBytes = n
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package supervisors
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"os"
 	"runtime"
@@ -9,6 +11,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/client"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -171,5 +175,39 @@ func TestUnreadControlAnswersStopTheReading(t *testing.T) {
 		if f.Header.Type != wire.TypeReadResult || f.Header.RequestID != uint64(100+i) {
 			t.Fatalf("answer %d: %s for request %d", i, f.Header.Type, f.Header.RequestID)
 		}
+	}
+}
+
+// A node whose max_frame_bytes is over a client's announced limit refuses
+// the client at the handshake with frame_too_large: the node could hold records that client cannot receive. A client
+// that accepts the node's limit publishes and receives a record over 16 MiB.
+func TestClientMustAcceptTheNodesFrameLimit(t *testing.T) {
+	const limit = 24 << 20
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.MaxFrameBytes = limit })
+	// (The detail is lost when the connection's close overtakes the Error
+	// frame; the close carries the code and the message.)
+	if err := dialErr(n); !errors.Is(err, client.ErrFrameTooLarge) || !strings.Contains(err.Error(), "sends up to 25165824 (max_frame_bytes)") {
+		t.Fatalf("default client against a node with 24 MiB frames: %v, want frame_too_large naming the node's limit", err)
+	}
+
+	c := dialClient(t, n, client.WithMaxFrameBytes(limit))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := client.StreamName{Tenant: "t", Namespace: "n", Stream: "big"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	payload := bytes.Repeat([]byte("b"), 17<<20)
+	if _, err := c.Publish(ctx, name, payload); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx, name, client.FromEarliest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ev, err := sub.Next(ctx)
+	if err != nil || !bytes.Equal(ev.Payload, payload) {
+		t.Fatalf("receive the 17 MiB record: %d bytes, %v", len(ev.Payload), err)
 	}
 }

@@ -7,12 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/wire"
 )
 
 // The client commands (stream, pub, sub, read) share the connection flags below
@@ -46,6 +48,8 @@ type clientFlags struct {
 	cert, key string
 	// timeout bounds each non-streaming call (--timeout).
 	timeout time.Duration
+	// maxFrame is the largest frame body the CLI accepts (--max-frame-bytes).
+	maxFrame uint
 }
 
 // registerClientFlags adds the connection flags to fs, with defaults taken
@@ -65,6 +69,7 @@ func registerClientFlags(fs *flag.FlagSet, getenv func(string) string) *clientFl
 	fs.StringVar(&f.cert, "cert", getenv("HERALD_CERT"), "client certificate `file` for a node with mutual TLS (env HERALD_CERT)")
 	fs.StringVar(&f.key, "cert-key", getenv("HERALD_CERT_KEY"), "the client certificate's private key `file` (env HERALD_CERT_KEY)")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "bound on each non-streaming call")
+	fs.UintVar(&f.maxFrame, "max-frame-bytes", wire.DefaultMaxFrameBytes, "largest frame `bytes` to accept: at least the node's max_frame_bytes")
 	return f
 }
 
@@ -89,6 +94,9 @@ func (f *clientFlags) caFile(getenv func(string) string, exists func(string) boo
 // options returns the client.Dial options the flags ask for.
 func (f *clientFlags) options(getenv func(string) string, exists func(string) bool) []client.Option {
 	opts := []client.Option{client.WithName("herald-cli")}
+	if f.maxFrame > 0 && f.maxFrame <= math.MaxUint32 {
+		opts = append(opts, client.WithMaxFrameBytes(uint32(f.maxFrame)))
+	}
 	if ca := f.caFile(getenv, exists); ca != "" && !f.insecure {
 		opts = append(opts, client.WithCAFile(ca))
 	}

@@ -16,6 +16,9 @@ type GroupsConfig struct {
 	// Writer is the storage writer.
 	Writer *actor.PID
 	Limits GroupLimits
+	// MaxPerStream bounds a stream's groups: a poll or join that would
+	// create one more is refused with quota_exceeded (0: no bound).
+	MaxPerStream int
 	// Secret signs group cursors (the node keeps it in its metadata, so
 	// cursors stay verifiable across restarts).
 	Secret        []byte
@@ -36,6 +39,10 @@ type GroupsConfig struct {
 type groups struct {
 	cfg   GroupsConfig
 	coord map[groupKey]*groupEntry
+	// known are the groups of each stream seen so far: read from storage
+	// when a new group is first asked for, added to as groups are created
+	// (for group_max_per_stream).
+	known map[uint64]map[string]struct{}
 	log   *slog.Logger
 }
 
@@ -67,6 +74,7 @@ func (r *groups) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.coord = map[groupKey]*groupEntry{}
+		r.known = map[uint64]map[string]struct{}{}
 		r.log = ctx.Logger()
 	case groupAddressed:
 		r.route(ctx, m)
@@ -103,6 +111,18 @@ func (r *groups) route(ctx actor.Context, m groupAddressed) {
 			r.refuse(ctx, m, wire.Errorf(wire.CodeGroupNotFound, "group %s has never been used on stream %s", group, h.Name))
 			return
 		}
+		if m.creates() && r.cfg.MaxPerStream > 0 {
+			known := r.groupsOf(h)
+			if _, ok := known[group]; !ok {
+				if len(known) >= r.cfg.MaxPerStream {
+					r.cfg.Stats.Limits.Groups.Add(1)
+					r.refuse(ctx, m, wire.Errorf(wire.CodeQuotaExceeded,
+						"stream %s has its maximum of %d consumer groups (group_max_per_stream)", h.Name, r.cfg.MaxPerStream))
+					return
+				}
+				known[group] = struct{}{}
+			}
+		}
 		props := NewGroupCoordinatorProps(GroupCoordinatorConfig{Stream: h, Group: group, Writer: r.cfg.Writer,
 			Limits: r.cfg.Limits, Secret: r.cfg.Secret, MaxFrameBytes: r.cfg.MaxFrameBytes, Now: r.cfg.Now,
 			AfterFunc: r.cfg.AfterFunc, Stats: r.cfg.Stats})
@@ -115,6 +135,29 @@ func (r *groups) route(ctx actor.Context, m groupAddressed) {
 		r.coord[k] = e
 	}
 	ctx.Forward(e.pid)
+}
+
+// groupsOf returns the groups known on h's stream, reading them from
+// storage the first time (one scan of the stream's group keys).
+func (r *groups) groupsOf(h *StreamHandle) map[string]struct{} {
+	if known, ok := r.known[h.ID]; ok {
+		return known
+	}
+	known := map[string]struct{}{}
+	prefix := GroupStreamPrefix(h.ID)
+	err := h.Log.ScanMeta(prefix, func(key, _ []byte) error {
+		// 'G' | stream | group length | group | 'g': the group exists.
+		rest := key[len(prefix):]
+		if len(rest) >= 1 && len(rest) == 2+int(rest[0]) && rest[len(rest)-1] == 'g' {
+			known[string(rest[1:len(rest)-1])] = struct{}{}
+		}
+		return nil
+	})
+	if err != nil {
+		r.log.Error("groups: listing a stream's groups", slog.String("stream", h.Name.String()), slog.Any("error", err))
+	}
+	r.known[h.ID] = known
+	return known
 }
 
 // exists reports whether the group has state in storage.
@@ -168,6 +211,7 @@ func (r *groups) onDropped(ctx actor.Context, m *StreamGroupsDropped) {
 			delete(r.coord, k)
 		}
 	}
+	delete(r.known, m.Stream)
 	// Their last writes are committed before the catalog reads what group
 	// state to delete.
 	if r.cfg.Writer != nil {

@@ -184,4 +184,7 @@ type LimitHits struct {
 	// GroupClaims: group_max_in_flight (a poll refused too_many_claims;
 	// push deliveries pause instead, uncounted).
 	GroupClaims atomic.Uint64
+	// Groups: group_max_per_stream (a poll or join of a new group refused
+	// quota_exceeded).
+	Groups atomic.Uint64
 }

@@ -108,7 +108,8 @@ var (
 	// groups do.
 	ErrStreamNotDurable error = &wire.Error{Code: wire.CodeStreamNotDurable}
 	// ErrQuotaExceeded: the tenant has the node's maximum of streams
-	// (max_streams_per_tenant); delete one before creating another.
+	// (max_streams_per_tenant), or the stream its maximum of consumer groups
+	// (group_max_per_stream); waiting does not help.
 	ErrQuotaExceeded error = &wire.Error{Code: wire.CodeQuotaExceeded}
 )
 

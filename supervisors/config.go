@@ -156,6 +156,8 @@ type Config struct {
 	GroupMaxPollWait time.Duration `yaml:"group_max_poll_wait"`
 	// GroupMaxWindow bounds a push member's credit window.
 	GroupMaxWindow int `yaml:"group_max_window"`
+	// GroupMaxPerStream bounds the consumer groups of one stream.
+	GroupMaxPerStream int `yaml:"group_max_per_stream"`
 	// TraceExporter is where the node's spans go: none, stdout or otlp.
 	// Empty follows OTEL_TRACES_EXPORTER (otlp, console; anything else is
 	// none).
@@ -243,6 +245,7 @@ func DefaultConfig() Config {
 		GroupMaxPoll:                  1000,
 		GroupMaxPollWait:              30 * time.Second,
 		GroupMaxWindow:                10000,
+		GroupMaxPerStream:             1000,
 		Badger: BadgerConfig{
 			MemTableSize:     16 << 20,
 			NumMemtables:     2,
@@ -380,7 +383,7 @@ func (c *Config) Validate() error {
 		key string
 		v   int
 	}{{"group_max_attempts", c.GroupMaxAttempts}, {"group_max_in_flight", c.GroupMaxInFlight}, {"group_max_poll", c.GroupMaxPoll},
-		{"group_max_window", c.GroupMaxWindow}} {
+		{"group_max_window", c.GroupMaxWindow}, {"group_max_per_stream", c.GroupMaxPerStream}} {
 		if r.v < 1 {
 			bad(r.key, "must be at least 1")
 		}

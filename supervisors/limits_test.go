@@ -309,3 +309,66 @@ func TestIdleTimeoutFloor(t *testing.T) {
 		t.Fatalf("idle_timeout %s: %v", MinIdleTimeout, err)
 	}
 }
+
+// group_max_per_stream: a poll that would create one group too many on a
+// stream is refused with quota_exceeded and counted; the stream's groups go
+// on, other streams are not affected, and the bound holds across a restart
+// (the node reads a stream's groups from storage).
+func TestLimitGroupsPerStream(t *testing.T) {
+	dir := t.TempDir()
+	limit := func(c *Config, _ *Options) { c.GroupMaxPerStream = 2 }
+	n := testNode(t, dir, limit)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dialClient(t, n)
+	jobs := client.StreamName{Tenant: "t", Namespace: "n", Stream: "jobs"}
+	other := client.StreamName{Tenant: "t", Namespace: "n", Stream: "other"}
+	for _, s := range []client.StreamName{jobs, other} {
+		if _, err := c.CreateStream(ctx, s, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll := func(c *client.Client, s client.StreamName, group string) error {
+		_, err := c.GroupPoll(ctx, s, 0, group, 1, 0)
+		return err
+	}
+	for _, g := range []string{"g1", "g2", "g1"} {
+		if err := poll(c, jobs, g); err != nil {
+			t.Fatalf("poll %s: %v", g, err)
+		}
+	}
+	if err := poll(c, jobs, "g3"); !errors.Is(err, client.ErrQuotaExceeded) {
+		t.Fatalf("third group: %v, want quota_exceeded", err)
+	}
+	if got := limitHits(t, n, "group_max_per_stream"); got != 1 {
+		t.Errorf("group_max_per_stream hits = %v, want 1", got)
+	}
+	if err := poll(c, other, "g3"); err != nil {
+		t.Fatalf("a group on another stream: %v", err)
+	}
+
+	_ = c.Close()
+	shut, cancelShut := context.WithTimeout(ctx, 10*time.Second)
+	_ = n.Shutdown(shut)
+	cancelShut()
+	n2 := testNode(t, dir, limit)
+	c2 := dialClient(t, n2)
+	if err := poll(c2, jobs, "g3"); !errors.Is(err, client.ErrQuotaExceeded) {
+		t.Fatalf("third group after a restart: %v, want quota_exceeded", err)
+	}
+	for _, g := range []string{"g2", "g1"} {
+		if err := poll(c2, jobs, g); err != nil {
+			t.Fatalf("poll %s after a restart: %v", g, err)
+		}
+	}
+	// Deleting the stream frees its groups.
+	if err := c2.DeleteStream(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.CreateStream(ctx, jobs, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(c2, jobs, "g3"); err != nil {
+		t.Fatalf("a group on the re-created stream: %v", err)
+	}
+}

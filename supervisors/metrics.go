@@ -79,6 +79,7 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 			o.Observe(u(l.Handshake.Load()), limit("handshake_timeout"))
 			o.Observe(u(l.Idle.Load()), limit("idle_timeout"))
 			o.Observe(u(l.GroupClaims.Load()), limit("group_max_in_flight"))
+			o.Observe(u(l.Groups.Load()), limit("group_max_per_stream"))
 		})
 	counter("herald.auth.failures", "{connection}", "Connections refused at the handshake for missing or wrong credentials.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.AuthFailures.Load())) })

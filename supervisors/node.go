@@ -286,6 +286,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 				MaxPollWait: cfg.GroupMaxPollWait,
 				MaxWindow:   cfg.GroupMaxWindow,
 			},
+			MaxPerStream:     cfg.GroupMaxPerStream,
 			Secret:           secret,
 			MaxFrameBytes:    int(cfg.MaxFrameBytes),
 			Now:              opts.GroupNow,

@@ -42,7 +42,7 @@ const (
 	CodeSessionExpired      Code = 29 // the group member was silent past the session timeout; join again
 	CodeGroupNotFound       Code = 30 // the group has never been used on this stream
 	CodeStreamNotDurable    Code = 31 // the operation needs a durable stream (consumer groups do)
-	CodeQuotaExceeded       Code = 32 // the tenant has its configured maximum of streams; delete some first
+	CodeQuotaExceeded       Code = 32 // the tenant has its maximum of streams, or the stream of groups; delete some first
 )
 
 // RetryClass says what a caller should do about an error.

@@ -108,3 +108,43 @@ func TestAnswerMeterFollowsTheLane(t *testing.T) {
 		t.Fatalf("Wait with a cancelled context: %v", err)
 	}
 }
+
+// Pushes are bounded by credit and left out; requests handed to
+// coordinators count until their answers are handled, and at
+// maxDispatched of them the reader waits.
+func TestAnswerMeterPushesAndDispatchedRequests(t *testing.T) {
+	m := NewAnswerMeter(1 << 20)
+	push := &WriteFrame{Frame: make([]byte, 2<<20), Push: true}
+	m.MessagePosted(push)
+	if q := m.Queued(); q != 0 {
+		t.Fatalf("a push counted %d bytes", q)
+	}
+	m.MessageReceived(push)
+	if err := m.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	for range maxDispatched {
+		m.Dispatch()
+	}
+	done := waitErr(m, context.Background())
+	answer := &WriteFrame{Frame: make([]byte, 10), Dispatched: true}
+	m.MessagePosted(answer)
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned (%v) with %d requests out", err, maxDispatched)
+	default:
+	}
+	m.MessageReceived(answer) // one answered: one more may be read
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait still blocked after an answer")
+	}
+	if q := m.Queued(); q != 0 {
+		t.Fatalf("queued %d after the answer was handled", q)
+	}
+}

@@ -547,7 +547,7 @@ func (c *connection) controlLoop(root *actor.RootContext, lane *actor.PID, contr
 			}
 			return err
 		}
-		resp, err := c.controlRequest(root, lane, f)
+		resp, err := c.controlRequest(root, lane, answers, f)
 		if err != nil {
 			werr := wire.RequestError(err)
 			if werr == nil {
@@ -566,12 +566,12 @@ func (c *connection) controlLoop(root *actor.RootContext, lane *actor.PID, contr
 // controlRequest answers one control frame. A frame that cannot be decoded
 // returns its error: a framing error closes the connection, a request error
 // is answered with an Error frame, as is a request the node refuses.
-func (c *connection) controlRequest(root *actor.RootContext, lane *actor.PID, f wire.Frame) ([]byte, error) {
+func (c *connection) controlRequest(root *actor.RootContext, lane *actor.PID, answers *AnswerMeter, f wire.Frame) ([]byte, error) {
 	id := f.Header.RequestID
 	switch f.Header.Type {
 	case wire.TypeGroupPoll, wire.TypeGroupAck, wire.TypeGroupNack, wire.TypeGroupDeadLetters,
 		wire.TypeGroupRedrive, wire.TypeGroupDiscard, wire.TypeDescribeGroup:
-		return c.groupRequest(root, lane, f)
+		return c.groupRequest(root, lane, answers, f)
 	case wire.TypeCreateStream:
 		req, err := wire.DecodeCreateStream(f.Body)
 		if err != nil {
@@ -853,7 +853,7 @@ func (c *connection) publishLoop(root *actor.RootContext, self *actor.PID, s *qu
 		}
 		p, err := wire.DecodePublish(f.Body)
 		var werr *wire.Error
-		if err != nil && (!errors.As(err, &werr) || werr.Code == wire.CodeMalformedFrame) {
+		if err != nil && (!errors.As(err, &werr) || werr.Code.Framing()) {
 			return err
 		}
 		// Every publish holds a window slot until its shard answers (AckNone
@@ -868,7 +868,7 @@ func (c *connection) publishLoop(root *actor.RootContext, self *actor.PID, s *qu
 			werr = c.routePublish(root, lane, streams, f.Header.RequestID, p)
 		}
 		if werr != nil {
-			if werr.Code == wire.CodeMalformedFrame {
+			if werr.Code.Framing() {
 				return werr
 			}
 			root.Send(lane, &PublishRejected{ReqID: f.Header.RequestID, Ack: p.Ack, Err: werr})

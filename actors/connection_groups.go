@@ -21,10 +21,10 @@ var maxDeliveryOverhead = max(wire.SectionHeaderSize+readResultHead,
 
 // groupRequest decodes a pull-side group request from the control stream
 // and hands it to the group's coordinator, which answers on lane (so a poll
-// that waits for work holds up no other request). A frame that cannot be
-// decoded closes the connection; a request the node refuses is answered at
-// once.
-func (c *connection) groupRequest(root *actor.RootContext, lane *actor.PID, f wire.Frame) ([]byte, error) {
+// that waits for work holds up no other request); answers counts it until
+// then. A frame that cannot be decoded returns its error; a request the
+// node refuses is answered at once.
+func (c *connection) groupRequest(root *actor.RootContext, lane *actor.PID, answers *AnswerMeter, f wire.Frame) ([]byte, error) {
 	id := f.Header.RequestID
 	var name wire.StreamName
 	var group string
@@ -84,6 +84,7 @@ func (c *connection) groupRequest(root *actor.RootContext, lane *actor.PID, f wi
 	case *GroupDescribeRequest:
 		m.Stream = h
 	}
+	answers.Dispatch()
 	root.Send(c.cfg.Groups, msg)
 	return nil, nil
 }

@@ -260,7 +260,7 @@ func (g *groupCoordinator) onStopping(ctx actor.Context, err *wire.Error) {
 		}
 	}
 	for _, p := range g.pollers {
-		ctx.Send(p.replyTo, &WriteFrame{Frame: wire.AppendError(nil, p.reqID, err)})
+		ctx.Send(p.replyTo, &WriteFrame{Frame: wire.AppendError(nil, p.reqID, err), Dispatched: true})
 		g.forgetPoller(ctx, p)
 	}
 	g.pollers = nil
@@ -282,7 +282,7 @@ func (g *groupCoordinator) onStopping(ctx actor.Context, err *wire.Error) {
 
 func (g *groupCoordinator) reply(ctx actor.Context, to *actor.PID, frame []byte) {
 	if to != nil {
-		ctx.Send(to, &WriteFrame{Frame: frame})
+		ctx.Send(to, &WriteFrame{Frame: frame, Dispatched: true})
 	}
 }
 

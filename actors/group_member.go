@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -76,7 +77,13 @@ func NewGroupMemberProps(cfg GroupMemberConfig) *actor.Props {
 	if cfg.Stats == nil {
 		cfg.Stats = &Stats{}
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &groupMemberActor{cfg: cfg} })
+	// A failing lane is stopped, not restarted: its stream state is lost
+	// (and its meter would keep the frame it failed on), and its
+	// Terminated ends the member.
+	return actor.PropsFromProducer(func() actor.Actor { return &groupMemberActor{cfg: cfg} },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
+			return actor.StopDirective
+		})))
 }
 
 func (a *groupMemberActor) Receive(ctx actor.Context) {
@@ -108,7 +115,7 @@ func (a *groupMemberActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.inFlight += uint32(len(m.Records))
-		ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendGroupRecords(nil, 0, wire.GroupRecords{Cursor: m.Cursor, Records: m.Records})})
+		ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendGroupRecords(nil, 0, wire.GroupRecords{Cursor: m.Cursor, Records: m.Records}), Push: true})
 		a.ask(ctx)
 	case *memberAck:
 		a.onAck(ctx, m)

@@ -62,9 +62,9 @@ func NewGroupsProps(cfg GroupsConfig) *actor.Props {
 		cfg.Stats = &Stats{}
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return &groups{cfg: cfg} },
-		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, func(reason any) actor.Directive {
+		actor.WithSupervisor(groupsStrategy{actor.NewOneForOneStrategy(10, 10*time.Second, func(reason any) actor.Directive {
 			return actor.RestartDirective
-		})))
+		})}))
 }
 
 // errStopScan ends a metadata scan early.
@@ -175,26 +175,58 @@ func (r *groups) exists(h *StreamHandle, group string) bool {
 
 // refuse answers a request without a coordinator.
 func (r *groups) refuse(ctx actor.Context, m groupAddressed, err *wire.Error) {
-	var t *GroupTarget
-	switch m := m.(type) {
-	case *GroupPollRequest:
-		t = &m.GroupTarget
-	case *GroupAckRequest:
-		t = &m.GroupTarget
-	case *GroupDeadLettersRequest:
-		t = &m.GroupTarget
-	case *GroupSelectRequest:
-		t = &m.GroupTarget
-	case *GroupDescribeRequest:
-		t = &m.GroupTarget
-	case *GroupJoinRequest:
+	if _, ok := m.(*GroupJoinRequest); ok {
 		ctx.Respond(&GroupJoinResponse{Err: err})
 		return
-	default:
-		r.log.Warn("groups: unanswerable request", slog.String("type", fmt.Sprintf("%T", m)))
-		return
 	}
-	ctx.Send(t.ReplyTo, &WriteFrame{Frame: wire.AppendError(nil, t.ReqID, err)})
+	if !AnswerLostGroupRequest(ctx.ActorSystem(), m, err) {
+		r.log.Warn("groups: unanswerable request", slog.String("type", fmt.Sprintf("%T", m)))
+	}
+}
+
+// groupTarget returns the answer address of a control-stream group request.
+func groupTarget(msg any) *GroupTarget {
+	if env, ok := msg.(*actor.MessageEnvelope); ok {
+		msg = env.Message
+	}
+	switch m := msg.(type) {
+	case *GroupPollRequest:
+		return &m.GroupTarget
+	case *GroupAckRequest:
+		return &m.GroupTarget
+	case *GroupDeadLettersRequest:
+		return &m.GroupTarget
+	case *GroupSelectRequest:
+		return &m.GroupTarget
+	case *GroupDescribeRequest:
+		return &m.GroupTarget
+	}
+	return nil
+}
+
+// AnswerLostGroupRequest answers with err a control-stream group request
+// that no coordinator will answer (it went to dead letters, or its
+// coordinator failed on it), so neither the client nor its connection's
+// AnswerMeter waits for it. It reports whether msg was such a request.
+func AnswerLostGroupRequest(sys *actor.ActorSystem, msg any, err *wire.Error) bool {
+	t := groupTarget(msg)
+	if t == nil || t.ReplyTo == nil {
+		return false
+	}
+	sys.Root.Send(t.ReplyTo, &WriteFrame{Frame: wire.AppendError(nil, t.ReqID, err), Dispatched: true})
+	return true
+}
+
+// groupsStrategy restarts a failed coordinator (it reloads its state from
+// storage) after answering the request it failed on.
+type groupsStrategy struct {
+	actor.SupervisorStrategy
+}
+
+// HandleFailure implements actor.SupervisorStrategy.
+func (s groupsStrategy) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, message any) {
+	AnswerLostGroupRequest(sys, message, wire.Errorf(wire.CodeInternal, "the consumer group failed while handling the request; it may or may not have been applied"))
+	s.SupervisorStrategy.HandleFailure(sys, sup, child, rs, reason, message)
 }
 
 // onDropped stops a deleted stream's coordinators, then answers: whatever

@@ -9,6 +9,14 @@ import (
 // WriteFrame asks a lane to write one encoded frame.
 type WriteFrame struct {
 	Frame []byte
+	// Push marks a frame no request asked for whose number is bounded
+	// otherwise (a group push, by credit): a lane's AnswerMeter leaves it
+	// out, so a member reading slowly is still read (its heartbeats too).
+	Push bool
+	// Dispatched marks the answer to a request the control loop handed to
+	// another actor (a group coordinator): it ends that request's count in
+	// the lane's AnswerMeter.
+	Dispatched bool
 }
 
 // WriteSections asks a lane to deliver sections to its subscriber. The lane

@@ -164,7 +164,8 @@ func TestGroupMemberAfterCatalogRestart(t *testing.T) {
 	}
 }
 
-// A coordinator that panics restarts from storage: its members join again,
+// A coordinator that panics restarts from storage: the request it failed on
+// is answered internal (outcome unknown), its members join again,
 // acknowledged records stay settled, unacked ones come back.
 func TestGroupCoordinatorRestart(t *testing.T) {
 	var armed atomic.Bool
@@ -182,7 +183,10 @@ func TestGroupCoordinatorRestart(t *testing.T) {
 		t.Fatal(errFrame(f))
 	}
 	armed.Store(true)
-	c.write(c.control, wire.AppendDescribeGroup(nil, 12, wire.DescribeGroup{Name: jobs, Group: "g"})) // lost with the panic
+	f := c.call(12, wire.AppendDescribeGroup(nil, 12, wire.DescribeGroup{Name: jobs, Group: "g"}))
+	if werr, err := wire.DecodeError(f.Body); f.Header.Type != wire.TypeError || err != nil || werr.Code != wire.CodeInternal {
+		t.Fatalf("the request the coordinator failed on: %s %v", f.Header.Type, errFrame(f))
+	}
 	g = decodeRecords(t, c.call(13, wire.AppendGroupPoll(nil, 13, wire.GroupPoll{Name: jobs, Group: "g", Max: 4})))
 	if len(g.Records) != 2 || g.Records[0].Offset != 1 || g.Records[1].Offset != 3 || g.Records[0].Attempts != 2 {
 		t.Fatalf("after the coordinator restart: %+v", g.Records)

@@ -429,7 +429,8 @@ func (n *Node) listen(tlsConf *tls.Config) error {
 
 // onDeadLetter answers a publish that reached a shard that is gone (its
 // stream was deleted after the connection looked it up): the publisher gets
-// stream_not_found instead of waiting forever.
+// stream_not_found instead of waiting forever. A group request that reached
+// a coordinator that is gone is answered shutting_down (retryable).
 func (n *Node) onDeadLetter(evt any) {
 	dl, ok := evt.(*actor.DeadLetterEvent)
 	if !ok {
@@ -442,6 +443,10 @@ func (n *Node) onDeadLetter(evt any) {
 			n.sys.Root.Send(m.ReplyTo, &actors.PublishRejected{ReqID: m.ReqID, Ack: m.Ack,
 				Err: wire.Errorf(wire.CodeStreamNotFound, "the stream was deleted")})
 		}
+	default:
+		// A group request whose coordinator had just stopped (its stream
+		// was deleted, or the node is stopping).
+		actors.AnswerLostGroupRequest(n.sys, m, wire.Errorf(wire.CodeShuttingDown, "the consumer group's coordinator stopped; retry"))
 	}
 }
 

@@ -178,6 +178,42 @@ func TestUnreadControlAnswersStopTheReading(t *testing.T) {
 	}
 }
 
+// The same holds for requests a group coordinator answers: their answers
+// are not queued yet when the next request is read, so the node counts them
+// out (256 at most per connection) and stops reading at that many.
+func TestUnreadGroupAnswersStopTheReading(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	c := dialRaw(t, n)
+	c.publishBlock(orders, 1)
+	c.write(c.control, wire.AppendGroupPoll(nil, 2, wire.GroupPoll{Name: orders, Group: "g", Max: 1}))
+	c.read(c.control)
+
+	// 40,000 DescribeGroups are 2.6 MB of requests (more than the node's
+	// stream window while it does not read) and 4 MB of answers, under the
+	// byte bound: only the count of requests out stops the reading.
+	const total = 40_000
+	_ = c.control.SetWriteDeadline(time.Now().Add(3 * time.Second))
+	written := 0
+	for ; written < total; written++ {
+		if _, err := c.control.Write(wire.AppendDescribeGroup(nil, uint64(100+written), wire.DescribeGroup{Name: orders, Group: "g"})); err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if written == total {
+		t.Fatalf("the node read all %d group requests while none of their answers was read", total)
+	}
+	t.Logf("the node stopped reading after %d group requests were written", written)
+	for i := range min(written, 600) {
+		f := c.read(c.control)
+		if f.Header.Type != wire.TypeGroupInfo || f.Header.RequestID != uint64(100+i) {
+			t.Fatalf("answer %d: %s for request %d", i, f.Header.Type, f.Header.RequestID)
+		}
+	}
+}
+
 // A node whose max_frame_bytes is over a client's announced limit refuses
 // the client at the handshake with frame_too_large: the node could hold records that client cannot receive. A client
 // that accepts the node's limit publishes and receives a record over 16 MiB.

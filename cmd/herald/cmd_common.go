@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,7 +50,21 @@ type clientFlags struct {
 	// timeout bounds each non-streaming call (--timeout).
 	timeout time.Duration
 	// maxFrame is the largest frame body the CLI accepts (--max-frame-bytes).
-	maxFrame uint
+	maxFrame frameBytesFlag
+}
+
+// frameBytesFlag is a frame size in bytes: 1 to 4 GiB − 1 (a u32 on the wire).
+type frameBytesFlag uint32
+
+func (v *frameBytesFlag) String() string { return strconv.FormatUint(uint64(*v), 10) }
+
+func (v *frameBytesFlag) Set(s string) error {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 || n > math.MaxUint32 {
+		return fmt.Errorf("%q: want a byte count from 1 to %d", s, uint64(math.MaxUint32))
+	}
+	*v = frameBytesFlag(n)
+	return nil
 }
 
 // registerClientFlags adds the connection flags to fs, with defaults taken
@@ -69,7 +84,8 @@ func registerClientFlags(fs *flag.FlagSet, getenv func(string) string) *clientFl
 	fs.StringVar(&f.cert, "cert", getenv("HERALD_CERT"), "client certificate `file` for a node with mutual TLS (env HERALD_CERT)")
 	fs.StringVar(&f.key, "cert-key", getenv("HERALD_CERT_KEY"), "the client certificate's private key `file` (env HERALD_CERT_KEY)")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "bound on each non-streaming call")
-	fs.UintVar(&f.maxFrame, "max-frame-bytes", wire.DefaultMaxFrameBytes, "largest frame `bytes` to accept: at least the node's max_frame_bytes")
+	f.maxFrame = wire.DefaultMaxFrameBytes
+	fs.Var(&f.maxFrame, "max-frame-bytes", "largest frame `bytes` to accept: at least the node's max_frame_bytes")
 	return f
 }
 
@@ -93,10 +109,7 @@ func (f *clientFlags) caFile(getenv func(string) string, exists func(string) boo
 
 // options returns the client.Dial options the flags ask for.
 func (f *clientFlags) options(getenv func(string) string, exists func(string) bool) []client.Option {
-	opts := []client.Option{client.WithName("herald-cli")}
-	if f.maxFrame > 0 && f.maxFrame <= math.MaxUint32 {
-		opts = append(opts, client.WithMaxFrameBytes(uint32(f.maxFrame)))
-	}
+	opts := []client.Option{client.WithName("herald-cli"), client.WithMaxFrameBytes(uint32(f.maxFrame))}
 	if ca := f.caFile(getenv, exists); ca != "" && !f.insecure {
 		opts = append(opts, client.WithCAFile(ca))
 	}

@@ -141,8 +141,12 @@ func (cmd *pubCmd) source(stdin io.Reader) func() ([]byte, bool, error) {
 			return []byte(cmd.messages[i-1]), true, nil
 		}
 	default:
+		limit := wire.DefaultMaxFrameBytes // a line is at most one frame
+		if cmd.conn != nil {
+			limit = int(cmd.conn.maxFrame)
+		}
 		sc := bufio.NewScanner(stdin)
-		sc.Buffer(make([]byte, 64<<10), wire.DefaultMaxFrameBytes)
+		sc.Buffer(make([]byte, 64<<10), limit)
 		return func() ([]byte, bool, error) {
 			if !sc.Scan() {
 				return nil, false, sc.Err()

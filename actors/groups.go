@@ -138,20 +138,23 @@ func (r *groups) route(ctx actor.Context, m groupAddressed) {
 }
 
 // groupsOf returns the groups known on h's stream, reading them from
-// storage the first time (one scan of the stream's group keys).
+// storage the first time: one key of each group, skipping the rest of its
+// keys (claims, attempts and dead letters may be many).
 func (r *groups) groupsOf(h *StreamHandle) map[string]struct{} {
 	if known, ok := r.known[h.ID]; ok {
 		return known
 	}
 	known := map[string]struct{}{}
 	prefix := GroupStreamPrefix(h.ID)
-	err := h.Log.ScanMeta(prefix, func(key, _ []byte) error {
-		// 'G' | stream | group length | group | 'g': the group exists.
+	err := h.Log.ScanMetaKeys(prefix, func(key []byte) ([]byte, error) {
+		// 'G' | stream | group length | group | kind | ...
 		rest := key[len(prefix):]
-		if len(rest) >= 1 && len(rest) == 2+int(rest[0]) && rest[len(rest)-1] == 'g' {
-			known[string(rest[1:len(rest)-1])] = struct{}{}
+		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
+			return nil, nil // not a group key
 		}
-		return nil
+		end := len(prefix) + 1 + int(rest[0])
+		known[string(key[len(prefix)+1:end])] = struct{}{}
+		return append(key[:end:end], 0xff), nil // past every kind of this group's keys
 	})
 	if err != nil {
 		r.log.Error("groups: listing a stream's groups", slog.String("stream", h.Name.String()), slog.Any("error", err))

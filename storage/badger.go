@@ -790,6 +790,46 @@ func (l *BadgerLog) ScanMeta(prefix []byte, fn func(key, value []byte) error) er
 	return nil
 }
 
+// ScanMetaKeys implements Log.ScanMetaKeys, under the same rules as
+// ScanMeta for fn.
+func (l *BadgerLog) ScanMetaKeys(prefix []byte, fn func(key []byte) ([]byte, error)) error {
+	if err := l.acquire(); err != nil {
+		return err
+	}
+	defer l.mu.RUnlock()
+	p := metaKey(prefix)
+	var fnErr error
+	err := l.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.Prefix = p
+		o.PrefetchValues = false
+		it := txn.NewIterator(o)
+		defer it.Close()
+		it.Seek(p)
+		for it.ValidForPrefix(p) {
+			k := it.Item().Key()
+			seek, err := fn(k[1:])
+			if err != nil {
+				fnErr = err
+				return nil
+			}
+			if seek != nil && bytes.Compare(seek, k[1:]) > 0 {
+				it.Seek(metaKey(seek))
+			} else {
+				it.Next()
+			}
+		}
+		return nil
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return fmt.Errorf("storage: scan meta keys %q: %w", prefix, err)
+	}
+	return nil
+}
+
 // DropShard deletes every batch of the shard, its index entries and its
 // floor, durably, in as many transactions as needed (not atomically: a crash
 // part way leaves a suffix of the log, which a second DropShard removes). It

@@ -162,6 +162,14 @@ type Log interface {
 	// in key order; fn's arguments are valid only during the call.
 	ScanMeta(prefix []byte, fn func(key, value []byte) error) error
 
+	// ScanMetaKeys calls fn for metadata keys that start with prefix, in key
+	// order, without reading values. When fn returns a seek key (greater
+	// than the key it was given) the scan goes on at the first key at or
+	// after it, skipping those between; nil goes on with the next key. An
+	// error fn returns stops the scan and is returned unchanged; fn's
+	// argument is valid only during the call.
+	ScanMetaKeys(prefix []byte, fn func(key []byte) (seek []byte, err error)) error
+
 	// ScanBatches calls fn for each stored batch of the shard whose End is
 	// after from, in offset order, until fn returns false or the batches run
 	// out. It reads only the batch index, never records (so it does not

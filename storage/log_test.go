@@ -301,6 +301,52 @@ func testLogConformance(t *testing.T, open func(t *testing.T) Log) {
 		}
 	})
 
+	t.Run("ScanMetaKeys", func(t *testing.T) {
+		l := open(t)
+		defer l.Close()
+		var puts []MetaPut
+		for _, k := range []string{"g/a/1", "g/a/2", "g/a/3", "g/b/1", "g/c/1", "g/c/2", "h/x"} {
+			puts = append(puts, MetaPut{Key: []byte(k), Value: []byte("v")})
+		}
+		mustCommit(t, l, nil, puts)
+		keys := func(prefix string, seek func(k string) string) []string {
+			t.Helper()
+			var got []string
+			err := l.ScanMetaKeys([]byte(prefix), func(k []byte) ([]byte, error) {
+				got = append(got, string(k))
+				if s := seek(string(k)); s != "" {
+					return []byte(s), nil
+				}
+				return nil, nil
+			})
+			if err != nil {
+				t.Fatalf("ScanMetaKeys(%q): %v", prefix, err)
+			}
+			return got
+		}
+		none := func(string) string { return "" }
+		if got, want := fmt.Sprint(keys("g/", none)), "[g/a/1 g/a/2 g/a/3 g/b/1 g/c/1 g/c/2]"; got != want {
+			t.Fatalf("ScanMetaKeys(g/) = %s, want %s", got, want)
+		}
+		// Skip the rest of each "directory": one key per group.
+		past := func(k string) string { return k[:4] + "\xff" }
+		if got, want := fmt.Sprint(keys("g/", past)), "[g/a/1 g/b/1 g/c/1]"; got != want {
+			t.Fatalf("ScanMetaKeys(g/) seeking past each group = %s, want %s", got, want)
+		}
+		// A seek past the prefix ends the scan; one not after the key is a Next.
+		if got, want := fmt.Sprint(keys("g/", func(string) string { return "zz" })), "[g/a/1]"; got != want {
+			t.Fatalf("seek past the prefix = %s, want %s", got, want)
+		}
+		if got, want := fmt.Sprint(keys("g/b", func(string) string { return "a" })), "[g/b/1]"; got != want {
+			t.Fatalf("seek backwards = %s, want %s", got, want)
+		}
+		stop := errors.New("stop")
+		n := 0
+		if err := l.ScanMetaKeys([]byte("g/"), func([]byte) ([]byte, error) { n++; return nil, stop }); !errors.Is(err, stop) || n != 1 {
+			t.Fatalf("ScanMetaKeys with failing fn = %v after %d calls", err, n)
+		}
+	})
+
 	t.Run("DropShard", func(t *testing.T) {
 		l := open(t)
 		defer l.Close()
@@ -400,6 +446,7 @@ func testLogConformance(t *testing.T, open func(t *testing.T) Log) {
 		_, err = l.GetMeta([]byte("k"))
 		check("GetMeta", err)
 		check("ScanMeta", l.ScanMeta(nil, func(k, v []byte) error { return nil }))
+		check("ScanMetaKeys", l.ScanMetaKeys(nil, func([]byte) ([]byte, error) { return nil, nil }))
 		check("DropShard", l.DropShard(a))
 		check("Sync", l.Sync())
 		check("ScanBatches", l.ScanBatches(a, 0, func(BatchInfo) bool { return true }))

@@ -266,6 +266,36 @@ func (l *MemoryLog) ScanMeta(prefix []byte, fn func(key, value []byte) error) er
 	return nil
 }
 
+// ScanMetaKeys implements Log.ScanMetaKeys. It snapshots the matching keys,
+// then calls fn without holding any lock.
+func (l *MemoryLog) ScanMetaKeys(prefix []byte, fn func(key []byte) ([]byte, error)) error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	var keys []string
+	for k := range l.mu.meta {
+		if strings.HasPrefix(k, string(prefix)) {
+			keys = append(keys, k)
+		}
+	}
+	l.mu.Unlock()
+	slices.Sort(keys)
+	for i := 0; i < len(keys); {
+		seek, err := fn([]byte(keys[i]))
+		if err != nil {
+			return err
+		}
+		if seek != nil && string(seek) > keys[i] {
+			i += sort.SearchStrings(keys[i:], string(seek))
+		} else {
+			i++
+		}
+	}
+	return nil
+}
+
 // ScanBatches implements Log.ScanBatches. It snapshots the descriptions of
 // the matching batches, then calls fn without holding any lock.
 func (l *MemoryLog) ScanBatches(shard ShardKey, from uint64, fn func(BatchInfo) bool) error {

@@ -30,9 +30,9 @@ type AnswerMeter struct {
 	limit      int64
 	queued     atomic.Int64
 	dispatched atomic.Int64
-	drained chan struct{} // a token when queued fell to the limit or below
-	closed  chan struct{} // closed when the lane has stopped
-	once    sync.Once
+	drained    chan struct{} // a token whenever an answer was handled
+	closed     chan struct{} // closed when the lane has stopped
+	once       sync.Once
 }
 
 // ErrLaneStopped is Wait's error once the metered lane has stopped: what

@@ -139,16 +139,9 @@ func TestUnreadControlAnswersStopTheReading(t *testing.T) {
 	// node's initial stream window (512 KiB) holds about 8,700 of them,
 	// 540 MiB of answers.
 	const total = 20_000
-	_ = c.control.SetWriteDeadline(time.Now().Add(3 * time.Second))
-	written := 0
-	for ; written < total; written++ {
-		if _, err := c.control.Write(wire.AppendRead(nil, uint64(100+written), wire.Read{Name: orders, Start: 0, End: wire.NoEnd, MaxRecords: 1})); err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
+	written := c.writeUntilBlocked(total, func(i int) []byte {
+		return wire.AppendRead(nil, uint64(100+i), wire.Read{Name: orders, Start: 0, End: wire.NoEnd, MaxRecords: 1})
+	})
 	if written == total {
 		t.Fatalf("the node read all %d requests while none of their answers was read", total)
 	}
@@ -192,16 +185,9 @@ func TestUnreadGroupAnswersStopTheReading(t *testing.T) {
 	// stream window while it does not read) and 4 MB of answers, under the
 	// byte bound: only the count of requests out stops the reading.
 	const total = 40_000
-	_ = c.control.SetWriteDeadline(time.Now().Add(3 * time.Second))
-	written := 0
-	for ; written < total; written++ {
-		if _, err := c.control.Write(wire.AppendDescribeGroup(nil, uint64(100+written), wire.DescribeGroup{Name: orders, Group: "g"})); err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
+	written := c.writeUntilBlocked(total, func(i int) []byte {
+		return wire.AppendDescribeGroup(nil, uint64(100+i), wire.DescribeGroup{Name: orders, Group: "g"})
+	})
 	if written == total {
 		t.Fatalf("the node read all %d group requests while none of their answers was read", total)
 	}
@@ -246,4 +232,23 @@ func TestClientMustAcceptTheNodesFrameLimit(t *testing.T) {
 	if err != nil || !bytes.Equal(ev.Payload, payload) {
 		t.Fatalf("receive the 17 MiB record: %d bytes, %v", len(ev.Payload), err)
 	}
+}
+
+// writeUntilBlocked writes frame(0), frame(1), ... to the control stream
+// until total are written or a write blocks for 3 s (the node stopped
+// reading and QUIC flow control holds the writes), and returns how many
+// were written whole. The blocked one may have been sent in part.
+func (r *rawConn) writeUntilBlocked(total int, frame func(i int) []byte) int {
+	r.t.Helper()
+	_ = r.control.SetWriteDeadline(time.Now().Add(3 * time.Second))
+	defer func() { _ = r.control.SetWriteDeadline(time.Time{}) }()
+	for i := range total {
+		if _, err := r.control.Write(frame(i)); err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				r.t.Fatal(err)
+			}
+			return i
+		}
+	}
+	return total
 }

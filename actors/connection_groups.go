@@ -168,7 +168,8 @@ func (c *connection) groupStream(root *actor.RootContext, self *actor.PID, s *qu
 	}
 	for {
 		// Every ack is answered: while the client does not read the
-		// answers (and pushes), its acks are not read either.
+		// answers, its acks are not read either (pushes are bounded by
+		// credit and do not count).
 		if err := answers.Wait(c.ctx); err != nil {
 			root.Send(pid, &memberStreamEnded{})
 			return nil

@@ -12,7 +12,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -451,14 +450,11 @@ func seedGroupStates(t *testing.T) map[string][]storage.MetaPut {
 	return states
 }
 
-type seedFile struct {
-	target, name string
-	vals         []any
-}
-
-func fuzzSeedFiles(t *testing.T) []seedFile {
-	var out []seedFile
-	add := func(target, name string, vals ...any) { out = append(out, seedFile{target, name, vals}) }
+func fuzzSeedFiles(t *testing.T) []fuzzseed.Seed {
+	var out []fuzzseed.Seed
+	add := func(target, name string, vals ...any) {
+		out = append(out, fuzzseed.Seed{Target: target, Name: name, Vals: vals})
+	}
 
 	// Cursors: minted ones, damaged ones, and ones correctly signed but
 	// malformed (what a leaked secret would allow).
@@ -572,12 +568,6 @@ func fuzzSeedFiles(t *testing.T) []seedFile {
 	for name, puts := range corrupt {
 		add("FuzzGroupCoreLoad", name, byte(0), encodeGroupRecords(prefix, puts))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].target != out[j].target {
-			return out[i].target < out[j].target
-		}
-		return out[i].name < out[j].name
-	})
 	return out
 }
 
@@ -599,9 +589,5 @@ func cursorRangeBytes(ranges []cursorRangeOf) []byte {
 	return b
 }
 func TestFuzzSeedFilesCurrent(t *testing.T) {
-	var seeds []fuzzseed.Seed
-	for _, s := range fuzzSeedFiles(t) {
-		seeds = append(seeds, fuzzseed.Seed{Target: s.target, Name: s.name, Vals: s.vals})
-	}
-	fuzzseed.Check(t, seeds, *updateSeeds)
+	fuzzseed.Check(t, fuzzSeedFiles(t), *updateSeeds)
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"sort"
 	"testing"
 	"time"
 
@@ -410,14 +409,11 @@ func seedImages(t testing.TB) map[string][][2][]byte {
 	return images
 }
 
-type seedFile struct {
-	target, name string
-	vals         []any
-}
-
-func fuzzSeedFiles(t testing.TB) []seedFile {
-	var out []seedFile
-	add := func(target, name string, vals ...any) { out = append(out, seedFile{target, name, vals}) }
+func fuzzSeedFiles(t testing.TB) []fuzzseed.Seed {
+	var out []fuzzseed.Seed
+	add := func(target, name string, vals ...any) {
+		out = append(out, fuzzseed.Seed{Target: target, Name: name, Vals: vals})
+	}
 
 	// The envelope (FuzzDecodeEnvelope in envelope_test.go).
 	good := encodeEnvelope(Batch{Base: 1, Count: 3, Timestamp: 77, Records: []byte("abcdefgh")})
@@ -453,18 +449,8 @@ func fuzzSeedFiles(t testing.TB) []seedFile {
 	for name, img := range seedImages(t) {
 		add("FuzzBadgerReopen", name, encodeImage(img))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].target != out[j].target {
-			return out[i].target < out[j].target
-		}
-		return out[i].name < out[j].name
-	})
 	return out
 }
 func TestFuzzSeedFilesCurrent(t *testing.T) {
-	var seeds []fuzzseed.Seed
-	for _, s := range fuzzSeedFiles(t) {
-		seeds = append(seeds, fuzzseed.Seed{Target: s.target, Name: s.name, Vals: s.vals})
-	}
-	fuzzseed.Check(t, seeds, *updateSeeds)
+	fuzzseed.Check(t, fuzzSeedFiles(t), *updateSeeds)
 }

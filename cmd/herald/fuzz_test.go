@@ -5,7 +5,6 @@ import (
 	"flag"
 	"hash/fnv"
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
 
@@ -172,14 +171,11 @@ func FuzzConfigValue(f *testing.F) {
 	})
 }
 
-type seedFile struct {
-	target, name string
-	vals         []any
-}
-
-func fuzzSeedFiles(t *testing.T) []seedFile {
-	var out []seedFile
-	add := func(target, name string, vals ...any) { out = append(out, seedFile{target, name, vals}) }
+func fuzzSeedFiles(t *testing.T) []fuzzseed.Seed {
+	var out []fuzzseed.Seed
+	add := func(target, name string, vals ...any) {
+		out = append(out, fuzzseed.Seed{Target: target, Name: name, Vals: vals})
+	}
 
 	files := map[string]string{
 		"empty":            "",
@@ -237,18 +233,8 @@ func fuzzSeedFiles(t *testing.T) []seedFile {
 	} {
 		add("FuzzConfigValue", name, v.key, v.text)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].target != out[j].target {
-			return out[i].target < out[j].target
-		}
-		return out[i].name < out[j].name
-	})
 	return out
 }
 func TestFuzzSeedFilesCurrent(t *testing.T) {
-	var seeds []fuzzseed.Seed
-	for _, s := range fuzzSeedFiles(t) {
-		seeds = append(seeds, fuzzseed.Seed{Target: s.target, Name: s.name, Vals: s.vals})
-	}
-	fuzzseed.Check(t, seeds, *updateSeeds)
+	fuzzseed.Check(t, fuzzSeedFiles(t), *updateSeeds)
 }

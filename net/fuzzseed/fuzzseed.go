@@ -7,9 +7,11 @@ package fuzzseed
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -48,6 +50,8 @@ func Marshal(vals ...any) []byte {
 // no seed's target names. With update it writes the files instead.
 func Check(t testing.TB, seeds []Seed, update bool) {
 	t.Helper()
+	seeds = slices.Clone(seeds) // sorted, so failures read the same every run
+	slices.SortFunc(seeds, func(a, b Seed) int { return cmp.Or(cmp.Compare(a.Target, b.Target), cmp.Compare(a.Name, b.Name)) })
 	targets := map[string]bool{}
 	for _, s := range seeds {
 		targets[s.Target] = true

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"flag"
 	"math/big"
-	"sort"
 	"testing"
 	"time"
 
@@ -195,32 +194,17 @@ func seedPEMs(t testing.TB) (certs, keys map[string][]byte) {
 	return certs, keys
 }
 
-type seedFile struct {
-	target, name string
-	vals         []any
-}
-
-func fuzzSeedFiles(t testing.TB) []seedFile {
-	var out []seedFile
+func fuzzSeedFiles(t testing.TB) []fuzzseed.Seed {
+	var out []fuzzseed.Seed
 	certs, keys := seedPEMs(t)
 	for name, b := range certs {
-		out = append(out, seedFile{"FuzzParseCertificatePEM", name, []any{b}})
+		out = append(out, fuzzseed.Seed{Target: "FuzzParseCertificatePEM", Name: name, Vals: []any{b}})
 	}
 	for name, b := range keys {
-		out = append(out, seedFile{"FuzzParsePrivateKeyPEM", name, []any{b}})
+		out = append(out, fuzzseed.Seed{Target: "FuzzParsePrivateKeyPEM", Name: name, Vals: []any{b}})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].target != out[j].target {
-			return out[i].target < out[j].target
-		}
-		return out[i].name < out[j].name
-	})
 	return out
 }
 func TestFuzzSeedFilesCurrent(t *testing.T) {
-	var seeds []fuzzseed.Seed
-	for _, s := range fuzzSeedFiles(t) {
-		seeds = append(seeds, fuzzseed.Seed{Target: s.target, Name: s.name, Vals: s.vals})
-	}
-	fuzzseed.Check(t, seeds, *updateSeeds)
+	fuzzseed.Check(t, fuzzSeedFiles(t), *updateSeeds)
 }

@@ -85,6 +85,9 @@ type ConnectionConfig struct {
 	// ConnectionProps, if set, wraps connection props (tests add
 	// middleware).
 	ConnectionProps func(*actor.Props) *actor.Props
+	// Goroutines starts the connection's goroutines and those of its
+	// subscriptions; the node waits for them at Close (nil: untracked).
+	Goroutines *Goroutines
 }
 
 // connection serves one QUIC connection. Its goroutines own the receive

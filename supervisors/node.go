@@ -115,9 +115,13 @@ type Node struct {
 	// storageErr holds the error that broke storage, if any.
 	storageErr atomic.Pointer[error]
 	// wg tracks the accept loop and the HTTP server.
-	wg       sync.WaitGroup
-	shutOnce sync.Once
-	shutErr  error
+	wg sync.WaitGroup
+	// goroutines are the actors' goroutines (connection readers, history
+	// and group log reads): closeResources waits for them once the actors
+	// have stopped, before storage closes.
+	goroutines *actors.Goroutines
+	shutOnce   sync.Once
+	shutErr    error
 }
 
 // Start opens storage, builds the actor tree and starts listening. On error
@@ -129,7 +133,8 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	// n is not the named result: a failure returns nil, and the deferred
 	// clean-up below still needs n.
 	n := &Node{cfg: cfg, logger: opts.Logger, now: opts.Now, stop: make(chan struct{}), stats: &actors.Stats{},
-		queueTotal: actors.NewBudget(cfg.SubscriberQueueMaxBytesTotal), ringTotal: actors.NewBudget(cfg.ReplayRingMaxBytesTotal)}
+		queueTotal: actors.NewBudget(cfg.SubscriberQueueMaxBytesTotal), ringTotal: actors.NewBudget(cfg.ReplayRingMaxBytesTotal),
+		goroutines: &actors.Goroutines{}}
 	if n.now == nil {
 		n.now = time.Now
 	}
@@ -275,6 +280,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 			ReadMaxBytes:        cfg.ReadMaxBytes,
 			SubscriptionProps:   opts.SubscriptionProps,
 			ConnectionProps:     opts.ConnectionProps,
+			Goroutines:          n.goroutines,
 		},
 		groups: actors.GroupsConfig{
 			Limits: actors.GroupLimits{
@@ -702,6 +708,8 @@ func (n *Node) closeResources() error {
 		stop(n.children.Writer)   // commits what is still pending
 		stop(n.root)
 	}
+	// The stopped actors have cancelled what their goroutines wait on.
+	n.goroutines.CloseAndWait()
 	if n.sys != nil {
 		if n.deadLetters != nil {
 			n.sys.EventStream.Unsubscribe(n.deadLetters)

@@ -24,7 +24,7 @@ var maxDeliveryOverhead = max(wire.SectionHeaderSize+readResultHead,
 // that waits for work holds up no other request); answers counts it until
 // then. A frame that cannot be decoded returns its error; a request the
 // node refuses is answered at once.
-func (c *connection) groupRequest(root *actor.RootContext, lane *actor.PID, answers *AnswerMeter, f wire.Frame) ([]byte, error) {
+func (cs *connSession) groupRequest(lane *actor.PID, answers *AnswerMeter, f wire.Frame) ([]byte, error) {
 	id := f.Header.RequestID
 	var name wire.StreamName
 	var group string
@@ -68,7 +68,7 @@ func (c *connection) groupRequest(root *actor.RootContext, lane *actor.PID, answ
 		name, group = req.Name, req.Group
 		msg = &GroupDescribeRequest{GroupTarget: target()}
 	}
-	h, werr := c.groupStream0(root, name, group)
+	h, werr := cs.groupStream0(name, group)
 	if werr != nil {
 		return wire.AppendError(nil, id, werr), nil
 	}
@@ -85,23 +85,23 @@ func (c *connection) groupRequest(root *actor.RootContext, lane *actor.PID, answ
 		m.Stream = h
 	}
 	answers.Dispatch()
-	root.Send(c.cfg.Groups, msg)
+	cs.root.Send(cs.cfg.Groups, msg)
 	return nil, nil
 }
 
 // groupStream0 checks a group request's names and finds its stream, which
 // must be durable.
-func (c *connection) groupStream0(root *actor.RootContext, name wire.StreamName, group string) (*StreamHandle, *wire.Error) {
-	if c.cfg.Groups == nil {
+func (cs *connSession) groupStream0(name wire.StreamName, group string) (*StreamHandle, *wire.Error) {
+	if cs.cfg.Groups == nil {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "consumer groups are not enabled on this node")
 	}
-	if werr := c.allow(PermConsume, name); werr != nil {
+	if werr := cs.allow(PermConsume, name); werr != nil {
 		return nil, werr
 	}
 	if err := wire.ValidateGroupName("group name", group); err != nil {
 		return nil, err.(*wire.Error)
 	}
-	h, werr := c.lookup(root, &LookupStreamRequest{Name: name})
+	h, werr := cs.lookup(&LookupStreamRequest{Name: name})
 	if werr != nil {
 		return nil, werr
 	}
@@ -113,26 +113,38 @@ func (c *connection) groupStream0(root *actor.RootContext, name wire.StreamName,
 
 // groupStream serves a group push stream: it starts the member actor, then
 // reads the client's acks and hands them over until the client's side ends.
-func (c *connection) groupStream(root *actor.RootContext, self *actor.PID, s *quic.Stream, f wire.Frame) error {
-	refuse := func(werr *wire.Error) error {
-		_, _ = s.Write(wire.AppendError(nil, f.Header.RequestID, werr))
-		_ = s.Close()
-		s.CancelRead(quic.StreamErrorCode(werr.Code))
-		return nil
-	}
+func (cs *connSession) groupStream(s *quic.Stream, f wire.Frame) error {
 	req, err := wire.DecodeGroupSubscribe(f.Body)
 	if err != nil {
-		if werr := wire.RequestError(err); werr != nil {
-			return refuse(werr)
+		werr := wire.RequestError(err)
+		if werr == nil {
+			return err
 		}
-		return err
+		refuseStream(s, f.Header.RequestID, werr)
+		return nil
 	}
-	if c.draining.Load() {
-		return refuse(wire.Errorf(wire.CodeShuttingDown, "node is draining"))
-	}
-	h, werr := c.groupStream0(root, req.Name, req.Group)
+	answers := NewAnswerMeter(answerBacklogBytes)
+	pid, werr := cs.startGroupMember(s, f, req, answers)
 	if werr != nil {
-		return refuse(werr)
+		refuseStream(s, f.Header.RequestID, werr)
+		return nil
+	}
+	if pid == nil {
+		return nil // the connection is ending
+	}
+	return cs.groupAcks(s, pid, answers)
+}
+
+// startGroupMember checks a GroupSubscribe (f, decoded as req) and has the
+// actor start its push member on s. It returns the member, or why the
+// stream is refused, or neither when the connection is ending.
+func (cs *connSession) startGroupMember(s *quic.Stream, f wire.Frame, req wire.GroupSubscribe, answers *AnswerMeter) (*actor.PID, *wire.Error) {
+	if cs.draining.Load() {
+		return nil, wire.Errorf(wire.CodeShuttingDown, "node is draining")
+	}
+	h, werr := cs.groupStream0(req.Name, req.Group)
+	if werr != nil {
+		return nil, werr
 	}
 	member := req.Member
 	if member == "" {
@@ -141,42 +153,46 @@ func (c *connection) groupStream(root *actor.RootContext, self *actor.PID, s *qu
 		_, _ = rand.Read(b[:])
 		member = "anon-" + hex.EncodeToString(b[:])
 	} else if err := wire.ValidateGroupName("member id", member); err != nil {
-		return refuse(err.(*wire.Error))
+		return nil, err.(*wire.Error)
 	}
 	if req.Window == 0 {
-		return refuse(wire.Errorf(wire.CodeInvalidRequest, "window must be at least 1"))
+		return nil, wire.Errorf(wire.CodeInvalidRequest, "window must be at least 1")
 	}
 	maxPush := req.MaxPerPush
 	if maxPush == 0 || maxPush > req.Window {
 		maxPush = req.Window
 	}
 	reply, refused := make(chan *actor.PID, 1), make(chan *wire.Error, 1)
-	answers := NewAnswerMeter(answerBacklogBytes)
-	root.Send(self, &openGroupMember{reply: reply, refused: refused, cfg: GroupMemberConfig{Groups: c.cfg.Groups, Stream: h, Request: req,
-		ReqID: f.Header.RequestID, Member: member, QUIC: quicSubStream{s}, Answers: answers, MaxPerPush: maxPush, Stats: c.cfg.Stats}})
-	var pid *actor.PID
+	cs.root.Send(cs.self, &openGroupMember{reply: reply, refused: refused, cfg: GroupMemberConfig{Groups: cs.cfg.Groups, Stream: h, Request: req,
+		ReqID: f.Header.RequestID, Member: member, QUIC: quicSubStream{s}, Answers: answers, MaxPerPush: maxPush, Stats: cs.cfg.Stats}})
 	select {
-	case p, ok := <-reply:
+	case pid, ok := <-reply:
 		if !ok {
-			return refuse(wire.Errorf(wire.CodeShuttingDown, "connection closing"))
+			return nil, wire.Errorf(wire.CodeShuttingDown, "connection closing")
 		}
-		pid = p
+		return pid, nil
 	case werr := <-refused:
-		return refuse(werr)
-	case <-c.ctx.Done():
-		return nil
+		return nil, werr
+	case <-cs.ctx.Done():
+		return nil, nil
 	}
+}
+
+// groupAcks reads the client's acks on a group push stream and hands them
+// to its member pid until the stream or the connection ends; then it tells
+// the member. Only a framing error is returned.
+func (cs *connSession) groupAcks(s *quic.Stream, pid *actor.PID, answers *AnswerMeter) error {
 	for {
 		// Every ack is answered: while the client does not read the
 		// answers, its acks are not read either (pushes are bounded by
 		// credit and do not count).
-		if err := answers.Wait(c.ctx); err != nil {
-			root.Send(pid, &memberStreamEnded{})
+		if err := answers.Wait(cs.ctx); err != nil {
+			cs.root.Send(pid, &memberStreamEnded{})
 			return nil
 		}
-		f, err := wire.ReadFrame(s, c.cfg.MaxFrameBytes)
+		f, err := wire.ReadFrame(s, cs.cfg.MaxFrameBytes)
 		if err != nil {
-			root.Send(pid, &memberStreamEnded{})
+			cs.root.Send(pid, &memberStreamEnded{})
 			var we *wire.Error
 			if errors.As(err, &we) {
 				return err
@@ -187,14 +203,14 @@ func (c *connection) groupStream(root *actor.RootContext, self *actor.PID, s *qu
 			return nil // reset or connection gone: the member ends
 		}
 		if f.Header.Type != wire.TypeGroupStreamAck {
-			root.Send(pid, &memberStreamEnded{})
+			cs.root.Send(pid, &memberStreamEnded{})
 			return wire.Errorf(wire.CodeProtocolViolation, "%s frame on a group stream", f.Header.Type)
 		}
 		ack, err := wire.DecodeGroupStreamAck(f.Body)
 		if err != nil {
-			root.Send(pid, &memberStreamEnded{})
+			cs.root.Send(pid, &memberStreamEnded{})
 			return err
 		}
-		root.Send(pid, &memberAck{reqID: f.Header.RequestID, cursor: ack.Cursor, count: ack.Count})
+		cs.root.Send(pid, &memberAck{reqID: f.Header.RequestID, cursor: ack.Cursor, count: ack.Count})
 	}
 }

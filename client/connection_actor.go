@@ -42,7 +42,7 @@ type connectionActor struct {
 	// publishers are the publish-stream actors, in spawn order.
 	publishers []*actor.PID
 	// subscriptions maps each subscription and group subscription actor's
-	// id to the channel the Subscription (GroupSubscription) waits on; it is
+	// id to the channel the Subscription (GroupMember) waits on; it is
 	// closed once this actor has seen the child terminate, so a
 	// Subscription's Close returns only when its actor is gone from here
 	// too.

@@ -64,17 +64,25 @@
 // # Consumer groups
 //
 // A consumer group shares a durable stream's records among consumers, each
-// record settled once. Pull consumers claim records of one shard with
-// GroupPoll and settle them with GroupAck or GroupNack; push members join
-// with SubscribeGroup, are assigned shards by the node, receive Deliveries
-// within their credit window (Window) and Ack each delivery's Cursor, which
-// commits its records and returns their credit in one request. A claim not
-// settled within the group's visibility timeout is delivered again; after
-// the group's maximum of attempts the record becomes a dead letter
-// (GroupDeadLetters, GroupRedrive, GroupDiscard). A push member that sends
-// nothing for the session timeout is removed; the GroupSubscription
-// heartbeats by itself (Heartbeat). DescribeGroup shows a group's cursors,
-// claims and members.
+// record settled once. Every group call goes through the group's handle,
+// c.Group(stream, name). Pull consumers claim records of one shard with
+// Poll and settle them with Ack or Nack (each returns how many records the
+// node settled); push members join with Subscribe, are assigned shards by
+// the node, receive Deliveries within their credit window (Window) and Ack
+// each Delivery, which commits its records and, once that is durable,
+// returns their credit. A claim not settled within the group's visibility
+// timeout is delivered again; after the group's maximum of attempts the
+// record becomes a dead letter (DeadLetters, Redrive, Discard). A push
+// member that sends nothing for the session timeout is removed; the
+// GroupMember heartbeats by itself (Heartbeat). Describe shows a group's
+// cursors, claims and members:
+//
+//	g := c.Group(orders, "fulfilment")
+//	recs, err := g.Poll(ctx, 0, 32, 5*time.Second)
+//	n, err := g.Ack(ctx, recs...)
+//	m, err := g.Subscribe(ctx)
+//	d, err := m.Next(ctx)
+//	err = m.Ack(ctx, d)
 //
 // # Errors
 //
@@ -104,7 +112,7 @@
 //	│                       reader goroutine opens the stream, subscribes and
 //	│                       feeds it EventBatch frames, and Next asks it for
 //	│                       the next event
-//	└── group subscription (one per SubscribeGroup)
+//	└── group subscription (one per Group.Subscribe)
 //	                        owns one group stream: writes the join, acks and
 //	                        heartbeats, matches the node's answers by request
 //	                        id and holds pushed deliveries; a reader goroutine

@@ -82,16 +82,16 @@ var (
 	// ago for the node to answer with its offsets. It was written once;
 	// nothing was written again.
 	ErrDuplicateSequence error = &wire.Error{Code: wire.CodeDuplicateSequence}
-	// ErrInvalidCursor: a GroupSubscription.Ack cursor the node did not mint
+	// ErrInvalidCursor: a GroupMember.Ack cursor the node did not mint
 	// for this stream and group (corrupt, or from another group). The group
 	// stream goes on.
 	ErrInvalidCursor error = &wire.Error{Code: wire.CodeInvalidCursor}
-	// ErrStaleCursor: a GroupSubscription.Ack cursor from a membership that
+	// ErrStaleCursor: a GroupMember.Ack cursor from a membership that
 	// has ended (the member left, expired or was rebalanced away from the
 	// cursor's shard); its records are redelivered, to this member or
 	// another. The group stream goes on.
 	ErrStaleCursor error = &wire.Error{Code: wire.CodeStaleCursor}
-	// ErrNotDelivered: a GroupAck or GroupNack names an offset the group has
+	// ErrNotDelivered: a Group.Ack or Group.Nack names an offset the group has
 	// not delivered yet; nothing was changed. The *Error's Detail is the
 	// shard's first offset never delivered.
 	ErrNotDelivered error = &wire.Error{Code: wire.CodeNotDelivered}
@@ -100,7 +100,7 @@ var (
 	ErrTooManyClaims error = &wire.Error{Code: wire.CodeTooManyClaims}
 	// ErrSessionExpired: the group member was silent (no ack, no heartbeat)
 	// past the group's session timeout and the node removed it; its
-	// GroupSubscription has ended. Subscribe to the group again.
+	// GroupMember has ended. Subscribe to the group again.
 	ErrSessionExpired error = &wire.Error{Code: wire.CodeSessionExpired}
 	// ErrGroupNotFound: the group has never been used on this stream.
 	ErrGroupNotFound error = &wire.Error{Code: wire.CodeGroupNotFound}
@@ -161,7 +161,7 @@ func outcomeUnknown(err error) error {
 var ErrClosed = errors.New("herald: client closed")
 
 // ErrSubscriptionClosed is returned by Next after the Subscription's Close,
-// and by GroupSubscription's Next and Ack after its Close.
+// and by GroupMember's Next and Ack after its Close.
 var ErrSubscriptionClosed = errors.New("herald: subscription closed")
 
 // LaggedError is returned by Subscription.Next when the node ended a shard's

@@ -10,9 +10,10 @@ import (
 	"github.com/heraldmq/herald/client"
 )
 
-// ExampleClient_GroupPoll is a pull consumer of the group "fulfilment":
-// it claims records of shard 0, handles them and acks or nacks each.
-func ExampleClient_GroupPoll() {
+// ExampleGroup_Poll is a pull consumer of the group "fulfilment": it claims
+// records of shard 0, handles them, and acks the good ones and nacks the
+// others, each in one request.
+func ExampleGroup_Poll() {
 	ctx := context.Background()
 	c, err := client.Dial(ctx, "127.0.0.1:7400", client.WithCAFile("data/tls/ca.pem"))
 	if err != nil {
@@ -21,10 +22,11 @@ func ExampleClient_GroupPoll() {
 	defer c.Close()
 
 	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
+	g := c.Group(orders, "fulfilment")
 	for {
 		// Give the call more time than the poll's wait.
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		recs, err := c.GroupPoll(pctx, orders, 0, "fulfilment", 32, 5*time.Second)
+		recs, err := g.Poll(pctx, 0, 32, 5*time.Second)
 		cancel()
 		if errors.Is(err, client.ErrTooManyClaims) {
 			time.Sleep(time.Second)
@@ -33,25 +35,38 @@ func ExampleClient_GroupPoll() {
 		if err != nil {
 			log.Fatal(err)
 		}
+		var done, again []client.GroupRecord
 		for _, rec := range recs {
 			if rec.Attempts > 1 {
 				fmt.Printf("offset %d again, attempt %d\n", rec.Offset, rec.Attempts)
 			}
-			settle := c.GroupAck
 			if len(rec.Payload) == 0 {
-				settle = c.GroupNack // hand it back for another try
+				again = append(again, rec) // hand it back for another try
+			} else {
+				done = append(done, rec)
 			}
-			if err := settle(ctx, orders, rec.Shard, "fulfilment", rec.Offset); err != nil {
+		}
+		if len(done) > 0 {
+			n, err := g.Ack(ctx, done...)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if n < len(done) {
+				fmt.Printf("%d of %d were settled already (their claims expired)\n", len(done)-n, len(done))
+			}
+		}
+		if len(again) > 0 {
+			if _, err := g.Nack(ctx, again...); err != nil {
 				log.Fatal(err)
 			}
 		}
 	}
 }
 
-// ExampleClient_SubscribeGroup is a push member of the group "live": the
-// node assigns it shards and pushes their records; each delivery is acked
-// with its cursor.
-func ExampleClient_SubscribeGroup() {
+// ExampleGroup_Subscribe is a push member of the group "live": the node
+// assigns it shards and pushes their records; each delivery is acked once
+// its records are handled.
+func ExampleGroup_Subscribe() {
 	ctx := context.Background()
 	c, err := client.Dial(ctx, "127.0.0.1:7400", client.WithCAFile("data/tls/ca.pem"))
 	if err != nil {
@@ -60,22 +75,22 @@ func ExampleClient_SubscribeGroup() {
 	defer c.Close()
 
 	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
-	gs, err := c.SubscribeGroup(ctx, orders, "live", client.Window(100), client.MaxPerPush(50),
+	m, err := c.Group(orders, "live").Subscribe(ctx, client.Window(100), client.MaxPerPush(50),
 		client.Member("m1"), client.Heartbeat(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer gs.Close()
-	fmt.Println("assigned shards", gs.Assignment().Shards)
+	defer m.Close()
+	fmt.Println("assigned shards", m.Assignment().Shards)
 	for {
-		d, err := gs.Next(ctx)
+		d, err := m.Next(ctx)
 		if err != nil {
 			log.Fatal(err) // for example ErrSessionExpired: subscribe again
 		}
 		for _, rec := range d.Records {
 			fmt.Printf("%d/%d %s\n", rec.Shard, rec.Offset, rec.Payload)
 		}
-		err = gs.Ack(ctx, d.Cursor, len(d.Records))
+		err = m.Ack(ctx, d)
 		if errors.Is(err, client.ErrStaleCursor) {
 			continue // the shard moved to another member, which gets these records again
 		}
@@ -85,9 +100,9 @@ func ExampleClient_SubscribeGroup() {
 	}
 }
 
-// ExampleClient_GroupDeadLetters lists the dead letters of the group
+// ExampleGroup_DeadLetters lists the dead letters of the group
 // "fulfilment" on shard 2 and gives them back to the group.
-func ExampleClient_GroupDeadLetters() {
+func ExampleGroup_DeadLetters() {
 	ctx := context.Background()
 	c, err := client.Dial(ctx, "127.0.0.1:7400", client.WithCAFile("data/tls/ca.pem"))
 	if err != nil {
@@ -96,7 +111,8 @@ func ExampleClient_GroupDeadLetters() {
 	defer c.Close()
 
 	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
-	letters, more, err := c.GroupDeadLetters(ctx, orders, "fulfilment", client.DeadLetterShard(2), client.DeadLetterLimit(100))
+	g := c.Group(orders, "fulfilment")
+	letters, more, err := g.DeadLetters(ctx, 2, 0, 100) // shard 2, from offset 0, at most 100
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -106,7 +122,7 @@ func ExampleClient_GroupDeadLetters() {
 		offsets[i] = dl.Offset
 	}
 	if len(offsets) > 0 {
-		n, err := c.GroupRedrive(ctx, orders, "fulfilment", 2, offsets...)
+		n, err := g.Redrive(ctx, 2, offsets...)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 // Window says otherwise.
 const DefaultGroupWindow = 100
 
-// GroupSubscribeOption configures SubscribeGroup.
+// GroupSubscribeOption configures Group.Subscribe.
 type GroupSubscribeOption func(*groupSubscribeOptions)
 
 // groupSubscribeOptions is what the GroupSubscribeOptions set.
@@ -46,7 +46,7 @@ func MaxPerPush(n int) GroupSubscribeOption {
 }
 
 // Heartbeat sets how long the member may send nothing before the
-// GroupSubscription sends a heartbeat by itself, so the node does not
+// GroupMember sends a heartbeat by itself, so the node does not
 // expire the member while the application works on its records. Acks count
 // as heartbeats. The default (d == 0) is a third of the session timeout the
 // node grants (Assignment().Session); d < 0 turns automatic heartbeats off,
@@ -55,8 +55,8 @@ func Heartbeat(d time.Duration) GroupSubscribeOption {
 	return func(o *groupSubscribeOptions) { o.heartbeat = d }
 }
 
-// Cursor is the opaque token of one Delivery: GroupSubscription.Ack with it
-// commits exactly that delivery's records. It is valid only on the group
+// Cursor is the opaque token of one Delivery, which GroupMember.Ack sends
+// to commit exactly that delivery's records. It is valid only on the group
 // stream it came from, for the membership it was pushed in.
 type Cursor []byte
 
@@ -64,7 +64,8 @@ type Cursor []byte
 type Delivery struct {
 	// Records are the pushed records, claimed for this member.
 	Records []GroupRecord
-	// Cursor acks them (GroupSubscription.Ack).
+	// Cursor names them to the node when the Delivery is acked
+	// (GroupMember.Ack).
 	Cursor Cursor
 	// Trace is the delivery's consumer span (the child of its record's
 	// publish span, or with a link to each record's): a parent for its
@@ -94,14 +95,14 @@ type GroupAssignment struct {
 	InFlight uint32
 }
 
-// GroupSubscription is a push member of a consumer group, on its own QUIC
-// stream: the node assigns it shards of the stream, pushes their records
-// within its credit window, and expects each Delivery to be acked with its
-// cursor. Records pushed to it and not acked are delivered again (to it or
+// GroupMember is a push member of a consumer group (Group.Subscribe), on
+// its own QUIC stream: the node assigns it shards of the stream, pushes
+// their records within its credit window, and expects each Delivery to be
+// acked. Records pushed to it and not acked are delivered again (to it or
 // another member) after the group's visibility timeout, or at once when the
 // member leaves. Its methods are safe for concurrent use; Close it when
 // done.
-type GroupSubscription struct {
+type GroupMember struct {
 	subscriptionHandle
 	// stream names the stream in spans; traces remembers each recent
 	// delivery's consumer span, for its Ack's span.
@@ -111,17 +112,18 @@ type GroupSubscription struct {
 	assignment *atomic.Pointer[GroupAssignment]
 }
 
-// SubscribeGroup joins group on name as a push member and returns once the
-// node accepted (Assignment says what it was given) or refused it
+// Subscribe joins the group as a push member and returns once the node
+// accepted (Assignment says what it was given) or refused it
 // (ErrStreamNotFound, ErrStreamNotDurable, ErrInvalidRequest, ...). ctx
-// bounds only that wait. A bad group or member name, a Window below 1, a
-// negative MaxPerPush, or a node without consumer groups fail with
-// ErrInvalidRequest before anything is sent.
-func (c *Client) SubscribeGroup(ctx context.Context, name StreamName, group string, opts ...GroupSubscribeOption) (*GroupSubscription, error) {
+// bounds only that wait. A bad stream, group or member name, a Window below
+// 1, a negative MaxPerPush, or a node without consumer groups fail with
+// ErrInvalidStreamName or ErrInvalidRequest before anything is sent.
+func (g *Group) Subscribe(ctx context.Context, opts ...GroupSubscribeOption) (*GroupMember, error) {
+	c, name, group := g.c, g.stream, g.name
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	if err := c.checkGroup(name, group); err != nil {
+	if err := g.check(); err != nil {
 		return nil, err
 	}
 	o := groupSubscribeOptions{window: DefaultGroupWindow, clock: realClock{}}
@@ -167,17 +169,17 @@ func (c *Client) SubscribeGroup(ctx context.Context, name StreamName, group stri
 		case r := <-spawn.reply:
 			if r.pid != nil {
 				// Spawned after all: leave the group.
-				gs := &GroupSubscription{subscriptionHandle: newSubscriptionHandle(c, r.pid, stopped)}
-				_ = gs.Close()
+				m := &GroupMember{subscriptionHandle: newSubscriptionHandle(c, r.pid, stopped)}
+				_ = m.Close()
 			}
 		default:
 		}
 		return nil, spawned.err
 	}
 
-	gs := &GroupSubscription{subscriptionHandle: newSubscriptionHandle(c, spawned.pid, stopped), assignment: assignment, stream: name.String()}
+	m := &GroupMember{subscriptionHandle: newSubscriptionHandle(c, spawned.pid, stopped), assignment: assignment, stream: name.String()}
 	await := &groupJoinAwait{reply: make(chan error, 1)}
-	c.send(gs.pid, await)
+	c.send(m.pid, await)
 	var err error
 	select {
 	case err = <-await.reply:
@@ -191,17 +193,17 @@ func (c *Client) SubscribeGroup(ctx context.Context, name StreamName, group stri
 		}
 	}
 	if err != nil {
-		_ = gs.Close()
+		_ = m.Close()
 		return nil, err
 	}
-	return gs, nil
+	return m, nil
 }
 
 // Assignment returns the member's assignment as the node last said: in
 // answer to the join, then to each Ack and heartbeat. A rebalance shows here
 // once the member's next Ack or heartbeat is answered.
-func (gs *GroupSubscription) Assignment() GroupAssignment {
-	p := gs.assignment.Load()
+func (m *GroupMember) Assignment() GroupAssignment {
+	p := m.assignment.Load()
 	if p == nil {
 		return GroupAssignment{}
 	}
@@ -211,8 +213,8 @@ func (gs *GroupSubscription) Assignment() GroupAssignment {
 }
 
 // Next returns the next Delivery, waiting for one until ctx ends. Process
-// its records and Ack its cursor; until then they count against the
-// member's window.
+// its records and Ack it; until then they count against the member's
+// window.
 //
 // When the node ends the member (its *Error with ErrSessionExpired,
 // ErrStreamNotFound, ErrShuttingDown, ...), or the group stream or the
@@ -220,37 +222,37 @@ func (gs *GroupSubscription) Assignment() GroupAssignment {
 // yet taken are dropped (the group delivers their records again). After
 // Close it returns ErrSubscriptionClosed, after the client's Close
 // ErrClosed.
-func (gs *GroupSubscription) Next(ctx context.Context) (Delivery, error) {
+func (m *GroupMember) Next(ctx context.Context) (Delivery, error) {
 	select {
-	case <-gs.closed:
+	case <-m.closed:
 		return Delivery{}, ErrSubscriptionClosed
 	default:
 	}
 	req := &groupNextRequest{reply: make(chan groupNextResult, 1)}
-	gs.c.send(gs.pid, req)
+	m.c.send(m.pid, req)
 	select {
 	case r := <-req.reply:
 		if r.err == nil {
-			r.d.Trace = gs.c.tracer.receiveBatch(gs.stream, r.d.Records)
-			gs.traces.put(r.d.Cursor, r.d.Trace)
+			r.d.Trace = m.c.tracer.receiveBatch(m.stream, r.d.Records)
+			m.traces.put(r.d.Cursor, r.d.Trace)
 		}
 		return r.d, r.err
-	case <-gs.stopped:
+	case <-m.stopped:
 		select {
 		case r := <-req.reply:
 			return r.d, r.err
 		default:
-			return Delivery{}, gs.stoppedErr()
+			return Delivery{}, m.stoppedErr()
 		}
 	case <-ctx.Done():
 	}
 	// Withdraw the request; a delivery the actor sent meanwhile is returned
 	// rather than lost.
 	cancel := &groupNextCancelled{req: req, ack: make(chan struct{}, 1)}
-	gs.c.send(gs.pid, cancel)
+	m.c.send(m.pid, cancel)
 	select {
 	case <-cancel.ack:
-	case <-gs.stopped:
+	case <-m.stopped:
 	}
 	select {
 	case r := <-req.reply:
@@ -262,49 +264,63 @@ func (gs *GroupSubscription) Next(ctx context.Context) (Delivery, error) {
 	return Delivery{}, ctx.Err()
 }
 
-// Ack commits every record of cursor's Delivery and returns count records
-// of credit to the member's window, in one request (usually
-// Ack(ctx, d.Cursor, len(d.Records))). It blocks until the node answers;
-// the answer also refreshes Assignment. Acks may be issued concurrently:
-// each waits for its own answer.
+// Ack commits every record of d, a Delivery that Next returned, in one
+// request named by d.Cursor; once the commit is durable the node returns
+// exactly their credit (len(d.Records)) to the member's window. It blocks
+// until the node answers; the answer
+// also refreshes Assignment. Acks may be issued concurrently: each waits for
+// its own answer. Acks count as heartbeats.
 //
-// Ack(ctx, nil, 0) sends a heartbeat. An empty cursor with count > 0, a
-// negative count, or a cursor over 65535 bytes fail with ErrInvalidRequest
-// before anything is sent.
-//
-// The node's refusal leaves the group stream going: ErrStaleCursor (the
-// cursor's membership ended; its records are delivered again) or
-// ErrInvalidCursor. If the subscription ended, Ack returns what ended it. An
-// Ack whose ctx ends before the answer returns ctx's error; the node may
-// still apply it.
-func (gs *GroupSubscription) Ack(ctx context.Context, cursor Cursor, count int) error {
+// A Delivery without a cursor, or with a cursor over 65535 bytes, fails with
+// ErrInvalidRequest before anything is sent. The node's refusal leaves the
+// group stream going: ErrStaleCursor (the cursor's membership ended; its
+// records are delivered again) or ErrInvalidCursor. If the member ended, Ack
+// returns what ended it; after Close, ErrSubscriptionClosed. An Ack whose
+// ctx ends before the answer returns ctx's error; the node may still apply
+// it.
+func (m *GroupMember) Ack(ctx context.Context, d Delivery) error {
 	switch {
-	case count < 0 || int64(count) > math.MaxUint32:
-		return wire.Errorf(wire.CodeInvalidRequest, "ack count %d out of range", count)
-	case len(cursor) == 0 && count > 0:
-		return wire.Errorf(wire.CodeInvalidRequest, "ack of %d records without a cursor: ack the cursor of their delivery", count)
-	case len(cursor) > wire.MaxCursorBytes:
-		return wire.Errorf(wire.CodeInvalidRequest, "cursor of %d bytes exceeds %d", len(cursor), wire.MaxCursorBytes)
+	case len(d.Cursor) == 0:
+		return wire.Errorf(wire.CodeInvalidRequest, "ack of a delivery without a cursor: ack a Delivery that Next returned")
+	case len(d.Cursor) > wire.MaxCursorBytes:
+		return wire.Errorf(wire.CodeInvalidRequest, "cursor of %d bytes exceeds %d", len(d.Cursor), wire.MaxCursorBytes)
+	case int64(len(d.Records)) > math.MaxUint32:
+		return wire.Errorf(wire.CodeInvalidRequest, "ack of %d records", len(d.Records))
 	}
+	return m.ack(ctx, d.Cursor, len(d.Records))
+}
+
+// Heartbeat tells the node the member is alive without acking anything (an
+// empty ack), and refreshes Assignment from the answer: a rebalance shows
+// there once a heartbeat or an Ack is answered. The member heartbeats by
+// itself (the Heartbeat option); call Heartbeat to learn of a rebalance sooner. It
+// blocks until the node answers; errors as Ack.
+func (m *GroupMember) Heartbeat(ctx context.Context) error {
+	return m.ack(ctx, nil, 0)
+}
+
+// ack sends a GroupStreamAck of count records named by cursor (none: a
+// heartbeat) and waits for the node's answer.
+func (m *GroupMember) ack(ctx context.Context, cursor Cursor, count int) error {
 	select {
-	case <-gs.closed:
+	case <-m.closed:
 		return ErrSubscriptionClosed
 	default:
 	}
 	req := &groupAckRequest{cursor: cursor, count: uint32(count), reply: make(chan error, 1)}
-	gs.c.send(gs.pid, req)
+	m.c.send(m.pid, req)
 	select {
 	case err := <-req.reply:
 		if len(cursor) > 0 {
-			gs.c.tracer.settle(gs.stream, gs.traces.take(cursor), count, err)
+			m.c.tracer.settle(m.stream, m.traces.take(cursor), count, err)
 		}
 		return err
-	case <-gs.stopped:
+	case <-m.stopped:
 		select {
 		case err := <-req.reply:
 			return err
 		default:
-			return gs.stoppedErr()
+			return m.stoppedErr()
 		}
 	case <-ctx.Done():
 		return ctx.Err()
@@ -316,7 +332,7 @@ func (gs *GroupSubscription) Ack(ctx context.Context, cursor Cursor, count int) 
 // and stops the subscription's actor and goroutines, waiting for them.
 // Pending and later Next and Ack calls return ErrSubscriptionClosed. It is
 // idempotent and returns nil.
-func (gs *GroupSubscription) Close() error {
-	gs.close(&groupUnsubscribeRequest{})
+func (m *GroupMember) Close() error {
+	m.close(&groupUnsubscribeRequest{})
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/heraldmq/herald/net/wire"
 )
 
-// groupSubscriptionActor owns the QUIC stream of one GroupSubscription: a
+// groupSubscriptionActor owns the QUIC stream of one GroupMember: a
 // push member of a consumer group. A reader goroutine opens the stream and
 // decodes the node's frames into messages for the actor; the actor writes
 // every frame this side sends (GroupSubscribe, then GroupStreamAck for each
@@ -28,7 +28,7 @@ import (
 // nothing for the interval (heartbeatPlan).
 //
 // The actor outlives its goroutines: each sends a last message as it exits.
-// Once the GroupSubscription's Close asked to end and both have exited, the
+// Once the GroupMember's Close asked to end and both have exited, the
 // actor stops itself; otherwise its parent stops it when the client closes.
 //
 // All fields are owned by the actor and touched only in Receive.
@@ -59,7 +59,7 @@ type groupSubscriptionActor struct {
 	deliveries []Delivery
 	// waiters are Next calls waiting for a delivery, oldest first.
 	waiters []*groupNextRequest
-	// awaiting are SubscribeGroup calls waiting for the join's answer.
+	// awaiting are Group.Subscribe calls waiting for the join's answer.
 	awaiting []*groupJoinAwait
 	// endErr ends the subscription: Next returns it on every call and Ack
 	// fails with it.
@@ -74,7 +74,7 @@ type groupSubscriptionActor struct {
 
 	// unsubscribed is set once the subscription was ended from this side.
 	unsubscribed bool
-	// closeRequested is set when the GroupSubscription's Close asked to end
+	// closeRequested is set when the GroupMember's Close asked to end
 	// the subscription: the actor then stops itself once its goroutines
 	// exited.
 	closeRequested bool
@@ -507,7 +507,7 @@ func (a *groupSubscriptionActor) onUnsubscribe(ctx actor.Context) {
 	a.maybeStop(ctx)
 }
 
-// maybeStop stops the actor once the GroupSubscription's Close asked for it
+// maybeStop stops the actor once the GroupMember's Close asked for it
 // and its goroutines have exited (so none of their messages can reach a
 // stopped actor), unless it is stopping already.
 func (a *groupSubscriptionActor) maybeStop(ctx actor.Context) {

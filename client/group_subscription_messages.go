@@ -12,7 +12,7 @@ import (
 // Messages of the group subscription actor. Every message is sent as a
 // pointer.
 
-// The requests the GroupSubscription's methods send, and the heartbeat
+// The requests the GroupMember's methods send, and the heartbeat
 // goroutine's ticks, race with shutdown: one that reaches a stopped actor is
 // dropped quietly (the caller also waits on the actor's stopped channel), so
 // they skip the dead-letter log.
@@ -33,10 +33,10 @@ type groupSubscriptionInit struct {
 	// clock times the heartbeats.
 	clock clock
 	// assignment holds the latest assignment; the actor stores, the
-	// GroupSubscription loads.
+	// GroupMember loads.
 	assignment *atomic.Pointer[GroupAssignment]
 	// stopped is closed by the connection actor once the group subscription
-	// actor has stopped; the GroupSubscription waits on it besides replies.
+	// actor has stopped; the GroupMember waits on it besides replies.
 	stopped chan struct{}
 }
 

@@ -145,7 +145,7 @@ func assigned(gen uint64, inFlight uint32, shards ...uint32) wire.GroupAssignmen
 
 // nextDelivery returns the next delivery, failing unless its cursor is
 // cursor.
-func nextDelivery(t *testing.T, gs *GroupSubscription, cursor string) Delivery {
+func nextDelivery(t *testing.T, gs *GroupMember, cursor string) Delivery {
 	t.Helper()
 	d, err := gs.Next(testCtx(t))
 	if err != nil {
@@ -157,10 +157,10 @@ func nextDelivery(t *testing.T, gs *GroupSubscription, cursor string) Delivery {
 	return d
 }
 
-// TestSubscribeGroup: a member joins, gets pushes, acks them (the answer
+// TestGroupSubscribe: a member joins, gets pushes, acks them (the answer
 // refreshes its assignment); a refused ack leaves the stream going; the
 // node's error with request id 0 ends the member, failing a pending ack.
-func TestSubscribeGroup(t *testing.T) {
+func TestGroupSubscribe(t *testing.T) {
 	srv := newTestServer(t)
 	peers := groupNode(t, srv, func(g wire.GroupSubscribe) (wire.GroupAssignment, *wire.Error) {
 		if g != (wire.GroupSubscribe{Name: orders, Group: "live", Member: "m1", Window: 100, MaxPerPush: 50}) {
@@ -172,7 +172,7 @@ func TestSubscribeGroup(t *testing.T) {
 	c := srv.dial(t)
 	ctx := testCtx(t)
 
-	gs, err := c.SubscribeGroup(ctx, orders, "live", Window(100), MaxPerPush(50), Member("m1"), Heartbeat(-1))
+	gs, err := c.Group(orders, "live").Subscribe(ctx, Window(100), MaxPerPush(50), Member("m1"), Heartbeat(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestSubscribeGroup(t *testing.T) {
 	checkGroupRecord(t, d2.Records[0], 2, 1, 1)
 
 	// The ack returns credit and commits; its answer is the new assignment.
-	done := goCall(func() error { return gs.Ack(ctx, d1.Cursor, len(d1.Records)) })
+	done := goCall(func() error { return gs.Ack(ctx, d1) })
 	f := p.nextAck()
 	if string(f.ack.Cursor) != "c1" || f.ack.Count != 2 || f.id == 0 || f.id == p.joinID {
 		t.Fatalf("ack %d = %+v", f.id, f.ack)
@@ -215,7 +215,7 @@ func TestSubscribeGroup(t *testing.T) {
 	}
 
 	// A stale cursor is refused; the stream goes on.
-	done = goCall(func() error { return gs.Ack(ctx, d2.Cursor, 1) })
+	done = goCall(func() error { return gs.Ack(ctx, d2) })
 	f = p.nextAck()
 	p.refuse(f.id, wire.CodeStaleCursor)
 	if err := <-done; !errors.Is(err, ErrStaleCursor) {
@@ -226,7 +226,7 @@ func TestSubscribeGroup(t *testing.T) {
 
 	// The node ends the member: the pending ack and Next fail with its
 	// error, and the client closes its side.
-	done = goCall(func() error { return gs.Ack(ctx, d3.Cursor, 1) })
+	done = goCall(func() error { return gs.Ack(ctx, d3) })
 	p.nextAck()
 	p.end(wire.CodeSessionExpired)
 	if err := <-done; !errors.Is(err, ErrSessionExpired) {
@@ -237,7 +237,7 @@ func TestSubscribeGroup(t *testing.T) {
 			t.Fatalf("Next: %v, want ErrSessionExpired", err)
 		}
 	}
-	if err := gs.Ack(ctx, d3.Cursor, 1); !errors.Is(err, ErrSessionExpired) {
+	if err := gs.Ack(ctx, d3); !errors.Is(err, ErrSessionExpired) {
 		t.Fatalf("ack after the end: %v, want ErrSessionExpired", err)
 	}
 	p.waitClosed()
@@ -248,7 +248,7 @@ func TestSubscribeGroup(t *testing.T) {
 	if _, err := gs.Next(ctx); !errors.Is(err, ErrSubscriptionClosed) {
 		t.Fatalf("Next after Close: %v", err)
 	}
-	if err := gs.Ack(ctx, d3.Cursor, 1); !errors.Is(err, ErrSubscriptionClosed) {
+	if err := gs.Ack(ctx, d3); !errors.Is(err, ErrSubscriptionClosed) {
 		t.Fatalf("Ack after Close: %v", err)
 	}
 }
@@ -269,7 +269,7 @@ func TestGroupAcksPipelined(t *testing.T) {
 	c := srv.dial(t)
 	ctx := testCtx(t)
 
-	gs, err := c.SubscribeGroup(ctx, orders, "live", Heartbeat(-1))
+	gs, err := c.Group(orders, "live").Subscribe(ctx, Heartbeat(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,8 +283,8 @@ func TestGroupAcksPipelined(t *testing.T) {
 	d1 := nextDelivery(t, gs, "c1")
 	d2 := nextDelivery(t, gs, "c2")
 
-	done1 := goCall(func() error { return gs.Ack(ctx, d1.Cursor, 1) })
-	done2 := goCall(func() error { return gs.Ack(ctx, d2.Cursor, 1) })
+	done1 := goCall(func() error { return gs.Ack(ctx, d1) })
+	done2 := goCall(func() error { return gs.Ack(ctx, d2) })
 	byCursor := map[string]groupAckFrame{}
 	for range 2 {
 		f := p.nextAck()
@@ -308,7 +308,7 @@ func TestGroupAcksPipelined(t *testing.T) {
 	}
 
 	// An explicit heartbeat; bad acks fail before anything is sent.
-	done := goCall(func() error { return gs.Ack(ctx, nil, 0) })
+	done := goCall(func() error { return gs.Heartbeat(ctx) })
 	f := p.nextAck()
 	if len(f.ack.Cursor) != 0 || f.ack.Count != 0 {
 		t.Fatalf("heartbeat = %+v", f.ack)
@@ -317,16 +317,13 @@ func TestGroupAcksPipelined(t *testing.T) {
 	if err := <-done; err != nil || gs.Assignment().Generation != 5 {
 		t.Fatalf("heartbeat: %v, generation %d", err, gs.Assignment().Generation)
 	}
-	for _, bad := range []struct {
-		cursor Cursor
-		count  int
-	}{
-		{nil, 3},
-		{Cursor("c"), -1},
-		{Cursor(bytes.Repeat([]byte("c"), wire.MaxCursorBytes+1)), 1},
+	for _, bad := range []Delivery{
+		{Records: d1.Records},
+		{},
+		{Cursor: Cursor(bytes.Repeat([]byte("c"), wire.MaxCursorBytes+1)), Records: d1.Records[:1]},
 	} {
-		if err := gs.Ack(ctx, bad.cursor, bad.count); !errors.Is(err, ErrInvalidRequest) {
-			t.Errorf("Ack(%d-byte cursor, %d): %v, want ErrInvalidRequest", len(bad.cursor), bad.count, err)
+		if err := gs.Ack(ctx, bad); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("Ack(%d-byte cursor, %d records): %v, want ErrInvalidRequest", len(bad.Cursor), len(bad.Records), err)
 		}
 	}
 	select {
@@ -336,9 +333,9 @@ func TestGroupAcksPipelined(t *testing.T) {
 	}
 }
 
-// TestSubscribeGroupRefused: the node's error answering the join is
-// SubscribeGroup's error, and the client closes the stream.
-func TestSubscribeGroupRefused(t *testing.T) {
+// TestGroupSubscribeRefused: the node's error answering the join is
+// Subscribe's error, and the client closes the stream.
+func TestGroupSubscribeRefused(t *testing.T) {
 	srv := newTestServer(t)
 	peers := groupNode(t, srv, func(g wire.GroupSubscribe) (wire.GroupAssignment, *wire.Error) {
 		return wire.GroupAssignment{}, wire.Errorf(wire.CodeStreamNotDurable, "orders is ephemeral")
@@ -347,9 +344,9 @@ func TestSubscribeGroupRefused(t *testing.T) {
 	c := srv.dial(t)
 	ctx := testCtx(t)
 
-	gs, err := c.SubscribeGroup(ctx, orders, "live")
+	gs, err := c.Group(orders, "live").Subscribe(ctx)
 	if !errors.Is(err, ErrStreamNotDurable) || gs != nil {
-		t.Fatalf("SubscribeGroup: %v, want ErrStreamNotDurable", err)
+		t.Fatalf("Subscribe: %v, want ErrStreamNotDurable", err)
 	}
 	(<-peers).waitClosed()
 
@@ -359,19 +356,19 @@ func TestSubscribeGroupRefused(t *testing.T) {
 		{MaxPerPush(-1)},
 		{Member("no spaces")},
 	} {
-		if _, err := c.SubscribeGroup(ctx, orders, "live", bad...); !errors.Is(err, ErrInvalidRequest) {
-			t.Errorf("SubscribeGroup with a bad option: %v, want ErrInvalidRequest", err)
+		if _, err := c.Group(orders, "live").Subscribe(ctx, bad...); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("Subscribe with a bad option: %v, want ErrInvalidRequest", err)
 		}
 	}
-	if _, err := c.SubscribeGroup(ctx, orders, ""); !errors.Is(err, ErrInvalidRequest) {
-		t.Errorf("SubscribeGroup of an empty group: %v", err)
+	if _, err := c.Group(orders, "").Subscribe(ctx); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("Subscribe of an empty group: %v", err)
 	}
 }
 
-// TestGroupSubscriptionClose: Close ends a waiting Next and closes the
+// TestGroupMemberClose: Close ends a waiting Next and closes the
 // stream (the node's signal to remove the member); the client's Close ends
 // its group subscriptions too.
-func TestGroupSubscriptionClose(t *testing.T) {
+func TestGroupMemberClose(t *testing.T) {
 	srv := newTestServer(t)
 	peers := groupNode(t, srv, func(g wire.GroupSubscribe) (wire.GroupAssignment, *wire.Error) {
 		return assigned(1, 0, 0), nil
@@ -380,7 +377,7 @@ func TestGroupSubscriptionClose(t *testing.T) {
 	c := srv.dial(t)
 	ctx := testCtx(t)
 
-	gs, err := c.SubscribeGroup(ctx, orders, "live")
+	gs, err := c.Group(orders, "live").Subscribe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,13 +397,13 @@ func TestGroupSubscriptionClose(t *testing.T) {
 	p.waitClosed()
 	_ = gs.Close()
 
-	gs2, err := c.SubscribeGroup(ctx, orders, "live")
+	gs2, err := c.Group(orders, "live").Subscribe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-peers
 	next = goCall(func() error { _, err := gs2.Next(ctx); return err })
-	ack := goCall(func() error { return gs2.Ack(ctx, nil, 0) })
+	ack := goCall(func() error { return gs2.Heartbeat(ctx) })
 	_ = c.Close()
 	if err := <-next; !errors.Is(err, ErrClosed) {
 		t.Fatalf("Next during the client's Close: %v, want ErrClosed", err)
@@ -418,8 +415,8 @@ func TestGroupSubscriptionClose(t *testing.T) {
 		t.Fatalf("Next after the client's Close: %v, want ErrClosed", err)
 	}
 	_ = gs2.Close()
-	if _, err := c.SubscribeGroup(ctx, orders, "live"); !errors.Is(err, ErrClosed) {
-		t.Fatalf("SubscribeGroup after Close: %v", err)
+	if _, err := c.Group(orders, "live").Subscribe(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Subscribe after Close: %v", err)
 	}
 }
 
@@ -437,7 +434,7 @@ func TestGroupHeartbeat(t *testing.T) {
 	t0 := clk.Now()
 	withClock := func(o *groupSubscribeOptions) { o.clock = clk }
 
-	gs, err := c.SubscribeGroup(ctx, orders, "live", Heartbeat(10*time.Second), withClock)
+	gs, err := c.Group(orders, "live").Subscribe(ctx, Heartbeat(10*time.Second), withClock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +459,7 @@ func TestGroupHeartbeat(t *testing.T) {
 	clk.Advance(5 * time.Second)
 	p.push("c1", groupRec(0, 1, 1))
 	d := nextDelivery(t, gs, "c1")
-	done := goCall(func() error { return gs.Ack(ctx, d.Cursor, 1) })
+	done := goCall(func() error { return gs.Ack(ctx, d) })
 	f = p.nextAck()
 	if string(f.ack.Cursor) != "c1" {
 		t.Fatalf("ack = %+v", f.ack)
@@ -500,7 +497,7 @@ func TestGroupHeartbeatDefault(t *testing.T) {
 	c := srv.dial(t)
 	ctx := testCtx(t)
 
-	gs, err := c.SubscribeGroup(ctx, orders, "live")
+	gs, err := c.Group(orders, "live").Subscribe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +611,7 @@ func TestGroupStreamEndedByNode(t *testing.T) {
 			srv.start()
 			c := srv.dial(t)
 			ctx := testCtx(t)
-			gs, err := c.SubscribeGroup(ctx, orders, "live", Heartbeat(-1))
+			gs, err := c.Group(orders, "live").Subscribe(ctx, Heartbeat(-1))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -624,12 +621,12 @@ func TestGroupStreamEndedByNode(t *testing.T) {
 			if _, err := gs.Next(ctx); !errors.Is(err, tc.want) {
 				t.Fatalf("Next: %v, want %v", err, tc.want)
 			}
-			if err := gs.Ack(ctx, nil, 0); !errors.Is(err, tc.want) {
+			if err := gs.Heartbeat(ctx); !errors.Is(err, tc.want) {
 				t.Fatalf("Ack: %v, want %v", err, tc.want)
 			}
 			p.waitClosed()
 			// The connection is fine.
-			if _, err := c.SubscribeGroup(ctx, orders, "live", Heartbeat(-1)); err != nil {
+			if _, err := c.Group(orders, "live").Subscribe(ctx, Heartbeat(-1)); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -3,26 +3,54 @@ package client
 import (
 	"context"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/heraldmq/herald/net/wire"
 )
 
-// Consumer groups, pull side: GroupPoll claims records of one shard for a
-// group, GroupAck and GroupNack settle them, and the dead-letter calls and
-// DescribeGroup inspect and repair the group. Each is one request and one
-// answer on the control stream. The push side is SubscribeGroup
-// (group_subscription.go).
+// Consumer groups. Every group call goes through a *Group, the handle of
+// one group on one stream (Client.Group): Poll claims records of one shard,
+// Ack and Nack settle them, DeadLetters, Redrive and Discard inspect and
+// repair the dead letters, Describe shows the group, and Subscribe joins it
+// as a push member (group_subscription.go). A call that concerns one shard
+// takes it first, after ctx. Each pull-side call is one request and one
+// answer on the control stream (Ack and Nack: one per shard).
 
-// AllShards, as the shard of GroupDeadLetters (DeadLetterShard),
-// GroupRedrive and GroupDiscard, selects every shard of the stream.
+// AllShards, as the shard of Group.DeadLetters, Group.Redrive and
+// Group.Discard, selects every shard of the stream.
 const AllShards = wire.AnyShard
 
+// Group is the handle of one consumer group on one stream, made by
+// Client.Group. It holds no state of its own and sends nothing until a
+// method is called; its methods are safe for concurrent use, and any number
+// of handles of one group may be used at once.
+type Group struct {
+	c *Client
+	// stream is the group's stream, name its name; each call checks them.
+	stream StreamName
+	name   string
+}
+
+// Group returns the handle of consumer group group on stream. It is cheap
+// and checks nothing: each of its calls fails with ErrInvalidStreamName or
+// ErrInvalidRequest (a bad group name, or a node without consumer groups)
+// before anything is sent.
+func (c *Client) Group(stream StreamName, group string) *Group {
+	return &Group{c: c, stream: stream, name: group}
+}
+
+// Stream returns the group's stream.
+func (g *Group) Stream() StreamName { return g.stream }
+
+// Name returns the group's name.
+func (g *Group) Name() string { return g.name }
+
 // GroupRecord is one record a consumer group delivered: a claim that the
-// consumer settles with GroupAck or GroupNack (pull), or by acking its
-// Delivery's cursor (push). An unsettled claim is delivered again once the
-// group's visibility timeout passes; after the group's maximum of attempts
-// the record becomes a dead letter.
+// consumer settles with Group.Ack or Group.Nack (pull), or by acking its
+// Delivery (push, GroupMember.Ack). An unsettled claim is delivered again
+// once the group's visibility timeout passes; after the group's maximum of
+// attempts the record becomes a dead letter.
 type GroupRecord struct {
 	// Shard is the record's shard.
 	Shard uint32
@@ -74,16 +102,16 @@ func groupRecordsOf(rs []wire.GroupRecord) ([]GroupRecord, error) {
 // Welcome lacks FeatureGroups.
 var errGroupsUnsupported = wire.Errorf(wire.CodeInvalidRequest, "the node does not support consumer groups (no FeatureGroups in its welcome)")
 
-// checkGroup checks that the node speaks consumer groups and that name and
-// group are valid.
-func (c *Client) checkGroup(name StreamName, group string) error {
-	if c.s.welcome.Features&wire.FeatureGroups == 0 {
+// check checks that the node speaks consumer groups and that the group's
+// stream and name are valid.
+func (g *Group) check() error {
+	if g.c.s.welcome.Features&wire.FeatureGroups == 0 {
 		return errGroupsUnsupported
 	}
-	if err := name.Validate(); err != nil {
+	if err := g.stream.Validate(); err != nil {
 		return err
 	}
-	return wire.ValidateGroupName("group", group)
+	return wire.ValidateGroupName("group", g.name)
 }
 
 // checkOffsets checks the offsets of one ack, nack, redrive or discard.
@@ -104,12 +132,11 @@ func waitMillis(d time.Duration) uint32 {
 	return uint32(ms)
 }
 
-// GroupPoll claims up to max records of shard for group and returns them
+// Poll claims up to max records of shard for the group and returns them
 // (an empty slice when there were none). When the shard has nothing to
 // deliver, the node waits up to wait (0: not at all; the node caps it) for
 // records to arrive. Each claim holds for the group's visibility timeout:
-// settle it before then with GroupAck or GroupNack, or it is delivered
-// again.
+// settle it before then with Ack or Nack, or it is delivered again.
 //
 // Give ctx more time than wait: a poll whose ctx ends before the node
 // answers returns ctx's error, and whatever the node claimed for it is
@@ -120,8 +147,8 @@ func waitMillis(d time.Duration) uint32 {
 // need a durable stream), ErrTooManyClaims (retry after some claims are
 // settled), ErrInvalidRequest for max <= 0, a negative wait, a bad group
 // name or a node without consumer groups.
-func (c *Client) GroupPoll(ctx context.Context, name StreamName, shard uint32, group string, max int, wait time.Duration) ([]GroupRecord, error) {
-	if err := c.checkGroup(name, group); err != nil {
+func (g *Group) Poll(ctx context.Context, shard uint32, max int, wait time.Duration) ([]GroupRecord, error) {
+	if err := g.check(); err != nil {
 		return nil, err
 	}
 	if max <= 0 || int64(max) > math.MaxUint32 {
@@ -130,67 +157,142 @@ func (c *Client) GroupPoll(ctx context.Context, name StreamName, shard uint32, g
 	if wait < 0 {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "poll wait %v is negative", wait)
 	}
-	req := wire.GroupPoll{Name: name, Group: group, Shard: shard, Max: uint32(max), WaitMillis: waitMillis(wait)}
-	v, err := c.call(ctx, wire.TypeGroupRecords, func(dst []byte, id uint64) []byte {
+	req := wire.GroupPoll{Name: g.stream, Group: g.name, Shard: shard, Max: uint32(max), WaitMillis: waitMillis(wait)}
+	v, err := g.c.call(ctx, wire.TypeGroupRecords, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupPoll(dst, id, req)
 	})
 	if err != nil {
 		return nil, err
 	}
-	g := v.(wire.GroupRecords)
-	if len(g.Cursor) != 0 {
+	recs := v.(wire.GroupRecords)
+	if len(recs.Cursor) != 0 {
 		return nil, protocolViolation("poll answered with a cursor")
 	}
-	if len(g.Records) > max {
-		return nil, protocolViolation("poll of at most %d records answered with %d", max, len(g.Records))
+	if len(recs.Records) > max {
+		return nil, protocolViolation("poll of at most %d records answered with %d", max, len(recs.Records))
 	}
-	for i := range g.Records {
-		if g.Records[i].Shard != shard {
-			return nil, protocolViolation("poll of shard %d answered with a record of shard %d", shard, g.Records[i].Shard)
+	for i := range recs.Records {
+		if recs.Records[i].Shard != shard {
+			return nil, protocolViolation("poll of shard %d answered with a record of shard %d", shard, recs.Records[i].Shard)
 		}
 	}
-	return groupRecordsOf(g.Records)
+	return groupRecordsOf(recs.Records)
 }
 
-// GroupAck settles delivered records of shard for group: they are done and
-// never delivered again. Acks are idempotent (an offset settled already is
-// not an error); an offset the group has not delivered yet fails the whole
-// call with ErrNotDelivered, changing nothing. At least one and at most
-// 65536 offsets per call.
-func (c *Client) GroupAck(ctx context.Context, name StreamName, shard uint32, group string, offsets ...uint64) error {
-	return c.groupSettle(ctx, false, name, shard, group, offsets)
+// Ack settles delivered records: they are done and never delivered again.
+// It returns how many of them the node settled; a record settled already
+// (acked by another consumer, dead-lettered or discarded) is not counted and
+// is not an error, since acks are idempotent. An offset the group has not
+// delivered yet fails its shard's request with ErrNotDelivered, changing
+// nothing on that shard.
+//
+// Records of several shards are settled with one request per shard, in the
+// order their shards first appear in recs; a failure stops there and Ack
+// returns the count the shards answered before it, with the error. At least
+// one record, and at most 65536 of one shard, per call (ErrInvalidRequest
+// before anything is sent).
+func (g *Group) Ack(ctx context.Context, recs ...GroupRecord) (int, error) {
+	return g.settleRecords(ctx, false, recs)
 }
 
-// GroupNack hands claimed records of shard back to group for immediate
-// redelivery (counting an attempt: a record past the group's maximum of
-// attempts becomes a dead letter instead). Errors as GroupAck.
-func (c *Client) GroupNack(ctx context.Context, name StreamName, shard uint32, group string, offsets ...uint64) error {
-	return c.groupSettle(ctx, true, name, shard, group, offsets)
+// Nack hands claimed records back to the group for immediate redelivery,
+// counting an attempt (a record past the group's maximum of attempts
+// becomes a dead letter instead). It returns how many of them the node
+// handed back: a record not claimed at the time (settled already, or
+// waiting to be delivered again) is not counted. Requests and errors as
+// Ack.
+func (g *Group) Nack(ctx context.Context, recs ...GroupRecord) (int, error) {
+	return g.settleRecords(ctx, true, recs)
 }
 
-// groupSettle sends a GroupAck (nack: GroupNack) and waits for the node's
-// GroupDone.
-func (c *Client) groupSettle(ctx context.Context, nack bool, name StreamName, shard uint32, group string, offsets []uint64) error {
-	if err := c.checkGroup(name, group); err != nil {
-		return err
+// AckOffsets is Ack of the records at offsets of shard, one request: for a
+// consumer that kept the offsets rather than the records. It returns how
+// many the node settled. Errors as Ack; at least one and at most 65536
+// offsets.
+func (g *Group) AckOffsets(ctx context.Context, shard uint32, offsets ...uint64) (int, error) {
+	return g.settleOffsets(ctx, false, shard, offsets)
+}
+
+// NackOffsets is Nack of the records at offsets of shard, one request. It
+// returns how many the node handed back. Errors as AckOffsets.
+func (g *Group) NackOffsets(ctx context.Context, shard uint32, offsets ...uint64) (int, error) {
+	return g.settleOffsets(ctx, true, shard, offsets)
+}
+
+// shardOffsets are the offsets of one shard that one settle request names.
+type shardOffsets struct {
+	shard   uint32
+	offsets []uint64
+}
+
+// settleRecords settles recs with one request per shard, in the order their
+// shards first appear, and sums the node's counts.
+func (g *Group) settleRecords(ctx context.Context, nack bool, recs []GroupRecord) (int, error) {
+	if err := g.check(); err != nil {
+		return 0, err
+	}
+	if len(recs) == 0 {
+		return 0, wire.Errorf(wire.CodeInvalidRequest, "no records to settle")
+	}
+	var byShard []shardOffsets
+	for _, r := range recs {
+		i := slices.IndexFunc(byShard, func(s shardOffsets) bool { return s.shard == r.Shard })
+		if i < 0 {
+			i = len(byShard)
+			byShard = append(byShard, shardOffsets{shard: r.Shard})
+		}
+		byShard[i].offsets = append(byShard[i].offsets, r.Offset)
+	}
+	for _, s := range byShard {
+		if err := checkOffsets(s.offsets); err != nil {
+			return 0, err
+		}
+	}
+	total := 0
+	for _, s := range byShard {
+		n, err := g.settle(ctx, nack, s.shard, s.offsets)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// settleOffsets checks and sends one settle request.
+func (g *Group) settleOffsets(ctx context.Context, nack bool, shard uint32, offsets []uint64) (int, error) {
+	if err := g.check(); err != nil {
+		return 0, err
 	}
 	if len(offsets) == 0 {
-		return wire.Errorf(wire.CodeInvalidRequest, "no offsets to settle")
+		return 0, wire.Errorf(wire.CodeInvalidRequest, "no offsets to settle")
 	}
 	if err := checkOffsets(offsets); err != nil {
-		return err
+		return 0, err
 	}
-	req := wire.GroupAck{Name: name, Group: group, Shard: shard, Offsets: offsets}
-	_, err := c.call(ctx, wire.TypeGroupDone, func(dst []byte, id uint64) []byte {
+	return g.settle(ctx, nack, shard, offsets)
+}
+
+// settle sends a GroupAck (nack: GroupNack) of checked offsets and returns
+// the count of the node's GroupDone.
+func (g *Group) settle(ctx context.Context, nack bool, shard uint32, offsets []uint64) (int, error) {
+	req := wire.GroupAck{Name: g.stream, Group: g.name, Shard: shard, Offsets: offsets}
+	v, err := g.c.call(ctx, wire.TypeGroupDone, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupAck(dst, id, nack, req)
 	})
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return doneCount(v), nil
 }
+
+// doneCount returns the count of a GroupDone answer as an int.
+func doneCount(v any) int { return int(min(v.(uint64), math.MaxInt)) }
 
 // DeadLetter is the address of a record its group gave up on. The record
 // itself stays in the stream's log (until retention removes it): read it
-// with Read, give it back to the group with GroupRedrive, or drop the dead
-// letter with GroupDiscard.
+// with Client.Read, give it back to the group with Group.Redrive, or drop
+// the dead letter with Group.Discard.
 type DeadLetter struct {
 	// Shard and Offset locate the record.
 	Shard  uint32
@@ -203,46 +305,18 @@ type DeadLetter struct {
 	Reason string
 }
 
-// DeadLetterOption configures GroupDeadLetters.
-type DeadLetterOption func(*deadLetterOptions)
-
-// deadLetterOptions is what the DeadLetterOptions set.
-type deadLetterOptions struct {
-	shard uint32
-	from  uint64
-	limit uint32
-}
-
-// DeadLetterShard lists the dead letters of shard n only (default
-// AllShards).
-func DeadLetterShard(n uint32) DeadLetterOption { return func(o *deadLetterOptions) { o.shard = n } }
-
-// DeadLetterFrom skips dead letters at offsets below offset (default 0).
-// To page through one shard, list from the last offset returned plus one.
-func DeadLetterFrom(offset uint64) DeadLetterOption {
-	return func(o *deadLetterOptions) { o.from = offset }
-}
-
-// DeadLetterLimit returns at most n dead letters (n <= 0: the node's cap).
-func DeadLetterLimit(n int) DeadLetterOption {
-	return func(o *deadLetterOptions) { o.limit = clampUint32(n) }
-}
-
-// GroupDeadLetters lists group's dead letters on name, ordered by shard then
-// offset: of every shard unless DeadLetterShard says one, from
-// DeadLetterFrom, at most DeadLetterLimit (or the node's cap). more reports
-// that the limit left some out. A group never used fails with
+// DeadLetters lists one page of the group's dead letters of shard (AllShards:
+// of every shard), ordered by shard then offset, skipping those at offsets
+// below from (on every shard listed), at most limit of them (limit <= 0: the
+// node's cap). more reports that the page left some out: to go on, list the
+// last one's shard from its offset plus one. A group never used fails with
 // ErrGroupNotFound.
-func (c *Client) GroupDeadLetters(ctx context.Context, name StreamName, group string, opts ...DeadLetterOption) (letters []DeadLetter, more bool, err error) {
-	if err := c.checkGroup(name, group); err != nil {
+func (g *Group) DeadLetters(ctx context.Context, shard uint32, from uint64, limit int) (letters []DeadLetter, more bool, err error) {
+	if err := g.check(); err != nil {
 		return nil, false, err
 	}
-	o := deadLetterOptions{shard: AllShards}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	req := wire.GroupDeadLetters{Name: name, Group: group, Shard: o.shard, From: o.from, Limit: o.limit}
-	v, err := c.call(ctx, wire.TypeGroupDeadList, func(dst []byte, id uint64) []byte {
+	req := wire.GroupDeadLetters{Name: g.stream, Group: g.name, Shard: shard, From: from, Limit: clampUint32(limit)}
+	v, err := g.c.call(ctx, wire.TypeGroupDeadList, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupDeadLetters(dst, id, req)
 	})
 	if err != nil {
@@ -256,26 +330,27 @@ func (c *Client) GroupDeadLetters(ctx context.Context, name StreamName, group st
 	return letters, l.More, nil
 }
 
-// GroupRedrive gives dead letters of group back to it, to be delivered
-// again with fresh attempts: the listed offsets of shard, or with no
-// offsets every dead letter of shard (shard AllShards: of every shard). It
-// returns how many records were redriven. Offsets with AllShards fail with
-// ErrInvalidRequest; at most 65536 offsets per call.
-func (c *Client) GroupRedrive(ctx context.Context, name StreamName, group string, shard uint32, offsets ...uint64) (int, error) {
-	return c.groupSelect(ctx, false, name, group, shard, offsets)
+// Redrive gives dead letters back to the group, to be delivered again with
+// fresh attempts: the listed offsets of shard, or with no offsets every dead
+// letter of shard (shard AllShards: of every shard). It returns how many
+// records the node redrove; an offset that is no dead letter is not counted.
+// Offsets with AllShards fail with ErrInvalidRequest; at most 65536 offsets
+// per call.
+func (g *Group) Redrive(ctx context.Context, shard uint32, offsets ...uint64) (int, error) {
+	return g.selectDead(ctx, false, shard, offsets)
 }
 
-// GroupDiscard drops dead letters of group for good (the records stay in
+// Discard drops dead letters of the group for good (the records stay in
 // the stream's log): the listed offsets of shard, or with NO offsets EVERY
 // dead letter of shard (shard AllShards: of every shard). It returns how
-// many dead letters were dropped. Errors as GroupRedrive.
-func (c *Client) GroupDiscard(ctx context.Context, name StreamName, group string, shard uint32, offsets ...uint64) (int, error) {
-	return c.groupSelect(ctx, true, name, group, shard, offsets)
+// many dead letters the node dropped. Errors as Redrive.
+func (g *Group) Discard(ctx context.Context, shard uint32, offsets ...uint64) (int, error) {
+	return g.selectDead(ctx, true, shard, offsets)
 }
 
-// groupSelect sends a GroupRedrive (discard: GroupDiscard).
-func (c *Client) groupSelect(ctx context.Context, discard bool, name StreamName, group string, shard uint32, offsets []uint64) (int, error) {
-	if err := c.checkGroup(name, group); err != nil {
+// selectDead sends a GroupRedrive (discard: GroupDiscard).
+func (g *Group) selectDead(ctx context.Context, discard bool, shard uint32, offsets []uint64) (int, error) {
+	if err := g.check(); err != nil {
 		return 0, err
 	}
 	if shard == AllShards && len(offsets) > 0 {
@@ -284,17 +359,17 @@ func (c *Client) groupSelect(ctx context.Context, discard bool, name StreamName,
 	if err := checkOffsets(offsets); err != nil {
 		return 0, err
 	}
-	req := wire.GroupSelect{Name: name, Group: group, Shard: shard, Offsets: offsets}
-	v, err := c.call(ctx, wire.TypeGroupDone, func(dst []byte, id uint64) []byte {
+	req := wire.GroupSelect{Name: g.stream, Group: g.name, Shard: shard, Offsets: offsets}
+	v, err := g.c.call(ctx, wire.TypeGroupDone, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupSelect(dst, id, discard, req)
 	})
 	if err != nil {
 		return 0, err
 	}
-	return int(min(v.(uint64), math.MaxInt)), nil
+	return doneCount(v), nil
 }
 
-// GroupInfo is a consumer group's state on a stream (DescribeGroup).
+// GroupInfo is a consumer group's state on a stream (Group.Describe).
 type GroupInfo struct {
 	// Group is the group's name.
 	Group string
@@ -311,7 +386,7 @@ type GroupInfo struct {
 	MaxAttempts uint32
 	// Shards holds each shard's cursors and counts.
 	Shards []GroupShardInfo
-	// Members are the push members (GroupSubscriptions) of the group.
+	// Members are the push members (GroupMembers) of the group.
 	Members []GroupMemberInfo
 }
 
@@ -350,15 +425,15 @@ type GroupMemberInfo struct {
 	Idle time.Duration
 }
 
-// DescribeGroup returns group's state on name: its settings, each shard's
-// cursors and counts, and its push members. A group never used fails with
+// Describe returns the group's state: its settings, each shard's cursors
+// and counts, and its push members. A group never used fails with
 // ErrGroupNotFound.
-func (c *Client) DescribeGroup(ctx context.Context, name StreamName, group string) (GroupInfo, error) {
-	if err := c.checkGroup(name, group); err != nil {
+func (g *Group) Describe(ctx context.Context) (GroupInfo, error) {
+	if err := g.check(); err != nil {
 		return GroupInfo{}, err
 	}
-	req := wire.DescribeGroup{Name: name, Group: group}
-	v, err := c.call(ctx, wire.TypeGroupInfo, func(dst []byte, id uint64) []byte {
+	req := wire.DescribeGroup{Name: g.stream, Group: g.name}
+	v, err := g.c.call(ctx, wire.TypeGroupInfo, func(dst []byte, id uint64) []byte {
 		return wire.AppendDescribeGroup(dst, id, req)
 	})
 	if err != nil {

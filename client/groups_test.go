@@ -70,7 +70,7 @@ func TestGroupPoll(t *testing.T) {
 
 	var recs []GroupRecord
 	done := goCall(func() (err error) {
-		recs, err = c.GroupPoll(ctx, orders, 2, "fulfilment", 32, 5*time.Second)
+		recs, err = c.Group(orders, "fulfilment").Poll(ctx, 2, 32, 5*time.Second)
 		return err
 	})
 	f := nextFrame(t, frames, wire.TypeGroupPoll)
@@ -95,7 +95,7 @@ func TestGroupPoll(t *testing.T) {
 	// Nothing to deliver: an empty answer, and a sub-millisecond wait rounds
 	// up rather than to "no wait".
 	done = goCall(func() (err error) {
-		recs, err = c.GroupPoll(ctx, orders, 0, "fulfilment", 1, time.Microsecond)
+		recs, err = c.Group(orders, "fulfilment").Poll(ctx, 0, 1, time.Microsecond)
 		return err
 	})
 	f = nextFrame(t, frames, wire.TypeGroupPoll)
@@ -109,7 +109,7 @@ func TestGroupPoll(t *testing.T) {
 
 	// The node's refusal.
 	done = goCall(func() error {
-		_, err := c.GroupPoll(ctx, orders, 0, "fulfilment", 10, 0)
+		_, err := c.Group(orders, "fulfilment").Poll(ctx, 0, 10, 0)
 		return err
 	})
 	f = nextFrame(t, frames, wire.TypeGroupPoll)
@@ -130,11 +130,11 @@ func TestGroupPoll(t *testing.T) {
 		{"", 1, 0},
 		{"no spaces", 1, 0},
 	} {
-		if _, err := c.GroupPoll(ctx, orders, 0, bad.group, bad.max, bad.wait); !errors.Is(err, ErrInvalidRequest) {
+		if _, err := c.Group(orders, bad.group).Poll(ctx, 0, bad.max, bad.wait); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("GroupPoll(%q, %d, %v): %v, want ErrInvalidRequest", bad.group, bad.max, bad.wait, err)
 		}
 	}
-	if _, err := c.GroupPoll(ctx, StreamName{}, 0, "g", 1, 0); !errors.Is(err, ErrInvalidStreamName) {
+	if _, err := c.Group(StreamName{}, "g").Poll(ctx, 0, 1, 0); !errors.Is(err, ErrInvalidStreamName) {
 		t.Errorf("GroupPoll of a bad stream name: %v", err)
 	}
 	select {
@@ -162,15 +162,15 @@ func TestGroupPollBadAnswer(t *testing.T) {
 			}
 			srv.start()
 			c := srv.dial(t)
-			if _, err := c.GroupPoll(testCtx(t), orders, 0, "g", 1, 0); !errors.Is(err, ErrProtocolViolation) {
+			if _, err := c.Group(orders, "g").Poll(testCtx(t), 0, 1, 0); !errors.Is(err, ErrProtocolViolation) {
 				t.Fatalf("poll: %v, want ErrProtocolViolation", err)
 			}
 		})
 	}
 }
 
-// TestGroupAckNack: acks and nacks carry their offsets; GroupDone answers
-// them, an Error refuses them.
+// TestGroupAckNack: acks and nacks carry their offsets and return the
+// count of the node's GroupDone; an Error refuses them.
 func TestGroupAckNack(t *testing.T) {
 	srv := newTestServer(t)
 	frames := ctlScript(srv)
@@ -178,34 +178,107 @@ func TestGroupAckNack(t *testing.T) {
 	c := srv.dial(t)
 	sc := <-srv.conns
 	ctx := testCtx(t)
+	g := c.Group(orders, "fulfilment")
 
-	done := goCall(func() error { return c.GroupAck(ctx, orders, 1, "fulfilment", 4, 5, 9) })
+	var n int
+	done := goCall(func() (err error) { n, err = g.AckOffsets(ctx, 1, 4, 5, 9); return err })
 	f := nextFrame(t, frames, wire.TypeGroupAck)
 	a, err := wire.DecodeGroupAck(f.Body)
 	if err != nil || a.Name != orders || a.Group != "fulfilment" || a.Shard != 1 || fmt.Sprint(a.Offsets) != "[4 5 9]" {
 		t.Fatalf("ack = %+v, %v", a, err)
 	}
-	sc.writeCtl(wire.AppendGroupDone(nil, f.Header.RequestID, 3))
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	sc.writeCtl(wire.AppendGroupDone(nil, f.Header.RequestID, 2)) // one was settled already
+	if err := <-done; err != nil || n != 2 {
+		t.Fatalf("ack: %d, %v; want 2 settled", n, err)
 	}
 
-	done = goCall(func() error { return c.GroupNack(ctx, orders, 1, "fulfilment", 12) })
+	done = goCall(func() (err error) { n, err = g.NackOffsets(ctx, 1, 12); return err })
 	f = nextFrame(t, frames, wire.TypeGroupNack)
 	if a, _ := wire.DecodeGroupAck(f.Body); a.Shard != 1 || fmt.Sprint(a.Offsets) != "[12]" {
 		t.Fatalf("nack = %+v", a)
 	}
 	sc.writeCtl(wire.AppendError(nil, f.Header.RequestID, &wire.Error{Code: wire.CodeNotDelivered, Detail: 10}))
 	var we *Error
-	if err := <-done; !errors.Is(err, ErrNotDelivered) || !errors.As(err, &we) || we.Detail != 10 {
-		t.Fatalf("nack refused: %v, want ErrNotDelivered with detail 10", err)
+	if err := <-done; !errors.Is(err, ErrNotDelivered) || !errors.As(err, &we) || we.Detail != 10 || n != 0 {
+		t.Fatalf("nack refused: %d, %v; want 0 and ErrNotDelivered with detail 10", n, err)
 	}
 
-	if err := c.GroupAck(ctx, orders, 1, "fulfilment"); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := g.AckOffsets(ctx, 1); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("ack of nothing: %v", err)
 	}
-	if err := c.GroupNack(ctx, orders, 1, "fulfilment", make([]uint64, wire.MaxGroupAckOffsets+1)...); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := g.NackOffsets(ctx, 1, make([]uint64, wire.MaxGroupAckOffsets+1)...); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("nack of too many: %v", err)
+	}
+	if _, err := g.Ack(ctx); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("ack of no records: %v", err)
+	}
+	if _, err := g.Nack(ctx, make([]GroupRecord, wire.MaxGroupAckOffsets+1)...); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("nack of too many records of one shard: %v", err)
+	}
+	if _, err := c.Group(orders, "bad group").Ack(ctx, GroupRecord{}); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("ack in a bad group name: %v", err)
+	}
+	select {
+	case f := <-frames:
+		t.Fatalf("a refused call sent %v", f.Header.Type)
+	default:
+	}
+}
+
+// TestGroupAckRecords: Ack and Nack of records send one request per shard,
+// in the order the shards first appear, and sum the node's counts; a
+// refused request stops there, returning what the requests before it
+// settled.
+func TestGroupAckRecords(t *testing.T) {
+	srv := newTestServer(t)
+	frames := ctlScript(srv)
+	srv.start()
+	c := srv.dial(t)
+	sc := <-srv.conns
+	ctx := testCtx(t)
+	g := c.Group(orders, "fulfilment")
+	rec := func(shard uint32, off uint64) GroupRecord { return GroupRecord{Shard: shard, Offset: off} }
+	recs := []GroupRecord{rec(2, 7), rec(0, 3), rec(2, 8), rec(1, 1), rec(0, 4)}
+
+	for _, nack := range []bool{false, true} {
+		settle, typ := g.Ack, wire.TypeGroupAck
+		if nack {
+			settle, typ = g.Nack, wire.TypeGroupNack
+		}
+		var n int
+		done := goCall(func() (err error) { n, err = settle(ctx, recs...); return err })
+		var sent []string
+		for i, count := range []uint64{2, 1, 0} {
+			f := nextFrame(t, frames, typ)
+			a, err := wire.DecodeGroupAck(f.Body)
+			if err != nil || a.Name != orders || a.Group != "fulfilment" {
+				t.Fatalf("request %d = %+v, %v", i, a, err)
+			}
+			sent = append(sent, fmt.Sprintf("%d:%v", a.Shard, a.Offsets))
+			sc.writeCtl(wire.AppendGroupDone(nil, f.Header.RequestID, count))
+		}
+		if err := <-done; err != nil || n != 3 {
+			t.Fatalf("nack %v: %d settled, %v; want 3", nack, n, err)
+		}
+		if fmt.Sprint(sent) != "[2:[7 8] 0:[3 4] 1:[1]]" {
+			t.Fatalf("nack %v: requests %v, want one per shard in order of appearance", nack, sent)
+		}
+	}
+
+	// The second shard's request is refused: the third is never sent.
+	var n int
+	done := goCall(func() (err error) { n, err = g.Ack(ctx, recs...); return err })
+	f := nextFrame(t, frames, wire.TypeGroupAck)
+	sc.writeCtl(wire.AppendGroupDone(nil, f.Header.RequestID, 2))
+	f = nextFrame(t, frames, wire.TypeGroupAck)
+	sc.writeCtl(wire.AppendError(nil, f.Header.RequestID, &wire.Error{Code: wire.CodeNotDelivered, Detail: 4}))
+	if err := <-done; !errors.Is(err, ErrNotDelivered) || n != 2 {
+		t.Fatalf("ack refused on its second shard: %d, %v; want 2 and ErrNotDelivered", n, err)
+	}
+	select {
+	case f := <-frames:
+		t.Fatalf("sent %v after the refusal", f.Header.Type)
+	default:
 	}
 }
 
@@ -221,16 +294,16 @@ func TestGroupAnswersOutOfOrder(t *testing.T) {
 
 	var polled []GroupRecord
 	poll := goCall(func() (err error) {
-		polled, err = c.GroupPoll(ctx, orders, 0, "fulfilment", 8, 30*time.Second)
+		polled, err = c.Group(orders, "fulfilment").Poll(ctx, 0, 8, 30*time.Second)
 		return err
 	})
 	pollFrame := nextFrame(t, frames, wire.TypeGroupPoll)
 
-	ack := goCall(func() error { return c.GroupAck(ctx, orders, 3, "fulfilment", 1) })
+	ack := goCall(func() error { _, err := c.Group(orders, "fulfilment").AckOffsets(ctx, 3, 1); return err })
 	ackFrame := nextFrame(t, frames, wire.TypeGroupAck)
 	var info GroupInfo
 	describe := goCall(func() (err error) {
-		info, err = c.DescribeGroup(ctx, orders, "fulfilment")
+		info, err = c.Group(orders, "fulfilment").Describe(ctx)
 		return err
 	})
 	descFrame := nextFrame(t, frames, wire.TypeDescribeGroup)
@@ -267,11 +340,12 @@ func TestGroupDeadLetters(t *testing.T) {
 	sc := <-srv.conns
 	ctx := testCtx(t)
 
-	// Every shard by default; more says the limit left some out.
+	// Every shard, from 0, up to the node's cap; more says the node's cap
+	// left some out.
 	var letters []DeadLetter
 	var more bool
 	done := goCall(func() (err error) {
-		letters, more, err = c.GroupDeadLetters(ctx, orders, "fulfilment")
+		letters, more, err = c.Group(orders, "fulfilment").DeadLetters(ctx, AllShards, 0, 0)
 		return err
 	})
 	f := nextFrame(t, frames, wire.TypeGroupDeadLetters)
@@ -296,7 +370,7 @@ func TestGroupDeadLetters(t *testing.T) {
 
 	// One shard, from an offset, limited.
 	done = goCall(func() (err error) {
-		letters, more, err = c.GroupDeadLetters(ctx, orders, "fulfilment", DeadLetterShard(2), DeadLetterFrom(9), DeadLetterLimit(50))
+		letters, more, err = c.Group(orders, "fulfilment").DeadLetters(ctx, 2, 9, 50)
 		return err
 	})
 	f = nextFrame(t, frames, wire.TypeGroupDeadLetters)
@@ -311,7 +385,7 @@ func TestGroupDeadLetters(t *testing.T) {
 	// Redrive everything; discard two offsets of one shard.
 	var n int
 	done = goCall(func() (err error) {
-		n, err = c.GroupRedrive(ctx, orders, "fulfilment", AllShards)
+		n, err = c.Group(orders, "fulfilment").Redrive(ctx, AllShards)
 		return err
 	})
 	f = nextFrame(t, frames, wire.TypeGroupRedrive)
@@ -323,7 +397,7 @@ func TestGroupDeadLetters(t *testing.T) {
 		t.Fatalf("redrive: %d, %v", n, err)
 	}
 	done = goCall(func() (err error) {
-		n, err = c.GroupDiscard(ctx, orders, "fulfilment", 2, 8, 11)
+		n, err = c.Group(orders, "fulfilment").Discard(ctx, 2, 8, 11)
 		return err
 	})
 	f = nextFrame(t, frames, wire.TypeGroupDiscard)
@@ -334,14 +408,14 @@ func TestGroupDeadLetters(t *testing.T) {
 	if err := <-done; err != nil || n != 1 {
 		t.Fatalf("discard: %d, %v", n, err)
 	}
-	if _, err := c.GroupDiscard(ctx, orders, "fulfilment", AllShards, 8); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := c.Group(orders, "fulfilment").Discard(ctx, AllShards, 8); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("discard of offsets of every shard: %v", err)
 	}
 
 	// Describe converts durations.
 	var info GroupInfo
 	done = goCall(func() (err error) {
-		info, err = c.DescribeGroup(ctx, orders, "fulfilment")
+		info, err = c.Group(orders, "fulfilment").Describe(ctx)
 		return err
 	})
 	f = nextFrame(t, frames, wire.TypeDescribeGroup)
@@ -376,15 +450,20 @@ func TestGroupsUnsupported(t *testing.T) {
 	ctx := testCtx(t)
 
 	calls := map[string]func() error{
-		"poll":     func() error { _, err := c.GroupPoll(ctx, orders, 0, "g", 1, 0); return err },
-		"ack":      func() error { return c.GroupAck(ctx, orders, 0, "g", 1) },
-		"nack":     func() error { return c.GroupNack(ctx, orders, 0, "g", 1) },
-		"dead":     func() error { _, _, err := c.GroupDeadLetters(ctx, orders, "g"); return err },
-		"redrive":  func() error { _, err := c.GroupRedrive(ctx, orders, "g", AllShards); return err },
-		"discard":  func() error { _, err := c.GroupDiscard(ctx, orders, "g", AllShards); return err },
-		"describe": func() error { _, err := c.DescribeGroup(ctx, orders, "g"); return err },
+		"poll":     func() error { _, err := c.Group(orders, "g").Poll(ctx, 0, 1, 0); return err },
+		"ack":      func() error { _, err := c.Group(orders, "g").AckOffsets(ctx, 0, 1); return err },
+		"nack":     func() error { _, err := c.Group(orders, "g").NackOffsets(ctx, 0, 1); return err },
+		"ack recs": func() error { _, err := c.Group(orders, "g").Ack(ctx, GroupRecord{Offset: 1}); return err },
+		"nack recs": func() error {
+			_, err := c.Group(orders, "g").Nack(ctx, GroupRecord{Offset: 1})
+			return err
+		},
+		"dead":     func() error { _, _, err := c.Group(orders, "g").DeadLetters(ctx, AllShards, 0, 0); return err },
+		"redrive":  func() error { _, err := c.Group(orders, "g").Redrive(ctx, AllShards); return err },
+		"discard":  func() error { _, err := c.Group(orders, "g").Discard(ctx, AllShards); return err },
+		"describe": func() error { _, err := c.Group(orders, "g").Describe(ctx); return err },
 		"subscribe": func() error {
-			gs, err := c.SubscribeGroup(ctx, orders, "g")
+			gs, err := c.Group(orders, "g").Subscribe(ctx)
 			if gs != nil {
 				_ = gs.Close()
 			}

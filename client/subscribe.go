@@ -101,7 +101,7 @@ type Subscription struct {
 	resumes *atomic.Int64
 }
 
-// subscriptionHandle is what a Subscription and a GroupSubscription share:
+// subscriptionHandle is what a Subscription and a GroupMember share:
 // the client, the actor behind them, and the closing of both.
 type subscriptionHandle struct {
 	c   *Client

@@ -171,11 +171,11 @@ func TestAuthTenantIsolation(t *testing.T) {
 		denied("read "+name.String(), err)
 		_, err = acme.DescribeStream(ctx, name)
 		denied("describe "+name.String(), err)
-		_, err = acme.GroupPoll(ctx, name, 0, "g", 10, 0)
+		_, err = acme.Group(name, "g").Poll(ctx, 0, 10, 0)
 		denied("group poll "+name.String(), err)
-		_, err = acme.SubscribeGroup(ctx, name, "g")
+		_, err = acme.Group(name, "g").Subscribe(ctx)
 		denied("group subscribe "+name.String(), err)
-		_, err = acme.DescribeGroup(ctx, name, "g")
+		_, err = acme.Group(name, "g").Describe(ctx)
 		denied("describe group "+name.String(), err)
 		denied("delete "+name.String(), acme.DeleteStream(ctx, name))
 		_, err = acme.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true})
@@ -245,11 +245,11 @@ func TestAuthPermissionsAndNamespaces(t *testing.T) {
 	if err != nil || len(page.Records) != 1 || string(page.Records[0].Payload) != "o1" {
 		t.Fatalf("read: %+v, %v", page.Records, err)
 	}
-	recs, err := reader.GroupPoll(ctx, orders, 0, "workers", 10, 0)
+	recs, err := reader.Group(orders, "workers").Poll(ctx, 0, 10, 0)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("group poll: %+v, %v", recs, err)
 	}
-	if err := reader.GroupAck(ctx, orders, 0, "workers", recs[0].Offset); err != nil {
+	if _, err := reader.Group(orders, "workers").AckOffsets(ctx, 0, recs[0].Offset); err != nil {
 		t.Fatal(err)
 	}
 	if err := reader.DeleteStream(ctx, orders); !errors.Is(err, client.ErrPermissionDenied) {
@@ -360,7 +360,7 @@ func TestAuthMutualTLS(t *testing.T) {
 		t.Errorf("create in globex: %v, want permission denied", err)
 	}
 	// consume is not among tls_client_permissions.
-	if _, err := c.GroupPoll(ctx, mine, 0, "g", 1, 0); !errors.Is(err, client.ErrPermissionDenied) {
+	if _, err := c.Group(mine, "g").Poll(ctx, 0, 1, 0); !errors.Is(err, client.ErrPermissionDenied) {
 		t.Errorf("group poll without consume: %v, want permission denied", err)
 	}
 }

@@ -25,13 +25,13 @@ func TestDrainAnswersPendingControlRequests(t *testing.T) {
 	}
 	polled := make(chan result, 1)
 	go func() {
-		recs, err := c.GroupPoll(ctx, s, 0, "g", 10, time.Second)
+		recs, err := c.Group(s, "g").Poll(ctx, 0, 10, time.Second)
 		polled <- result{recs, err}
 	}()
 	// The poll made the group: once it can be described, the poll waits at
 	// its coordinator.
 	waitFor(t, "the poll to wait at the node", func() bool {
-		_, err := c.DescribeGroup(ctx, s, "g")
+		_, err := c.Group(s, "g").Describe(ctx)
 		return err == nil
 	})
 	shutdownDone := make(chan error, 1)

@@ -53,7 +53,7 @@ func BenchmarkGroupPush(b *testing.B) {
 				b.Fatal(err)
 			}
 			preloadGroupStream(b, c, name, b.N)
-			gs, err := c.SubscribeGroup(ctx, name, "bench", client.Window(window), client.MaxPerPush(window/2))
+			gs, err := c.Group(name, "bench").Subscribe(ctx, client.Window(window), client.MaxPerPush(window/2))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func BenchmarkGroupPush(b *testing.B) {
 				acks.Add(1)
 				go func() {
 					defer acks.Done()
-					if err := gs.Ack(ctx, d.Cursor, len(d.Records)); err != nil {
+					if err := gs.Ack(ctx, d); err != nil {
 						select {
 						case errs <- err:
 						default:
@@ -116,7 +116,7 @@ func BenchmarkGroupPull(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for got := 0; got < b.N; {
-		recs, err := c.GroupPoll(ctx, name, 0, "bench", 100, time.Second)
+		recs, err := c.Group(name, "bench").Poll(ctx, 0, 100, time.Second)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func BenchmarkGroupPull(b *testing.B) {
 			acks.Add(1)
 			go func(off uint64) {
 				defer func() { <-sem; acks.Done() }()
-				if err := c.GroupAck(ctx, name, 0, "bench", off); err != nil {
+				if _, err := c.Group(name, "bench").AckOffsets(ctx, 0, off); err != nil {
 					select {
 					case errs <- err:
 					default:

@@ -128,7 +128,7 @@ func TestGroupMemberKilledMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer doomedc.Close()
-	doomed, err := doomedc.SubscribeGroup(ctx, stream, "workers", client.Member("doomed"), client.Window(50), client.MaxPerPush(10))
+	doomed, err := doomedc.Group(stream, "workers").Subscribe(ctx, client.Member("doomed"), client.Window(50), client.MaxPerPush(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestGroupMemberKilledMidStream(t *testing.T) {
 		}
 		record(d)
 		if i%2 == 0 {
-			if err := doomed.Ack(ctx, d.Cursor, len(d.Records)); err != nil {
+			if err := doomed.Ack(ctx, d); err != nil {
 				t.Fatal(err)
 			}
 			settle(d)
@@ -155,7 +155,7 @@ func TestGroupMemberKilledMidStream(t *testing.T) {
 
 	// The survivor joins and works until every record is settled.
 	survivorc := dialClient(t, n)
-	survivor, err := survivorc.SubscribeGroup(ctx, stream, "workers", client.Member("survivor"), client.Window(200))
+	survivor, err := survivorc.Group(stream, "workers").Subscribe(ctx, client.Member("survivor"), client.Window(200))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestGroupMemberKilledMidStream(t *testing.T) {
 			t.Fatalf("survivor: %v (acked %d of %d)", err, len(acked), total)
 		}
 		record(d)
-		if err := survivor.Ack(ctx, d.Cursor, len(d.Records)); err != nil {
+		if err := survivor.Ack(ctx, d); err != nil {
 			t.Fatal(err)
 		}
 		settle(d)
@@ -191,7 +191,7 @@ func TestGroupMemberKilledMidStream(t *testing.T) {
 		}
 		redelivered++
 	}
-	info, err := survivorc.DescribeGroup(ctx, stream, "workers")
+	info, err := survivorc.Group(stream, "workers").Describe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,66 +224,66 @@ func TestGroupPullThroughClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recs, err := c.GroupPoll(ctx, stream, 0, "fulfilment", 5, time.Second)
+	recs, err := c.Group(stream, "fulfilment").Poll(ctx, 0, 5, time.Second)
 	if err != nil || len(recs) != 5 || string(recs[4].Payload) != "order-4" || recs[0].Attempts != 1 {
 		t.Fatalf("poll: %v %+v", err, recs)
 	}
 	// Ack 4, 1, 0 (out of order); 2 succeeds later; 3 keeps failing.
 	for _, off := range []uint64{4, 1, 0} {
-		if err := c.GroupAck(ctx, stream, 0, "fulfilment", off); err != nil {
+		if _, err := c.Group(stream, "fulfilment").AckOffsets(ctx, 0, off); err != nil {
 			t.Fatal(err)
 		}
 	}
-	info, err := c.DescribeGroup(ctx, stream, "fulfilment")
+	info, err := c.Group(stream, "fulfilment").Describe(ctx)
 	if err != nil || info.Shards[0].Committed != 2 {
 		t.Fatalf("committed after out-of-order acks: %+v %v", info, err)
 	}
-	if err := c.GroupNack(ctx, stream, 0, "fulfilment", 2, 3); err != nil {
+	if _, err := c.Group(stream, "fulfilment").NackOffsets(ctx, 0, 2, 3); err != nil {
 		t.Fatal(err)
 	}
 	for attempt := uint32(2); attempt <= 3; attempt++ {
-		recs, err := c.GroupPoll(ctx, stream, 0, "fulfilment", 5, time.Second)
+		recs, err := c.Group(stream, "fulfilment").Poll(ctx, 0, 5, time.Second)
 		if err != nil || len(recs) != 2 || recs[0].Offset != 2 || recs[1].Attempts != attempt {
 			t.Fatalf("redelivery %d: %v %+v", attempt, err, recs)
 		}
 		if attempt == 2 {
-			if err := c.GroupAck(ctx, stream, 0, "fulfilment", 2); err != nil {
+			if _, err := c.Group(stream, "fulfilment").AckOffsets(ctx, 0, 2); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.GroupNack(ctx, stream, 0, "fulfilment", 3); err != nil {
+			if _, err := c.Group(stream, "fulfilment").NackOffsets(ctx, 0, 3); err != nil {
 				t.Fatal(err)
 			}
 			// 2 is acked: only 3 comes back (the poll above wanted 2 records
 			// because 2 had been nacked too).
-			recs, err = c.GroupPoll(ctx, stream, 0, "fulfilment", 5, time.Second)
+			recs, err = c.Group(stream, "fulfilment").Poll(ctx, 0, 5, time.Second)
 			if err != nil || len(recs) != 1 || recs[0].Offset != 3 || recs[0].Attempts != 3 {
 				t.Fatalf("third attempt: %v %+v", err, recs)
 			}
-			if err := c.GroupNack(ctx, stream, 0, "fulfilment", 3); err != nil {
+			if _, err := c.Group(stream, "fulfilment").NackOffsets(ctx, 0, 3); err != nil {
 				t.Fatal(err)
 			}
 			break
 		}
 	}
-	letters, more, err := c.GroupDeadLetters(ctx, stream, "fulfilment")
+	letters, more, err := c.Group(stream, "fulfilment").DeadLetters(ctx, client.AllShards, 0, 0)
 	if err != nil || more || len(letters) != 1 || letters[0].Offset != 3 || letters[0].Attempts != 3 {
 		t.Fatalf("dead letters: %v %v %+v", err, more, letters)
 	}
-	info, _ = c.DescribeGroup(ctx, stream, "fulfilment")
+	info, _ = c.Group(stream, "fulfilment").Describe(ctx)
 	if info.Shards[0].Committed != 5 {
 		t.Fatalf("committed %d after dead-lettering the last record, want 5", info.Shards[0].Committed)
 	}
-	if n, err := c.GroupRedrive(ctx, stream, "fulfilment", 0, 3); err != nil || n != 1 {
+	if n, err := c.Group(stream, "fulfilment").Redrive(ctx, 0, 3); err != nil || n != 1 {
 		t.Fatalf("redrive: %d %v", n, err)
 	}
-	recs, err = c.GroupPoll(ctx, stream, 0, "fulfilment", 5, time.Second)
+	recs, err = c.Group(stream, "fulfilment").Poll(ctx, 0, 5, time.Second)
 	if err != nil || len(recs) != 1 || recs[0].Offset != 3 || recs[0].Attempts != 1 || string(recs[0].Payload) != "order-3" {
 		t.Fatalf("after redrive: %v %+v", err, recs)
 	}
-	if err := c.GroupAck(ctx, stream, 0, "fulfilment", 3); err != nil {
+	if _, err := c.Group(stream, "fulfilment").AckOffsets(ctx, 0, 3); err != nil {
 		t.Fatal(err)
 	}
-	if letters, _, _ := c.GroupDeadLetters(ctx, stream, "fulfilment"); len(letters) != 0 {
+	if letters, _, _ := c.Group(stream, "fulfilment").DeadLetters(ctx, client.AllShards, 0, 0); len(letters) != 0 {
 		t.Fatalf("dead letters left: %+v", letters)
 	}
 	for name, want := range map[string]float64{
@@ -297,10 +297,10 @@ func TestGroupPullThroughClient(t *testing.T) {
 		}
 	}
 	// Typed errors reach the caller.
-	if err := c.GroupAck(ctx, stream, 0, "fulfilment", 99); !errors.Is(err, client.ErrNotDelivered) {
+	if _, err := c.Group(stream, "fulfilment").AckOffsets(ctx, 0, 99); !errors.Is(err, client.ErrNotDelivered) {
 		t.Fatalf("ack of an undelivered offset: %v", err)
 	}
-	if _, err := c.DescribeGroup(ctx, stream, "nobody"); !errors.Is(err, client.ErrGroupNotFound) {
+	if _, err := c.Group(stream, "nobody").Describe(ctx); !errors.Is(err, client.ErrGroupNotFound) {
 		t.Fatalf("describe of an unknown group: %v", err)
 	}
 }
@@ -317,9 +317,9 @@ func TestGroupCloseRebalancesAtOnce(t *testing.T) {
 	if _, err := c.CreateStream(ctx, stream, client.StreamConfig{Shards: 2, Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	join := func(id string) *client.GroupSubscription {
+	join := func(id string) *client.GroupMember {
 		t.Helper()
-		gs, err := c.SubscribeGroup(ctx, stream, "g", client.Member(id), client.Heartbeat(-1))
+		gs, err := c.Group(stream, "g").Subscribe(ctx, client.Member(id), client.Heartbeat(-1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +331,7 @@ func TestGroupCloseRebalancesAtOnce(t *testing.T) {
 	if got := extra.Assignment().Shards; len(got) != 0 {
 		t.Fatalf("third member of a 2-shard stream got shards %v", got)
 	}
-	if err := a.Ack(ctx, nil, 0); err != nil {
+	if err := a.Heartbeat(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.Assignment().Shards; len(got) != 1 || got[0] != 0 {
@@ -345,10 +345,10 @@ func TestGroupCloseRebalancesAtOnce(t *testing.T) {
 	// (no timeout is involved: the session timeout is 30 s).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err := a.Ack(ctx, nil, 0); err != nil {
+		if err := a.Heartbeat(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := extra.Ack(ctx, nil, 0); err != nil {
+		if err := extra.Heartbeat(ctx); err != nil {
 			t.Fatal(err)
 		}
 		ga, gz := a.Assignment().Shards, extra.Assignment().Shards

@@ -135,7 +135,7 @@ func TestGroupMemberAfterCatalogRestart(t *testing.T) {
 	if _, err := c.CreateStream(ctx, stream, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	gs, err := c.SubscribeGroup(ctx, stream, "g", client.Member("m"))
+	gs, err := c.Group(stream, "g").Subscribe(ctx, client.Member("m"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestGroupMemberAfterCatalogRestart(t *testing.T) {
 	if _, err := gs.Next(ctx); !errors.Is(err, client.ErrSubscriptionAborted) {
 		t.Fatalf("member after the catalog restart: %v", err)
 	}
-	gs2, err := c.SubscribeGroup(ctx, stream, "g", client.Member("m"))
+	gs2, err := c.Group(stream, "g").Subscribe(ctx, client.Member("m"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestGroupMemberAfterCatalogRestart(t *testing.T) {
 	if err != nil || len(d.Records) != 1 || string(d.Records[0].Payload) != "after" {
 		t.Fatalf("after rejoining: %+v %v", d, err)
 	}
-	if err := gs2.Ack(ctx, d.Cursor, 1); err != nil {
+	if err := gs2.Ack(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 }

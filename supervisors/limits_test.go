@@ -78,13 +78,13 @@ func TestLimitMaxSubscriptionsPerConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SubscribeGroup(ctx, s, "g"); err != nil {
+	if _, err := c.Group(s, "g").Subscribe(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Subscribe(ctx, s, client.OnShard(0)); !errors.Is(err, client.ErrOverloaded) {
 		t.Fatalf("third subscription: %v, want overloaded", err)
 	}
-	if _, err := c.SubscribeGroup(ctx, s, "g2"); !errors.Is(err, client.ErrOverloaded) {
+	if _, err := c.Group(s, "g2").Subscribe(ctx); !errors.Is(err, client.ErrOverloaded) {
 		t.Fatalf("third, a group member: %v, want overloaded", err)
 	}
 	if got := limitHits(t, n, "max_subscriptions_per_connection"); got != 2 {
@@ -329,7 +329,7 @@ func TestLimitGroupsPerStream(t *testing.T) {
 		}
 	}
 	poll := func(c *client.Client, s client.StreamName, group string) error {
-		_, err := c.GroupPoll(ctx, s, 0, group, 1, 0)
+		_, err := c.Group(s, group).Poll(ctx, 0, 1, 0)
 		return err
 	}
 	for _, g := range []string{"g1", "g2", "g1"} {

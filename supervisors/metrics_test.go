@@ -74,11 +74,11 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		}
 	}
 	// A group that took 5 of a's 12 records and acked 2.
-	recs, err := c.GroupPoll(ctx, a, 0, "g", 5, time.Second)
+	recs, err := c.Group(a, "g").Poll(ctx, 0, 5, time.Second)
 	if err != nil || len(recs) != 5 {
 		t.Fatalf("poll: %d %v", len(recs), err)
 	}
-	if err := c.GroupAck(ctx, a, 0, "g", recs[0].Offset, recs[1].Offset); err != nil {
+	if _, err := c.Group(a, "g").AckOffsets(ctx, 0, recs[0].Offset, recs[1].Offset); err != nil {
 		t.Fatal(err)
 	}
 

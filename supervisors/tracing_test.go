@@ -32,7 +32,7 @@ func TestTraceFromPublisherToConsumers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	gs, err := c.SubscribeGroup(ctx, stream, "workers", client.Member("m1"))
+	gs, err := c.Group(stream, "workers").Subscribe(ctx, client.Member("m1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestTraceFromPublisherToConsumers(t *testing.T) {
 	if err != nil || !d.Trace.IsValid() {
 		t.Fatalf("member: %+v %v", d.Trace, err)
 	}
-	if err := gs.Ack(ctx, d.Cursor, len(d.Records)); err != nil {
+	if err := gs.Ack(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 
@@ -174,7 +174,7 @@ func TestTraceGroupBatchLinksItsRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gs, err := c.SubscribeGroup(ctx, stream, "g", client.Member("m"))
+	gs, err := c.Group(stream, "g").Subscribe(ctx, client.Member("m"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestTraceGroupBatchLinksItsRecords(t *testing.T) {
 	if err != nil || len(d.Records) != 2 {
 		t.Fatalf("delivery: %d records, %v", len(d.Records), err)
 	}
-	if err := gs.Ack(ctx, d.Cursor, 2); err != nil {
+	if err := gs.Ack(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	publishes := map[trace.SpanID]bool{}

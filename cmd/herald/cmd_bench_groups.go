@@ -217,17 +217,17 @@ func preloadGroup(ctx context.Context, c *client.Client, stream client.StreamNam
 // delivery on its own goroutine until n records were acked.
 func consumePush(ctx context.Context, c *client.Client, stream client.StreamName, window, n int, count *atomic.Int64) (time.Duration, error) {
 	start := time.Now()
-	gs, err := c.SubscribeGroup(ctx, stream, benchGroup, client.Window(window), client.MaxPerPush(window/2))
+	m, err := c.Group(stream, benchGroup).Subscribe(ctx, client.Window(window), client.MaxPerPush(window/2))
 	if err != nil {
 		return 0, err
 	}
-	defer gs.Close()
+	defer m.Close()
 	var acks sync.WaitGroup
 	var firstErr error
 	var errOnce sync.Once
 	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
 	for got := 0; got < n; {
-		d, err := gs.Next(ctx)
+		d, err := m.Next(ctx)
 		if err != nil {
 			fail(err)
 			break
@@ -236,7 +236,7 @@ func consumePush(ctx context.Context, c *client.Client, stream client.StreamName
 		acks.Add(1)
 		go func() {
 			defer acks.Done()
-			if err := gs.Ack(ctx, d.Cursor, len(d.Records)); err != nil {
+			if err := m.Ack(ctx, d); err != nil {
 				fail(err)
 				return
 			}
@@ -258,8 +258,9 @@ func consumePull(ctx context.Context, c *client.Client, stream client.StreamName
 	var errOnce sync.Once
 	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
 	var failed atomic.Bool
+	g := c.Group(stream, benchGroup)
 	for got := 0; got < n && !failed.Load(); {
-		recs, err := c.GroupPoll(ctx, stream, 0, benchGroup, groupPollMax, groupPollWait)
+		recs, err := g.Poll(ctx, 0, groupPollMax, groupPollWait)
 		if err != nil {
 			fail(err)
 			break
@@ -271,15 +272,15 @@ func consumePull(ctx context.Context, c *client.Client, stream client.StreamName
 		for _, r := range recs {
 			slots <- struct{}{}
 			acks.Add(1)
-			go func(off uint64) {
+			go func(r client.GroupRecord) {
 				defer func() { <-slots; acks.Done() }()
-				if err := c.GroupAck(ctx, stream, 0, benchGroup, off); err != nil {
+				if _, err := g.Ack(ctx, r); err != nil {
 					failed.Store(true)
 					fail(err)
 					return
 				}
 				count.Add(1)
-			}(r.Offset)
+			}(r)
 		}
 	}
 	acks.Wait()

@@ -21,9 +21,10 @@ const groupUsage = `poll|ack|nack|dead-letters|redrive|discard|describe STREAM -
   poll STREAM --group G --shard N [--max N] [--wait DURATION] [--ack] [--json]
        claim up to --max records of the shard and print "shard offset attempts payload";
        unsettled claims are delivered again after the group's visibility timeout; --ack acks
-       every printed record
+       every printed record and says on stderr how many the node settled
   ack|nack STREAM --group G --shard N OFFSET...
-       settle claimed records: ack (done) or nack (deliver again now, counting an attempt)
+       settle claimed records: ack (done) or nack (deliver again now, counting an attempt);
+       prints how many the node settled, e.g. "acked 2 of 3 offsets; 1 was settled already"
   dead-letters STREAM --group G [--shard N] [--from OFFSET] [--limit N] [--json]
        print "shard offset attempts dead_at reason" per dead letter (every shard unless --shard)
   redrive|discard STREAM --group G [--shard N] [OFFSET...]
@@ -212,40 +213,43 @@ func (cmd *groupCmd) run(ctx context.Context, stdout, stderr io.Writer) error {
 func (cmd *groupCmd) do(ctx context.Context, c *client.Client, out *bufio.Writer, stderr io.Writer) error {
 	switch cmd.op {
 	case "poll":
-		return cmd.poll(ctx, c, out)
+		return cmd.poll(ctx, c, out, stderr)
 	case "ack", "nack":
-		settle, done := c.GroupAck, "acked"
+		g := c.Group(cmd.name, cmd.group)
+		settle := g.AckOffsets
 		if cmd.op == "nack" {
-			settle, done = c.GroupNack, "nacked"
+			settle = g.NackOffsets
 		}
 		cctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
 		defer cancel()
-		if err := settle(cctx, cmd.name, cmd.shard, cmd.group, cmd.offsets...); err != nil {
+		n, err := settle(cctx, cmd.shard, cmd.offsets...)
+		if err != nil {
 			return err
 		}
-		_, err := fmt.Fprintf(out, "%s %d\n", done, len(cmd.offsets))
+		_, err = fmt.Fprintln(out, settledNote(cmd.op, n, distinctOffsets(cmd.offsets), "offset"))
 		return err
 	case "dead-letters":
 		list := func(ctx context.Context, shard uint32, from uint64, limit int) ([]client.DeadLetter, bool, error) {
 			ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
 			defer cancel()
-			return c.GroupDeadLetters(ctx, cmd.name, cmd.group, client.DeadLetterShard(shard), client.DeadLetterFrom(from), client.DeadLetterLimit(limit))
+			return c.Group(cmd.name, cmd.group).DeadLetters(ctx, shard, from, limit)
 		}
 		shards := func(ctx context.Context) (int, error) {
 			ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
 			defer cancel()
-			info, err := c.DescribeGroup(ctx, cmd.name, cmd.group)
+			info, err := c.Group(cmd.name, cmd.group).Describe(ctx)
 			return len(info.Shards), err
 		}
 		return cmd.listDeadLetters(ctx, list, shards, out, stderr)
 	case "redrive", "discard":
-		change, done := c.GroupRedrive, "redriven"
+		g := c.Group(cmd.name, cmd.group)
+		change, done := g.Redrive, "redriven"
 		if cmd.op == "discard" {
-			change, done = c.GroupDiscard, "discarded"
+			change, done = g.Discard, "discarded"
 		}
 		cctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
 		defer cancel()
-		n, err := change(cctx, cmd.name, cmd.group, cmd.shard, cmd.offsets...)
+		n, err := change(cctx, cmd.shard, cmd.offsets...)
 		if err != nil {
 			return err
 		}
@@ -254,7 +258,7 @@ func (cmd *groupCmd) do(ctx context.Context, c *client.Client, out *bufio.Writer
 	case "describe":
 		cctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
 		defer cancel()
-		info, err := c.DescribeGroup(cctx, cmd.name, cmd.group)
+		info, err := c.Group(cmd.name, cmd.group).Describe(cctx)
 		if err != nil {
 			return err
 		}
@@ -266,16 +270,18 @@ func (cmd *groupCmd) do(ctx context.Context, c *client.Client, out *bufio.Writer
 	return fmt.Errorf("unknown subcommand %q", cmd.op) // parseGroupCmd refuses it
 }
 
-// poll claims records, prints them and, with --ack, acks them.
-func (cmd *groupCmd) poll(ctx context.Context, c *client.Client, out *bufio.Writer) error {
+// poll claims records, prints them and, with --ack, acks them and says on
+// stderr how many of them the node settled (stdout holds only records, so
+// that --json stays a line per record).
+func (cmd *groupCmd) poll(ctx context.Context, c *client.Client, out *bufio.Writer, stderr io.Writer) error {
+	g := c.Group(cmd.name, cmd.group)
 	// The call must outlast the node's wait.
 	pctx, cancel := context.WithTimeout(ctx, cmd.wait+cmd.conn.timeout)
-	recs, err := c.GroupPoll(pctx, cmd.name, cmd.shard, cmd.group, cmd.max, cmd.wait)
+	recs, err := g.Poll(pctx, cmd.shard, cmd.max, cmd.wait)
 	cancel()
 	if err != nil {
 		return err
 	}
-	offsets := make([]uint64, 0, len(recs))
 	for _, rec := range recs {
 		if cmd.json {
 			err = writeGroupRecordJSON(out, rec)
@@ -285,20 +291,54 @@ func (cmd *groupCmd) poll(ctx context.Context, c *client.Client, out *bufio.Writ
 		if err != nil {
 			return err
 		}
-		offsets = append(offsets, rec.Offset)
 	}
 	if err := out.Flush(); err != nil {
 		return err
 	}
-	if !cmd.ack || len(offsets) == 0 {
+	if !cmd.ack || len(recs) == 0 {
 		return nil
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmd.conn.timeout)
 	defer cancel()
-	if err := c.GroupAck(actx, cmd.name, cmd.shard, cmd.group, offsets...); err != nil {
+	n, err := g.Ack(actx, recs...)
+	if err != nil {
 		return fmt.Errorf("ack: %w", err)
 	}
-	return nil
+	_, err = fmt.Fprintln(stderr, settledNote("ack", n, len(recs), "record"))
+	return err
+}
+
+// settledNote says what an ack or nack (op) of asked distinct offsets
+// settled, by the node's count: "acked 2 of 3 offsets; 1 was settled
+// already". An ack settles every delivered record not settled yet; a nack
+// only the claimed ones.
+func settledNote(op string, settled, asked int, noun string) string {
+	done, why := "acked", "settled already"
+	if op == "nack" {
+		done, why = "nacked", "not claimed (settled already, or waiting to be delivered again)"
+	}
+	if asked != 1 {
+		noun += "s"
+	}
+	note := fmt.Sprintf("%s %d of %d %s", done, settled, asked, noun)
+	if rest := asked - settled; rest > 0 {
+		verb := "were"
+		if rest == 1 {
+			verb = "was"
+		}
+		note += fmt.Sprintf("; %d %s %s", rest, verb, why)
+	}
+	return note
+}
+
+// distinctOffsets counts the distinct offsets of offsets (the node settles
+// an offset named twice once).
+func distinctOffsets(offsets []uint64) int {
+	seen := make(map[uint64]struct{}, len(offsets))
+	for _, off := range offsets {
+		seen[off] = struct{}{}
+	}
+	return len(seen)
 }
 
 // writeGroupRecordText prints "shard offset attempts payload".
@@ -315,7 +355,7 @@ func writeGroupRecordText(w *bufio.Writer, rec client.GroupRecord) error {
 
 // deadLetterLister lists one page of dead letters of shard (or
 // client.AllShards) from offset from, at most limit (0: the node's cap)
-// (client.Client.GroupDeadLetters, or a fake in tests).
+// (client.Group.DeadLetters, or a fake in tests).
 type deadLetterLister func(ctx context.Context, shard uint32, from uint64, limit int) ([]client.DeadLetter, bool, error)
 
 // listDeadLetters prints dead letters page by page, in shard then offset

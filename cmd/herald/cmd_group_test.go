@@ -180,12 +180,12 @@ func (f *fakeMember) Next(ctx context.Context) (client.Delivery, error) {
 	return d, nil
 }
 
-func (f *fakeMember) Ack(ctx context.Context, cursor client.Cursor, count int) error {
+func (f *fakeMember) Ack(ctx context.Context, d client.Delivery) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	f.acks = append(f.acks, fmt.Sprintf("%s:%d", cursor, count))
-	return f.ackErr[string(cursor)]
+	f.acks = append(f.acks, fmt.Sprintf("%s:%d", d.Cursor, len(d.Records)))
+	return f.ackErr[string(d.Cursor)]
 }
 
 // deliveries returns deliveries of shard 1 with n[i] records each, cursors
@@ -359,6 +359,29 @@ func TestListDeadLetters(t *testing.T) {
 	}
 }
 
+func TestSettledNote(t *testing.T) {
+	tests := []struct {
+		op             string
+		settled, asked int
+		noun, want     string
+	}{
+		{"ack", 2, 2, "offset", "acked 2 of 2 offsets"},
+		{"ack", 1, 1, "offset", "acked 1 of 1 offset"},
+		{"ack", 2, 3, "offset", "acked 2 of 3 offsets; 1 was settled already"},
+		{"ack", 0, 2, "record", "acked 0 of 2 records; 2 were settled already"},
+		{"nack", 0, 1, "offset", "nacked 0 of 1 offset; 1 was not claimed (settled already, or waiting to be delivered again)"},
+		{"nack", 3, 3, "offset", "nacked 3 of 3 offsets"},
+	}
+	for _, tc := range tests {
+		if got := settledNote(tc.op, tc.settled, tc.asked, tc.noun); got != tc.want {
+			t.Errorf("settledNote(%s, %d, %d) = %q, want %q", tc.op, tc.settled, tc.asked, got, tc.want)
+		}
+	}
+	if n := distinctOffsets([]uint64{4, 1, 4, 4, 0}); n != 3 {
+		t.Errorf("distinctOffsets: %d, want 3", n)
+	}
+}
+
 func TestGroupOutputFormats(t *testing.T) {
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	rec := client.GroupRecord{Shard: 2, Offset: 9, Attempts: 3, Timestamp: ts, Key: []byte("k"), Payload: []byte("hello world")}
@@ -466,17 +489,27 @@ func TestGroupCLIAgainstNode(t *testing.T) {
 	if out := group("poll", "--shard", "0", "--max", "3", "--wait", "1s"); out != "0 0 1 r0\n0 1 1 r1\n0 2 1 r2\n" {
 		t.Fatalf("poll: %q", out)
 	}
-	if out := group("ack", "--shard", "0", "0", "1"); out != "acked 2\n" {
+	if out := group("ack", "--shard", "0", "0", "1"); out != "acked 2 of 2 offsets\n" {
 		t.Fatalf("ack: %q", out)
 	}
-	if out := group("nack", "--shard", "0", "2"); out != "nacked 1\n" {
+	// The output is what the node settled, not what was typed.
+	if out := group("ack", "--shard", "0", "1", "0", "1"); out != "acked 0 of 2 offsets; 2 were settled already\n" {
+		t.Fatalf("second ack: %q", out)
+	}
+	if out := group("nack", "--shard", "0", "2"); out != "nacked 1 of 1 offset\n" {
 		t.Fatalf("nack: %q", out)
+	}
+	if out := group("nack", "--shard", "0", "2", "0"); out != "nacked 0 of 2 offsets; 2 were not claimed (settled already, or waiting to be delivered again)\n" {
+		t.Fatalf("nack of records not claimed: %q", out)
 	}
 	if out := group("poll", "--shard", "0", "--max", "1"); out != "0 2 2 r2\n" {
 		t.Fatalf("poll after nack: %q", out)
 	}
 	group("nack", "--shard", "0", "2")
-	out := group("poll", "--shard", "0", "--ack", "--json", "--wait", "1s")
+	code, out, errOut := run(runGroup, "poll", name, "--group", "g", "--shard", "0", "--ack", "--json", "--wait", "1s")
+	if code != 0 || errOut != "acked 2 of 2 records\n" {
+		t.Fatalf("poll --ack --json: exit %d, stderr %q", code, errOut)
+	}
 	var recs []groupRecordJSON
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var r groupRecordJSON
@@ -563,7 +596,7 @@ func TestGroupCLIAgainstNode(t *testing.T) {
 	if code, out, errOut := run(runSub, live, "--group", "live", "--max", "1", "--count", "3"); code != 0 || out != "0 0 a\n0 1 b\n0 2 c\n" {
 		t.Fatalf("sub --group --count 3: %d %q %q", code, out, errOut)
 	}
-	code, out, errOut := run(runGroup, "describe", live, "--group", "live", "--json")
+	code, out, errOut = run(runGroup, "describe", live, "--group", "live", "--json")
 	var info groupInfoJSON
 	if err := json.Unmarshal([]byte(out), &info); code != 0 || err != nil || info.Shards[0].Committed != 3 {
 		t.Fatalf("describe after sub --group --count 3: %d %q %q %v", code, out, errOut, err)

@@ -17,13 +17,13 @@ import (
 // A member that dies between the two leaves its delivery unacked, and the
 // group delivers those records again: delivery is at least once.
 
-// groupMember is what consumeGroup needs of a *client.GroupSubscription
+// groupMember is what consumeGroup needs of a *client.GroupMember
 // (tests use a fake).
 type groupMember interface {
-	// Next returns the next delivery (client.GroupSubscription.Next).
+	// Next returns the next delivery (client.GroupMember.Next).
 	Next(ctx context.Context) (client.Delivery, error)
-	// Ack acks a delivery (client.GroupSubscription.Ack).
-	Ack(ctx context.Context, cursor client.Cursor, count int) error
+	// Ack acks a delivery (client.GroupMember.Ack).
+	Ack(ctx context.Context, d client.Delivery) error
 }
 
 // runGroup runs `herald sub --group`: it joins the group, consumes until
@@ -36,7 +36,7 @@ func (cmd *subCmd) runGroup(ctx context.Context, stdout, stderr io.Writer) error
 	}
 	defer c.Close()
 	jctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
-	gs, err := c.SubscribeGroup(jctx, cmd.name, cmd.group, cmd.groupOptions()...)
+	m, err := c.Group(cmd.name, cmd.group).Subscribe(jctx, cmd.groupOptions()...)
 	cancel()
 	if err != nil {
 		if err = interrupted(ctx, err); err != nil {
@@ -44,13 +44,13 @@ func (cmd *subCmd) runGroup(ctx context.Context, stdout, stderr io.Writer) error
 		}
 		return nil
 	}
-	defer gs.Close()
+	defer m.Close()
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
-	return cmd.consumeGroup(ctx, gs, out, stderr)
+	return cmd.consumeGroup(ctx, m, out, stderr)
 }
 
-// groupOptions returns the SubscribeGroup options the flags ask for.
+// groupOptions returns the Group.Subscribe options the flags ask for.
 func (cmd *subCmd) groupOptions() []client.GroupSubscribeOption {
 	opts := []client.GroupSubscribeOption{client.Window(cmd.window), client.MaxPerPush(cmd.maxPerPush), client.Heartbeat(cmd.heartbeat)}
 	if cmd.member != "" {
@@ -96,7 +96,7 @@ func (cmd *subCmd) consumeGroup(ctx context.Context, m groupMember, out *bufio.W
 			return nil // --count reached inside the delivery: not acked
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmd.conn.timeout)
-		err = m.Ack(actx, d.Cursor, len(d.Records))
+		err = m.Ack(actx, d)
 		cancel()
 		if errors.Is(err, client.ErrStaleCursor) {
 			fmt.Fprintf(stderr, "herald sub: %d records not acked, the group delivers them again: %s\n",

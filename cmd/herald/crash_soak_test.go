@@ -407,7 +407,7 @@ func (cy *cycle) publishIdempotent(p *client.Producer, rng *rand.Rand) {
 func (cy *cycle) consumeGroup(c *client.Client) {
 	m := cy.m
 	for shard := uint32(0); cy.ctx.Err() == nil; shard = (shard + 1) % crashShards {
-		recs, err := c.GroupPoll(cy.ctx, m.name, shard, crashGroup, 64, 20*time.Millisecond)
+		recs, err := c.Group(m.name, crashGroup).Poll(cy.ctx, shard, 64, 20*time.Millisecond)
 		if err != nil {
 			cy.unexpected("group poll: %v", err)
 			return
@@ -425,7 +425,7 @@ func (cy *cycle) consumeGroup(c *client.Client) {
 			m.delivered[shard][r.Offset] = string(r.Payload)
 		}
 		m.mu.Unlock()
-		err = c.GroupAck(cy.ctx, m.name, shard, crashGroup, offsets...)
+		_, err = c.Group(m.name, crashGroup).AckOffsets(cy.ctx, shard, offsets...)
 		m.mu.Lock()
 		for _, off := range offsets {
 			if err == nil {
@@ -599,7 +599,7 @@ func (m *soakModel) verify(ctx context.Context, t *testing.T, kill int, c *clien
 func (m *soakModel) verifyGroup(ctx context.Context, t *testing.T, kill int, c *client.Client, tails []uint64) {
 	t.Helper()
 	committed := make([]uint64, crashShards)
-	info, err := c.DescribeGroup(ctx, m.name, crashGroup)
+	info, err := c.Group(m.name, crashGroup).Describe(ctx)
 	switch {
 	case errors.Is(err, client.ErrGroupNotFound):
 		// Never used, or its first use did not outlive the kill: nothing
@@ -668,7 +668,7 @@ func TestCrashSoak(t *testing.T) {
 	}
 	// The group comes into being on its first poll (of an empty shard:
 	// nothing is claimed).
-	if _, err := c.GroupPoll(ctx, name, 0, crashGroup, 1, 0); err != nil {
+	if _, err := c.Group(name, crashGroup).Poll(ctx, 0, 1, 0); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.Close()

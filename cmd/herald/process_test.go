@@ -431,7 +431,7 @@ func waitGroup(ctx context.Context, t *testing.T, c *client.Client, name client.
 	var err error
 	for {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		info, err = c.DescribeGroup(dctx, name, group)
+		info, err = c.Group(name, group).Describe(dctx)
 		cancel()
 		if err == nil && ok(info) {
 			return info

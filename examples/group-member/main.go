@@ -76,16 +76,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "published %d jobs\n", *produce)
 	}
 
-	gs, err := c.SubscribeGroup(ctx, name, *group, client.Member(*member), client.Window(*window), client.Heartbeat(*heartbeat))
+	m, err := c.Group(name, *group).Subscribe(ctx, client.Member(*member), client.Window(*window), client.Heartbeat(*heartbeat))
 	if err != nil {
 		return err
 	}
-	defer gs.Close() // leaving at once hands our shards to the others
-	fmt.Fprintf(out, "%s joined %s: shards %v\n", *member, *group, gs.Assignment().Shards)
+	defer m.Close() // leaving at once hands our shards to the others
+	fmt.Fprintf(out, "%s joined %s: shards %v\n", *member, *group, m.Assignment().Shards)
 
 	processed := 0
 	for *count == 0 || processed < *count {
-		d, err := gs.Next(ctx)
+		d, err := m.Next(ctx)
 		if err != nil {
 			return err
 		}
@@ -95,9 +95,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			// visibility timeout lapsed): processing must be idempotent.
 			fmt.Fprintf(out, "shard %d offset %d attempt %d: %s\n", r.Shard, r.Offset, r.Attempts, r.Payload)
 		}
-		// Ack after the work, never before: one call returns the credit
-		// and commits the records durably.
-		if err := gs.Ack(ctx, d.Cursor, len(d.Records)); err != nil {
+		// Ack after the work, never before: one call commits the records
+		// durably, and only then returns their credit.
+		if err := m.Ack(ctx, d); err != nil {
 			return err
 		}
 		processed += len(d.Records)

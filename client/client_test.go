@@ -256,7 +256,7 @@ func TestClosePendingCalls(t *testing.T) {
 	errs := make(chan error, 3)
 	go func() { _, err := c.DescribeStream(ctx, name); errs <- err }()
 	go func() { _, err := c.Publish(ctx, name, []byte("x")); errs <- err }()
-	go func() { _, err := c.Subscribe(ctx, name, OnShard(0)); errs <- err }()
+	go func() { _, err := c.Subscribe(ctx, name, WithShard(0)); errs <- err }()
 	for range 3 {
 		<-started
 	}

@@ -15,7 +15,7 @@
 //	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
 //	_, err = c.CreateStream(ctx, orders, client.StreamConfig{Shards: 4, Durable: true})
 //	ack, err := c.Publish(ctx, orders, []byte("hello"), client.WithKey([]byte("customer-7")))
-//	sub, err := c.Subscribe(ctx, orders, client.FromEarliest()) // every shard, merged
+//	sub, err := c.Subscribe(ctx, orders, client.WithStartEarliest()) // every shard, merged
 //	ev, err := sub.Next(ctx)
 //	page, err := c.Read(ctx, orders, ack.Shard, ack.Offset, client.ReadToTail)
 //
@@ -51,12 +51,12 @@
 // # Reading
 //
 // Subscribe pushes records as they are written: a Subscription of one shard
-// (OnShard) or of every shard of a stream, merged, each shard in offset
+// (WithShard) or of every shard of a stream, merged, each shard in offset
 // order, each offset at most once. It keeps a bounded number of received
 // frames per shard; past that it stops reading the shard's QUIC stream and
 // flow control pushes back to the node. A subscription that falls behind
 // its queue on a durable stream is ended by the node with a *LaggedError;
-// with AutoResume it resubscribes there by itself.
+// with WithAutoResume it resubscribes there by itself.
 //
 // Read reads one page of a shard's committed records from an offset,
 // without subscribing.
@@ -68,14 +68,14 @@
 // c.Group(stream, name). Pull consumers claim records of one shard with
 // Poll and settle them with Ack or Nack (each returns how many records the
 // node settled); push members join with Subscribe, are assigned shards by
-// the node, receive Deliveries within their credit window (Window) and Ack
-// each Delivery, which commits its records and, once that is durable,
+// the node, receive Deliveries within their credit window (WithWindow) and
+// Ack each Delivery, which commits its records and, once that is durable,
 // returns their credit. A claim not settled within the group's visibility
 // timeout is delivered again; after the group's maximum of attempts the
 // record becomes a dead letter (DeadLetters, Redrive, Discard). A push
 // member that sends nothing for the session timeout is removed; the
-// GroupMember heartbeats by itself (Heartbeat). Describe shows a group's
-// cursors, claims and members:
+// GroupMember heartbeats by itself (WithHeartbeat). Describe shows a
+// group's cursors, claims and members:
 //
 //	g := c.Group(orders, "fulfilment")
 //	recs, err := g.Poll(ctx, 0, 32, 5*time.Second)
@@ -83,6 +83,17 @@
 //	m, err := g.Subscribe(ctx)
 //	d, err := m.Next(ctx)
 //	err = m.Ack(ctx, d)
+//
+// # Options and headers
+//
+// Every optional setting is a functional option named WithX, typed for the
+// call it configures: Option for Dial (WithCAFile, WithToken, ...),
+// PublishOption for every publishing call (WithAck, WithKey, WithHeaders),
+// SubscribeOption (WithShard, WithStartOffset, ...), ReadOption
+// (WithMaxRecords, WithMaxBytes) and GroupSubscribeOption (WithWindow,
+// WithMember, ...). A record's headers are Headers, an ordered list of
+// Header, both on the way in (WithHeaders) and on the way out
+// (Event.Headers, GroupRecord.Headers).
 //
 // # Errors
 //

@@ -168,7 +168,7 @@ var ErrSubscriptionClosed = errors.New("herald: subscription closed")
 // subscription because it fell behind its queue (the stream's overflow
 // policy dropped a batch for it, on a durable stream). The events before
 // ResumeFrom were delivered; subscribe to Shard again from ResumeFrom to
-// continue without a gap, or use AutoResume to have the subscription do it.
+// continue without a gap, or use WithAutoResume to have the subscription do it.
 // It unwraps to the node's *Error (ErrLagged).
 type LaggedError struct {
 	// Shard is the shard whose subscription ended.

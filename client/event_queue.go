@@ -17,9 +17,9 @@ type Event struct {
 	Timestamp time.Time
 	// Key is the record's key (nil when it has none).
 	Key []byte
-	// Headers are the record's headers (nil when it has none); a name
-	// repeated in the record keeps its last value.
-	Headers map[string][]byte
+	// Headers are the record's headers, in the order they were published
+	// (nil when it has none).
+	Headers Headers
 	// Payload is the record's payload.
 	Payload []byte
 	// Trace is the span context of the consumer span Next recorded for a
@@ -148,11 +148,6 @@ func eventOf(v *wire.BatchView, off uint64, rec *wire.Record) Event {
 	if len(ev.Key) == 0 {
 		ev.Key = nil
 	}
-	if len(rec.Headers) > 0 {
-		ev.Headers = make(map[string][]byte, len(rec.Headers))
-		for _, h := range rec.Headers {
-			ev.Headers[h.Key] = h.Value
-		}
-	}
+	ev.Headers = headersOf(rec.Headers)
 	return ev
 }

@@ -75,8 +75,8 @@ func ExampleGroup_Subscribe() {
 	defer c.Close()
 
 	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
-	m, err := c.Group(orders, "live").Subscribe(ctx, client.Window(100), client.MaxPerPush(50),
-		client.Member("m1"), client.Heartbeat(10*time.Second))
+	m, err := c.Group(orders, "live").Subscribe(ctx, client.WithWindow(100), client.WithMaxPerPush(50),
+		client.WithMember("m1"), client.WithHeartbeat(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func ExampleClient() {
 		}
 	}
 
-	sub, err := c.Subscribe(ctx, orders, client.OnShard(first.Shard), client.FromOffset(first.Offset))
+	sub, err := c.Subscribe(ctx, orders, client.WithShard(first.Shard), client.WithStartOffset(first.Offset))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func ExampleClient_PublishIf() {
 
 	game := client.StreamName{Tenant: "acme", Namespace: "games", Stream: "match-7"}
 	next := uint64(0)
-	res, err := c.PublishIf(ctx, game, nil, [][]byte{[]byte("tick 120")}, next)
+	res, err := c.PublishIf(ctx, game, [][]byte{[]byte("tick 120")}, next)
 	switch {
 	case err != nil:
 		log.Fatal(err) // the outcome may be unknown: read the shard at next to find out
@@ -99,11 +99,11 @@ func ExampleProducer() {
 	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
 	p := c.NewProducer(orders, 42)
 	key, payloads := []byte("customer-7"), [][]byte{[]byte("order 1")}
-	ack, err := p.Publish(ctx, key, payloads)
+	ack, err := p.Publish(ctx, payloads, client.WithKey(key))
 	var pe *client.ProducerError
 	if errors.As(err, &pe) {
 		// Same payloads, same sequence: written at most once.
-		ack, err = p.PublishSequence(ctx, key, pe.Sequence, payloads)
+		ack, err = p.PublishSequence(ctx, pe.Sequence, payloads, client.WithKey(key))
 	}
 	if err != nil {
 		log.Fatal(err)
@@ -122,7 +122,7 @@ func ExampleClient_Read() {
 
 	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
 	for next := uint64(0); ; {
-		page, err := c.Read(ctx, orders, 0, next, client.ReadToTail, client.ReadMaxRecords(100))
+		page, err := c.Read(ctx, orders, 0, next, client.ReadToTail, client.WithMaxRecords(100))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -148,8 +148,8 @@ func ExampleClient_Subscribe() {
 
 	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
 	// Resume shards 0 and 1 where the application left them; others from now.
-	sub, err := c.Subscribe(ctx, orders, client.FromLatest(),
-		client.FromOffsets(map[uint32]uint64{0: 1200, 1: 877}), client.AutoResume())
+	sub, err := c.Subscribe(ctx, orders, client.WithStartLatest(),
+		client.WithStartOffsets(map[uint32]uint64{0: 1200, 1: 877}), client.WithAutoResume())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultGroupWindow is a group member's credit window, in records, unless
-// Window says otherwise.
+// WithWindow says otherwise.
 const DefaultGroupWindow = 100
 
 // GroupSubscribeOption configures Group.Subscribe.
@@ -28,30 +28,32 @@ type groupSubscribeOptions struct {
 	clock clock
 }
 
-// Member joins the group as member id (1-64 bytes of [A-Za-z0-9._-]).
+// WithMember joins the group as member id (1-64 bytes of [A-Za-z0-9._-]).
 // Without it the node names the member; Assignment().Member says the name.
-func Member(id string) GroupSubscribeOption {
+func WithMember(id string) GroupSubscribeOption {
 	return func(o *groupSubscribeOptions) { o.member = id }
 }
 
-// Window asks for a credit window of n records: the node pushes at most n
-// records the member has not acked (default DefaultGroupWindow; n must be
+// WithWindow asks for a credit window of n records: the node pushes at most
+// n records the member has not acked (default DefaultGroupWindow; n must be
 // positive; the node caps it). Assignment().Window is the grant.
-func Window(n int) GroupSubscribeOption { return func(o *groupSubscribeOptions) { o.window = n } }
+func WithWindow(n int) GroupSubscribeOption {
+	return func(o *groupSubscribeOptions) { o.window = n }
+}
 
-// MaxPerPush asks for at most n records per Delivery (default 0: as many
-// as the window allows; the node caps it at the window).
-func MaxPerPush(n int) GroupSubscribeOption {
+// WithMaxPerPush asks for at most n records per Delivery (default 0: as
+// many as the window allows; the node caps it at the window).
+func WithMaxPerPush(n int) GroupSubscribeOption {
 	return func(o *groupSubscribeOptions) { o.maxPerPush = n }
 }
 
-// Heartbeat sets how long the member may send nothing before the
-// GroupMember sends a heartbeat by itself, so the node does not
-// expire the member while the application works on its records. Acks count
-// as heartbeats. The default (d == 0) is a third of the session timeout the
+// WithHeartbeat sets how long the member may send nothing before the
+// GroupMember sends a heartbeat by itself, so the node does not expire the
+// member while the application works on its records. Acks count as
+// heartbeats. The default (d == 0) is a third of the session timeout the
 // node grants (Assignment().Session); d < 0 turns automatic heartbeats off,
-// and the member must then Ack within the session timeout.
-func Heartbeat(d time.Duration) GroupSubscribeOption {
+// and the member must then Ack or Heartbeat within the session timeout.
+func WithHeartbeat(d time.Duration) GroupSubscribeOption {
 	return func(o *groupSubscribeOptions) { o.heartbeat = d }
 }
 
@@ -115,8 +117,8 @@ type GroupMember struct {
 // Subscribe joins the group as a push member and returns once the node
 // accepted (Assignment says what it was given) or refused it
 // (ErrStreamNotFound, ErrStreamNotDurable, ErrInvalidRequest, ...). ctx
-// bounds only that wait. A bad stream, group or member name, a Window below
-// 1, a negative MaxPerPush, or a node without consumer groups fail with
+// bounds only that wait. A bad stream, group or member name, a WithWindow
+// below 1, a negative WithMaxPerPush, or a node without consumer groups fail with
 // ErrInvalidStreamName or ErrInvalidRequest before anything is sent.
 func (g *Group) Subscribe(ctx context.Context, opts ...GroupSubscribeOption) (*GroupMember, error) {
 	c, name, group := g.c, g.stream, g.name
@@ -293,7 +295,7 @@ func (m *GroupMember) Ack(ctx context.Context, d Delivery) error {
 // Heartbeat tells the node the member is alive without acking anything (an
 // empty ack), and refreshes Assignment from the answer: a rebalance shows
 // there once a heartbeat or an Ack is answered. The member heartbeats by
-// itself (the Heartbeat option); call Heartbeat to learn of a rebalance sooner. It
+// itself (WithHeartbeat); call Heartbeat to learn of a rebalance sooner. It
 // blocks until the node answers; errors as Ack.
 func (m *GroupMember) Heartbeat(ctx context.Context) error {
 	return m.ack(ctx, nil, 0)

@@ -27,7 +27,7 @@ func (*heartbeatDue) IgnoreDeadLetterLogging()            {}
 type groupSubscriptionInit struct {
 	// join is the GroupSubscribe to send (its request id is set when sent).
 	join wire.GroupSubscribe
-	// heartbeat is the asked heartbeat interval (Heartbeat; 0: default,
+	// heartbeat is the asked heartbeat interval (WithHeartbeat; 0: default,
 	// negative: none).
 	heartbeat time.Duration
 	// clock times the heartbeats.

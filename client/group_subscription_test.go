@@ -172,7 +172,7 @@ func TestGroupSubscribe(t *testing.T) {
 	c := srv.dial(t)
 	ctx := testCtx(t)
 
-	gs, err := c.Group(orders, "live").Subscribe(ctx, Window(100), MaxPerPush(50), Member("m1"), Heartbeat(-1))
+	gs, err := c.Group(orders, "live").Subscribe(ctx, WithWindow(100), WithMaxPerPush(50), WithMember("m1"), WithHeartbeat(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestGroupAcksPipelined(t *testing.T) {
 	c := srv.dial(t)
 	ctx := testCtx(t)
 
-	gs, err := c.Group(orders, "live").Subscribe(ctx, Heartbeat(-1))
+	gs, err := c.Group(orders, "live").Subscribe(ctx, WithHeartbeat(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,10 +351,10 @@ func TestGroupSubscribeRefused(t *testing.T) {
 	(<-peers).waitClosed()
 
 	for _, bad := range [][]GroupSubscribeOption{
-		{Window(-1)},
-		{Window(0)},
-		{MaxPerPush(-1)},
-		{Member("no spaces")},
+		{WithWindow(-1)},
+		{WithWindow(0)},
+		{WithMaxPerPush(-1)},
+		{WithMember("no spaces")},
 	} {
 		if _, err := c.Group(orders, "live").Subscribe(ctx, bad...); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("Subscribe with a bad option: %v, want ErrInvalidRequest", err)
@@ -434,7 +434,7 @@ func TestGroupHeartbeat(t *testing.T) {
 	t0 := clk.Now()
 	withClock := func(o *groupSubscribeOptions) { o.clock = clk }
 
-	gs, err := c.Group(orders, "live").Subscribe(ctx, Heartbeat(10*time.Second), withClock)
+	gs, err := c.Group(orders, "live").Subscribe(ctx, WithHeartbeat(10*time.Second), withClock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -611,7 +611,7 @@ func TestGroupStreamEndedByNode(t *testing.T) {
 			srv.start()
 			c := srv.dial(t)
 			ctx := testCtx(t)
-			gs, err := c.Group(orders, "live").Subscribe(ctx, Heartbeat(-1))
+			gs, err := c.Group(orders, "live").Subscribe(ctx, WithHeartbeat(-1))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -626,7 +626,7 @@ func TestGroupStreamEndedByNode(t *testing.T) {
 			}
 			p.waitClosed()
 			// The connection is fine.
-			if _, err := c.Group(orders, "live").Subscribe(ctx, Heartbeat(-1)); err != nil {
+			if _, err := c.Group(orders, "live").Subscribe(ctx, WithHeartbeat(-1)); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -63,9 +63,9 @@ type GroupRecord struct {
 	Timestamp time.Time
 	// Key is the record's key (nil when it has none).
 	Key []byte
-	// Headers are the record's headers (nil when it has none); a name
-	// repeated in the record keeps its last value.
-	Headers map[string][]byte
+	// Headers are the record's headers, in the order they were published
+	// (nil when it has none).
+	Headers Headers
 	// Payload is the record's payload.
 	Payload []byte
 }

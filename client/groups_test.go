@@ -23,7 +23,7 @@ func groupRec(shard uint32, off uint64, attempts uint32) wire.GroupRecord {
 func checkGroupRecord(t *testing.T, r GroupRecord, shard uint32, off uint64, attempts uint32) {
 	t.Helper()
 	if r.Shard != shard || r.Offset != off || r.Attempts != attempts || r.Timestamp.UnixNano() != groupTS ||
-		string(r.Key) != "key" || string(r.Headers["h"]) != "v" || string(r.Payload) != fmt.Sprint("p", off) {
+		string(r.Key) != "key" || string(r.Headers.Get("h")) != "v" || string(r.Payload) != fmt.Sprint("p", off) {
 		t.Fatalf("record = %+v, want shard %d offset %d attempts %d", r, shard, off, attempts)
 	}
 }

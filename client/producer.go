@@ -69,12 +69,11 @@ func (p *Producer) SetSequence(shard uint32, last uint64) {
 	p.mu.last[shard] = last
 }
 
-// Publish publishes payloads, with key as every record's key and routing
-// key, as one batch numbered with the next sequence of the key's shard, and
-// waits for the ack. An ack with Duplicate set means the node had written
-// the batch already. opts may set headers; the ack mode is always
-// AckPerBatch (another one is ErrInvalidRequest) and WithKey is overridden
-// by key.
+// Publish publishes payloads as one batch numbered with the next sequence
+// of its shard, and waits for the ack. An ack with Duplicate set means the
+// node had written the batch already. opts are a publish's: WithKey routes
+// the batch and keys its records, WithHeaders adds headers; the ack mode is
+// always AckPerBatch (another one is ErrInvalidRequest).
 //
 // An error that is not a *ProducerError means nothing was sent and no
 // sequence was used. A *ProducerError carries the batch's shard and
@@ -89,24 +88,26 @@ func (p *Producer) SetSequence(shard uint32, last uint64) {
 // A keyed publish needs the stream to exist: the producer must know the
 // key's shard to number it. An unkeyed one goes to shard 0, and may
 // auto-create the stream on a node that does that.
-func (p *Producer) Publish(ctx context.Context, key []byte, payloads [][]byte, opts ...PublishOption) (PublishAck, error) {
-	return p.publish(ctx, key, 0, payloads, opts)
+func (p *Producer) Publish(ctx context.Context, payloads [][]byte, opts ...PublishOption) (PublishAck, error) {
+	return p.publish(ctx, 0, payloads, opts)
 }
 
 // PublishSequence publishes payloads like Publish, but numbered seq (at
 // least 1): to re-send a batch whose outcome is unknown, after a lost ack or
-// an application restart. If seq is above Sequence(shard) it becomes the
-// last sequence used. It does not re-send on a stale shard description.
-func (p *Producer) PublishSequence(ctx context.Context, key []byte, seq uint64, payloads [][]byte, opts ...PublishOption) (PublishAck, error) {
+// an application restart, with the same options (the same WithKey, so that
+// it goes to the same shard). If seq is above the shard's Sequence it
+// becomes the last sequence used. It does not re-send on a stale shard
+// description.
+func (p *Producer) PublishSequence(ctx context.Context, seq uint64, payloads [][]byte, opts ...PublishOption) (PublishAck, error) {
 	if seq == 0 {
 		return PublishAck{}, wire.Errorf(wire.CodeInvalidRequest, "sequences start at 1")
 	}
-	return p.publish(ctx, key, seq, payloads, opts)
+	return p.publish(ctx, seq, payloads, opts)
 }
 
 // publish numbers (with seq, or the next sequence when seq is 0), sends
 // and waits for one idempotent publish.
-func (p *Producer) publish(ctx context.Context, key []byte, seq uint64, payloads [][]byte, opts []PublishOption) (PublishAck, error) {
+func (p *Producer) publish(ctx context.Context, seq uint64, payloads [][]byte, opts []PublishOption) (PublishAck, error) {
 	c := p.c
 	if err := c.usable(); err != nil {
 		return PublishAck{}, err
@@ -117,11 +118,8 @@ func (p *Producer) publish(ctx context.Context, key []byte, seq uint64, payloads
 	if err := p.name.Validate(); err != nil {
 		return PublishAck{}, err
 	}
-	o := publishOptions{ack: AckPerBatch}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	o.key = key
+	o := publishOptionsOf(opts)
+	key := o.key
 	if err := checkPublish(payloads, &o, publishSpec{idempotent: true}); err != nil {
 		return PublishAck{}, err
 	}

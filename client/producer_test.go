@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -118,7 +119,7 @@ func TestPublishIf(t *testing.T) {
 	ctx := testCtx(t)
 	key := keyFor(t, 2, 4, wire.RoutingHash)
 
-	res, err := c.PublishIf(ctx, orders, key, [][]byte{[]byte("a"), []byte("b")}, 0)
+	res, err := c.PublishIf(ctx, orders, [][]byte{[]byte("a"), []byte("b")}, 0, WithKey(key))
 	if err != nil || res != (ConditionalResult{Written: true, Shard: 2, Offset: 0}) {
 		t.Fatalf("first conditional publish = %+v, %v", res, err)
 	}
@@ -126,12 +127,12 @@ func TestPublishIf(t *testing.T) {
 		t.Fatalf("frame = %+v", p)
 	}
 	// A writer that expects the old tail is refused with the new one.
-	res, err = c.PublishIf(ctx, orders, key, [][]byte{[]byte("c")}, 0)
+	res, err = c.PublishIf(ctx, orders, [][]byte{[]byte("c")}, 0, WithKey(key))
 	if err != nil || res != (ConditionalResult{Written: false, Shard: 2, Tail: 2}) {
 		t.Fatalf("stale conditional publish = %+v, %v", res, err)
 	}
 	// The refusal consumed no offset.
-	res, err = c.PublishIf(ctx, orders, key, [][]byte{[]byte("c")}, res.Tail)
+	res, err = c.PublishIf(ctx, orders, [][]byte{[]byte("c")}, res.Tail, WithKey(key))
 	if err != nil || !res.Written || res.Offset != 2 {
 		t.Fatalf("conditional publish at the tail = %+v, %v", res, err)
 	}
@@ -139,8 +140,30 @@ func TestPublishIf(t *testing.T) {
 	node.mu.Lock()
 	node.mu.refuse = wire.Errorf(wire.CodeInvalidRequest, "conditional publishes need a durable stream")
 	node.mu.Unlock()
-	if _, err := c.PublishIf(ctx, orders, key, [][]byte{[]byte("d")}, 3); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := c.PublishIf(ctx, orders, [][]byte{[]byte("d")}, 3, WithKey(key)); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("refused conditional publish: %v, want ErrInvalidRequest", err)
+	}
+	// Headers are an option as for every publish; without WithKey the batch
+	// goes to shard 0, unkeyed.
+	res, err = c.PublishIf(ctx, orders, [][]byte{[]byte("e")}, 0, WithHeaders(Header{Key: "h", Value: []byte("v")}))
+	if err != nil || res != (ConditionalResult{Written: true, Shard: 0, Offset: 0}) {
+		t.Fatalf("unkeyed conditional publish = %+v, %v", res, err)
+	}
+	var rec wire.Record
+	if p := node.last(); len(p.Key) != 0 || !wire.NewRecordIter(p.Records).Next(&rec) || len(rec.Key) != 0 || fmt.Sprintf("%s", rec.Headers) != "[{h v}]" {
+		t.Fatalf("unkeyed conditional frame = %+v, record %+v", p, rec)
+	}
+	// A conditional publish is one acked batch.
+	node.mu.Lock()
+	frames := len(node.mu.frames)
+	node.mu.Unlock()
+	if _, err := c.PublishIf(ctx, orders, [][]byte{[]byte("f")}, 1, WithKey(key), WithAck(AckNone)); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("conditional publish with AckNone: %v, want ErrInvalidRequest", err)
+	}
+	node.mu.Lock()
+	defer node.mu.Unlock()
+	if len(node.mu.frames) != frames {
+		t.Fatal("a conditional publish with AckNone was sent")
 	}
 }
 
@@ -156,7 +179,7 @@ func TestProducerSequences(t *testing.T) {
 
 	publish := func(key []byte, payload string) PublishAck {
 		t.Helper()
-		ack, err := p.Publish(ctx, key, [][]byte{[]byte(payload)}, WithHeaders(map[string]string{"h": "v"}))
+		ack, err := p.Publish(ctx, [][]byte{[]byte(payload)}, WithKey(key), WithHeaders(Header{Key: "h", Value: []byte("v")}))
 		if err != nil {
 			t.Fatalf("Publish %s: %v", payload, err)
 		}
@@ -183,17 +206,17 @@ func TestProducerSequences(t *testing.T) {
 		waitFor(t, "the publish to be in flight", func() bool { return c.shardPublishStats(t, orders, 1).inflight == 1 })
 		cancel()
 	}()
-	_, err := p.Publish(short, ka, [][]byte{[]byte("a3")})
+	_, err := p.Publish(short, [][]byte{[]byte("a3")}, WithKey(ka))
 	var pe *ProducerError
 	if !errors.As(err, &pe) || pe.Shard != 1 || pe.Sequence != 3 || !errors.Is(err, context.Canceled) {
 		t.Fatalf("publish with a lost ack: %v, want a *ProducerError for sequence 3 on shard 1", err)
 	}
-	ack, err := p.PublishSequence(ctx, ka, pe.Sequence, [][]byte{[]byte("a3")})
+	ack, err := p.PublishSequence(ctx, pe.Sequence, [][]byte{[]byte("a3")}, WithKey(ka))
 	if err != nil || !ack.Duplicate || ack.Shard != 1 || ack.Offset != a2.Offset+1 {
 		t.Fatalf("re-send = %+v, %v; want a duplicate at offset %d", ack, err, a2.Offset+1)
 	}
 	// An older written sequence too.
-	if ack, err := p.PublishSequence(ctx, ka, 2, [][]byte{[]byte("a2")}); err != nil || !ack.Duplicate || ack.Offset != a2.Offset {
+	if ack, err := p.PublishSequence(ctx, 2, [][]byte{[]byte("a2")}, WithKey(ka)); err != nil || !ack.Duplicate || ack.Offset != a2.Offset {
 		t.Fatalf("re-send of sequence 2 = %+v, %v", ack, err)
 	}
 	if p.Sequence(1) != 3 {
@@ -204,14 +227,14 @@ func TestProducerSequences(t *testing.T) {
 	// picks up from the restored sequence.
 	p2 := c.NewProducer(orders, 77)
 	p2.SetSequence(1, 3)
-	if ack, err := p2.Publish(ctx, ka, [][]byte{[]byte("a4")}); err != nil || ack.Duplicate || node.last().Sequence != 4 {
+	if ack, err := p2.Publish(ctx, [][]byte{[]byte("a4")}, WithKey(ka)); err != nil || ack.Duplicate || node.last().Sequence != 4 {
 		t.Fatalf("publish after SetSequence = %+v, %v (sequence %d)", ack, err, node.last().Sequence)
 	}
 
 	// A gap: the node expects an earlier sequence; nothing was written and
 	// the producer numbers the next publish from what the node expects.
 	p2.SetSequence(3, 5)
-	_, err = p2.Publish(ctx, kb, [][]byte{[]byte("b?")})
+	_, err = p2.Publish(ctx, [][]byte{[]byte("b?")}, WithKey(kb))
 	if !errors.As(err, &pe) || pe.Sequence != 6 || !errors.Is(err, ErrSequenceGap) {
 		t.Fatalf("publish past a gap: %v, want ErrSequenceGap for sequence 6", err)
 	}
@@ -219,7 +242,7 @@ func TestProducerSequences(t *testing.T) {
 	if errors.As(err, &we); we.Detail != 2 || p2.Sequence(3) != 1 {
 		t.Fatalf("gap detail %d, sequence now %d; want 2 and 1", we.Detail, p2.Sequence(3))
 	}
-	if ack, err := p2.Publish(ctx, kb, [][]byte{[]byte("b2")}); err != nil || node.last().Sequence != 2 || ack.Shard != 3 {
+	if ack, err := p2.Publish(ctx, [][]byte{[]byte("b2")}, WithKey(kb)); err != nil || node.last().Sequence != 2 || ack.Shard != 3 {
 		t.Fatalf("publish after the gap = %+v, %v", ack, err)
 	}
 
@@ -227,15 +250,15 @@ func TestProducerSequences(t *testing.T) {
 	node.mu.Lock()
 	node.mu.refuse = wire.Errorf(wire.CodePermissionDenied, "no")
 	node.mu.Unlock()
-	if _, err := p2.Publish(ctx, kb, [][]byte{[]byte("b3")}); !errors.Is(err, ErrPermissionDenied) || p2.Sequence(3) != 2 {
+	if _, err := p2.Publish(ctx, [][]byte{[]byte("b3")}, WithKey(kb)); !errors.Is(err, ErrPermissionDenied) || p2.Sequence(3) != 2 {
 		t.Fatalf("refused publish: %v, sequence %d; want ErrPermissionDenied and 2", err, p2.Sequence(3))
 	}
 
 	// Producers publish one acked batch.
-	if _, err := p.Publish(ctx, ka, [][]byte{[]byte("x")}, WithAck(AckNone)); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := p.Publish(ctx, [][]byte{[]byte("x")}, WithKey(ka), WithAck(AckNone)); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("AckNone producer publish: %v", err)
 	}
-	if _, err := p.PublishSequence(ctx, ka, 0, [][]byte{[]byte("x")}); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := p.PublishSequence(ctx, 0, [][]byte{[]byte("x")}, WithKey(ka)); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("sequence 0: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
-	"sort"
 	"sync"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -44,7 +43,8 @@ type PublishAck struct {
 	Duplicate bool
 }
 
-// PublishOption configures a publish.
+// PublishOption configures a publish: Publish, PublishBatch, PublishAsync,
+// PublishIf and a Producer's publishes all take the same options.
 type PublishOption func(*publishOptions)
 
 // publishOptions is what the PublishOptions set.
@@ -54,7 +54,9 @@ type publishOptions struct {
 	headers []wire.RecordHeader
 }
 
-// WithAck sets the ack mode (default AckPerBatch).
+// WithAck sets the ack mode (default AckPerBatch). Conditional and
+// idempotent publishes are always AckPerBatch; another mode fails them with
+// ErrInvalidRequest.
 func WithAck(m AckMode) PublishOption { return func(o *publishOptions) { o.ack = m } }
 
 // WithKey routes the publish by key (records with one key go to one shard,
@@ -62,18 +64,24 @@ func WithAck(m AckMode) PublishOption { return func(o *publishOptions) { o.ack =
 // a key the records go to shard 0.
 func WithKey(key []byte) PublishOption { return func(o *publishOptions) { o.key = key } }
 
-// WithHeaders adds the headers to every record, in key order.
-func WithHeaders(h map[string]string) PublishOption {
+// WithHeaders adds h to every record's headers, in order, after those of
+// earlier WithHeaders options. A header named TraceHeader is replaced by the
+// publish span's trace context when the publish is traced.
+func WithHeaders(h ...Header) PublishOption {
 	return func(o *publishOptions) {
-		keys := make([]string, 0, len(h))
-		for k := range h {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			o.headers = append(o.headers, wire.RecordHeader{Key: k, Value: []byte(h[k])})
+		for _, x := range h {
+			o.headers = append(o.headers, wire.RecordHeader(x))
 		}
 	}
+}
+
+// publishOptionsOf applies opts over the defaults.
+func publishOptionsOf(opts []PublishOption) publishOptions {
+	o := publishOptions{ack: AckPerBatch}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }
 
 // publishSpec is what a publish carries beyond its options: a conditional
@@ -103,10 +111,7 @@ func (c *Client) Publish(ctx context.Context, name StreamName, payload []byte, o
 // an AckPerBatch publish with ErrInvalidShard or ErrStreamNotFound, nothing
 // was written: the client describes the stream again and re-sends once.
 func (c *Client) PublishBatch(ctx context.Context, name StreamName, payloads [][]byte, opts ...PublishOption) (PublishAck, error) {
-	o := publishOptions{ack: AckPerBatch}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := publishOptionsOf(opts)
 	res := c.publishSync(ctx, name, payloads, &o, publishSpec{})
 	return res.ack, res.err
 }
@@ -153,10 +158,7 @@ func (c *Client) publishSync(ctx context.Context, name StreamName, payloads [][]
 // the future fails with that error, and the client drops its cached
 // description so that the next publish describes the stream again.
 func (c *Client) PublishAsync(ctx context.Context, name StreamName, payloads [][]byte, opts ...PublishOption) (*PublishFuture, error) {
-	o := publishOptions{ack: AckPerBatch}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := publishOptionsOf(opts)
 	f, _, err := c.publishAsync(ctx, name, payloads, &o, publishSpec{})
 	return f, err
 }
@@ -303,22 +305,24 @@ type ConditionalResult struct {
 	Tail uint64
 }
 
-// PublishIf publishes payloads with key as one batch, written only if the
-// key's shard's tail (the offset the batch would start at) is
+// PublishIf publishes payloads as one batch, written only if the tail of
+// the shard it goes to (the offset the batch would start at) is
 // expectedOffset. The node checks it where it assigns offsets, so of two
-// writers expecting the same offset exactly one is written. A refusal is a
-// result with Written false and Tail set, and a nil error; it consumes no
-// offset. Other failures are errors; conditional publishes need a durable
-// stream (ErrInvalidRequest otherwise).
+// writers expecting the same offset exactly one is written. WithKey routes
+// the batch (as for PublishBatch; without a key it goes to shard 0) and
+// WithHeaders adds headers; the ack mode is AckPerBatch (another WithAck is
+// ErrInvalidRequest). A refusal is a result with Written false and Tail set,
+// and a nil error; it consumes no offset. Other failures are errors;
+// conditional publishes need a durable stream (ErrInvalidRequest otherwise).
 //
 // If the outcome is unknown (the connection failed, or ctx ended after the
 // publish was sent), do not re-send blindly: a re-send would be refused by
 // your own write. Read the shard at expectedOffset to see whether it landed.
-func (c *Client) PublishIf(ctx context.Context, name StreamName, key []byte, payloads [][]byte, expectedOffset uint64) (ConditionalResult, error) {
+func (c *Client) PublishIf(ctx context.Context, name StreamName, payloads [][]byte, expectedOffset uint64, opts ...PublishOption) (ConditionalResult, error) {
 	if c.s.welcome.Features&wire.FeaturePublishConditional == 0 {
 		return ConditionalResult{}, wire.Errorf(wire.CodeInvalidRequest, "the node does not support conditional publishes")
 	}
-	o := publishOptions{ack: AckPerBatch, key: key}
+	o := publishOptionsOf(opts)
 	res := c.publishSync(ctx, name, payloads, &o, publishSpec{conditional: true, expected: expectedOffset})
 	if res.err != nil {
 		var we *wire.Error

@@ -19,14 +19,14 @@ type readOptions struct {
 	maxBytes   uint32
 }
 
-// ReadMaxRecords caps the page at n records (n <= 0: the node's cap).
-func ReadMaxRecords(n int) ReadOption {
+// WithMaxRecords caps the page at n records (n <= 0: the node's cap).
+func WithMaxRecords(n int) ReadOption {
 	return func(o *readOptions) { o.maxRecords = clampUint32(n) }
 }
 
-// ReadMaxBytes caps the page at about n record bytes (n <= 0: the node's
+// WithMaxBytes caps the page at about n record bytes (n <= 0: the node's
 // cap). The node returns whole batches, so a page may hold somewhat more.
-func ReadMaxBytes(n int) ReadOption {
+func WithMaxBytes(n int) ReadOption {
 	return func(o *readOptions) { o.maxBytes = clampUint32(n) }
 }
 
@@ -55,8 +55,8 @@ type ReadPage struct {
 }
 
 // Read reads one page of shard's committed records of name in [start, end)
-// (end may be ReadToTail), capped by the node's limits or by ReadMaxRecords
-// and ReadMaxBytes. It never waits for records to arrive and registers
+// (end may be ReadToTail), capped by the node's limits or by WithMaxRecords
+// and WithMaxBytes. It never waits for records to arrive and registers
 // nothing with the shard: it is a request and an answer on the control
 // stream. Read the next page from page.Next; stop when page.Next reaches end
 // or page.Tail. A start below the shard's first retained offset, or beyond

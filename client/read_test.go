@@ -32,7 +32,7 @@ func TestRead(t *testing.T) {
 	c := srv.dial(t)
 	ctx := testCtx(t)
 
-	page, err := c.Read(ctx, orders, 2, 5, ReadToTail, ReadMaxRecords(4), ReadMaxBytes(1<<20))
+	page, err := c.Read(ctx, orders, 2, 5, ReadToTail, WithMaxRecords(4), WithMaxBytes(1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestRead(t *testing.T) {
 	}
 	for i, ev := range page.Records {
 		want := uint64(5 + i)
-		if ev.Shard != 2 || ev.Offset != want || string(ev.Payload) != fmt.Sprint("p", want) || string(ev.Headers["h"]) != "v" {
+		if ev.Shard != 2 || ev.Offset != want || string(ev.Payload) != fmt.Sprint("p", want) || string(ev.Headers.Get("h")) != "v" {
 			t.Fatalf("record %d = %+v, want offset %d", i, ev, want)
 		}
 	}

@@ -39,7 +39,7 @@ type Overflow = wire.Overflow
 const (
 	// OverflowDropNew (the default): the subscriber misses the arriving
 	// batch. On a durable stream its subscription ends with a *LaggedError
-	// (see AutoResume); on an ephemeral one it sees an offset gap.
+	// (see WithAutoResume); on an ephemeral one it sees an offset gap.
 	OverflowDropNew = wire.OverflowDropNew
 	// OverflowDropOld: the oldest queued batch is dropped instead.
 	OverflowDropOld = wire.OverflowDropOld

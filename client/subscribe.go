@@ -21,9 +21,9 @@ type subscribeOptions struct {
 	// the shard.
 	start  wire.StartKind
 	offset uint64
-	// offsets are per-shard start offsets (FromOffsets).
+	// offsets are per-shard start offsets (WithStartOffsets).
 	offsets map[uint32]uint64
-	// oneShard is set by OnShard; shard is then the only shard.
+	// oneShard is set by WithShard; shard is then the only shard.
 	oneShard bool
 	shard    uint32
 	queue    uint32
@@ -31,55 +31,58 @@ type subscribeOptions struct {
 	autoResume bool
 }
 
-// FromEarliest starts every subscribed shard at its first retained record
-// (the default).
-func FromEarliest() SubscribeOption {
+// WithStartEarliest starts every subscribed shard at its first retained
+// record (the default).
+func WithStartEarliest() SubscribeOption {
 	return func(o *subscribeOptions) { o.start, o.offset = wire.StartEarliest, 0 }
 }
 
-// FromLatest starts every subscribed shard at its tail: only records
+// WithStartLatest starts every subscribed shard at its tail: only records
 // published from now on.
-func FromLatest() SubscribeOption {
+func WithStartLatest() SubscribeOption {
 	return func(o *subscribeOptions) { o.start, o.offset = wire.StartLatest, 0 }
 }
 
-// FromOffset starts every subscribed shard at offset (which must be
+// WithStartOffset starts every subscribed shard at offset (which must be
 // retained and at most the shard's tail; otherwise Subscribe fails with an
-// *OffsetOutOfRangeError). It is meant for one shard (OnShard); for several
-// shards use FromOffsets.
-func FromOffset(offset uint64) SubscribeOption {
+// *OffsetOutOfRangeError). It is meant for one shard (WithShard); for
+// several shards use WithStartOffsets.
+func WithStartOffset(offset uint64) SubscribeOption {
 	return func(o *subscribeOptions) { o.start, o.offset = wire.StartOffset, offset }
 }
 
-// FromOffsets starts each shard in offsets at its offset: per-shard resume
-// positions, typically each shard's last seen offset plus one. Shards not in
-// the map start where FromEarliest, FromLatest or FromOffset say (by default
-// at the earliest retained record), so FromLatest() with FromOffsets(m)
-// resumes the shards the application knows and starts any other from now
-// on. Offsets of shards not subscribed are ignored.
-func FromOffsets(offsets map[uint32]uint64) SubscribeOption {
+// WithStartOffsets starts each shard in offsets at its offset: per-shard
+// resume positions, typically each shard's last seen offset plus one.
+// Shards not in the map start where WithStartEarliest, WithStartLatest or
+// WithStartOffset say (by default at the earliest retained record), so
+// WithStartLatest() with WithStartOffsets(m) resumes the shards the
+// application knows and starts any other from now on. Offsets of shards not
+// subscribed are ignored.
+func WithStartOffsets(offsets map[uint32]uint64) SubscribeOption {
 	m := maps.Clone(offsets)
 	return func(o *subscribeOptions) { o.offsets = m }
 }
 
-// OnShard subscribes to shard n only. Without it, Subscribe subscribes to
+// WithShard subscribes to shard n only. Without it, Subscribe subscribes to
 // every shard of the stream.
-func OnShard(n uint32) SubscribeOption {
+func WithShard(n uint32) SubscribeOption {
 	return func(o *subscribeOptions) { o.oneShard, o.shard = true, n }
 }
 
-// QueueCapacity asks the node for a subscription queue of n batches per
+// WithQueueCapacity asks the node for a subscription queue of n batches per
 // shard (0: the stream's default). The node clamps it;
 // Subscription.QueueCapacity returns the grant.
-func QueueCapacity(n uint32) SubscribeOption { return func(o *subscribeOptions) { o.queue = n } }
+func WithQueueCapacity(n uint32) SubscribeOption {
+	return func(o *subscribeOptions) { o.queue = n }
+}
 
-// AutoResume makes the subscription resubscribe a shard that the node ended
-// as lagged (its queue overflowed, on a durable stream) from the offset the
-// node gave, by itself: the application sees contiguous offsets and never
-// the *LaggedError. Subscription.Resumes counts the resubscriptions. If the
-// resume offset is no longer retained, the shard ends with an
-// *OffsetOutOfRangeError.
-func AutoResume() SubscribeOption { return func(o *subscribeOptions) { o.autoResume = true } }
+// WithAutoResume makes the subscription resubscribe a shard that the node
+// ended as lagged (its queue overflowed, on a durable stream) from the
+// offset the node gave, by itself: the application sees contiguous offsets
+// and never the *LaggedError. Subscription.Resumes counts the
+// resubscriptions. If the resume offset is no longer retained, the shard
+// ends with an *OffsetOutOfRangeError.
+func WithAutoResume() SubscribeOption { return func(o *subscribeOptions) { o.autoResume = true } }
 
 // Subscription receives the records of one or more shards of a stream,
 // pushed by the node, each shard on its own QUIC stream. Next returns them
@@ -156,7 +159,7 @@ func (h *subscriptionHandle) close(unsubscribe any) {
 // ErrInvalidShard, an *OffsetOutOfRangeError, ...; the error names the
 // shard). ctx bounds only that wait.
 //
-// With OnShard(n) it subscribes to shard n. Without it, it describes the
+// With WithShard(n) it subscribes to shard n. Without it, it describes the
 // stream and subscribes to every shard, one subscription stream each, and
 // Next merges them. (If the node does not know the stream, it subscribes to
 // shard 0 and lets the node answer: a node that auto-creates streams creates
@@ -259,7 +262,7 @@ func (sub *Subscription) Shard() uint32 { return sub.shards[0] }
 func (sub *Subscription) Shards() []uint32 { return append([]uint32(nil), sub.shards...) }
 
 // StartOffset returns the offset delivery started at (the node resolved
-// FromEarliest and FromLatest to it); with several shards, the first
+// WithStartEarliest and WithStartLatest to it); with several shards, the first
 // shard's (see StartOffsets).
 func (sub *Subscription) StartOffset() uint64 { return sub.granted[sub.shards[0]].Offset }
 
@@ -276,7 +279,8 @@ func (sub *Subscription) StartOffsets() map[uint32]uint64 {
 // (the first shard's, with several).
 func (sub *Subscription) QueueCapacity() uint32 { return sub.granted[sub.shards[0]].QueueCapacity }
 
-// Resumes returns how many times AutoResume resubscribed a lagged shard.
+// Resumes returns how many times WithAutoResume resubscribed a lagged
+// shard.
 func (sub *Subscription) Resumes() int { return int(sub.resumes.Load()) }
 
 // Next returns the next event of any subscribed shard, waiting for one until
@@ -285,7 +289,7 @@ func (sub *Subscription) Resumes() int { return int(sub.resumes.Load()) }
 //
 // When the node ends a shard's subscription, Next returns that shard's held
 // events and then its error, once: a *LaggedError (the shard fell behind;
-// resume it from ResumeFrom, or use AutoResume), an *OffsetOutOfRangeError,
+// resume it from ResumeFrom, or use WithAutoResume), an *OffsetOutOfRangeError,
 // or a *ShardError (ErrSubscriptionAborted, ErrStreamNotFound, ...); the
 // other shards go on. Once every shard has ended, Next returns the last of
 // those errors on every call. A connection failure ends every shard: Next

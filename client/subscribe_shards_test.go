@@ -123,7 +123,7 @@ func TestSubscribeAllShards(t *testing.T) {
 	c := srv.dial(t)
 	ctx := testCtx(t)
 
-	sub, err := c.Subscribe(ctx, orders, FromOffset(10), FromOffsets(map[uint32]uint64{0: 4, 2: 7, 9: 1}))
+	sub, err := c.Subscribe(ctx, orders, WithStartOffset(10), WithStartOffsets(map[uint32]uint64{0: 4, 2: 7, 9: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestSubscribeLagged(t *testing.T) {
 	srv.start()
 	c := srv.dial(t)
 	ctx := testCtx(t)
-	sub, err := c.Subscribe(ctx, orders, OnShard(6))
+	sub, err := c.Subscribe(ctx, orders, WithShard(6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestSubscribeAutoResume(t *testing.T) {
 	srv.start()
 	c := srv.dial(t)
 	ctx := testCtx(t)
-	sub, err := c.Subscribe(ctx, orders, AutoResume())
+	sub, err := c.Subscribe(ctx, orders, WithAutoResume())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestSubscribeResumeRefused(t *testing.T) {
 	srv.start()
 	c := srv.dial(t)
 	ctx := testCtx(t)
-	sub, err := c.Subscribe(ctx, orders, AutoResume())
+	sub, err := c.Subscribe(ctx, orders, WithAutoResume())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestSubscribeOneShardRefused(t *testing.T) {
 	})
 	srv.start()
 	c := srv.dial(t)
-	_, err := c.Subscribe(testCtx(t), orders, FromOffset(9))
+	_, err := c.Subscribe(testCtx(t), orders, WithStartOffset(9))
 	var oe *OffsetOutOfRangeError
 	if !errors.As(err, &oe) || oe.Shard != 1 || oe.Offset != 9 || oe.Detail != 3 || oe.BelowRetention() {
 		t.Fatalf("Subscribe: %v, want shard 1's *OffsetOutOfRangeError beyond the tail", err)

@@ -81,7 +81,7 @@ func TestSubscribeDelivery(t *testing.T) {
 	c := srv.dial(t)
 	ctx := testCtx(t)
 
-	sub, err := c.Subscribe(ctx, orders, FromOffset(5), OnShard(2), QueueCapacity(32))
+	sub, err := c.Subscribe(ctx, orders, WithStartOffset(5), WithShard(2), WithQueueCapacity(32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestSubscribeDelivery(t *testing.T) {
 			t.Fatalf("Next (want offset %d): %v", want, err)
 		}
 		if ev.Offset != want || ev.Shard != 2 || string(ev.Payload) != fmt.Sprint("p", want) ||
-			string(ev.Key) != "key" || string(ev.Headers["h"]) != "v" || ev.Timestamp.UnixNano() != ts {
+			string(ev.Key) != "key" || string(ev.Headers.Get("h")) != "v" || ev.Timestamp.UnixNano() != ts {
 			t.Fatalf("event = %+v, want offset %d", ev, want)
 		}
 	}
@@ -119,7 +119,7 @@ func TestSubscribeRefused(t *testing.T) {
 	}, nil)
 	srv.start()
 	c := srv.dial(t)
-	_, err := c.Subscribe(testCtx(t), orders, FromOffset(1000))
+	_, err := c.Subscribe(testCtx(t), orders, WithStartOffset(1000))
 	if !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("Subscribe: %v, want ErrOffsetOutOfRange", err)
 	}
@@ -150,7 +150,7 @@ func TestSubscribeClose(t *testing.T) {
 	srv.start()
 	c := srv.dial(t)
 	ctx := testCtx(t)
-	sub, err := c.Subscribe(ctx, orders, FromLatest())
+	sub, err := c.Subscribe(ctx, orders, WithStartLatest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestSubscribeWrongShard(t *testing.T) {
 	srv.start()
 	c := srv.dial(t)
 	ctx := testCtx(t)
-	sub, err := c.Subscribe(ctx, orders, OnShard(1))
+	sub, err := c.Subscribe(ctx, orders, WithShard(1))
 	if err == nil { // the bad batch may also reach Subscribe before it returns
 		defer sub.Close()
 		_, err = sub.Next(ctx)

@@ -31,7 +31,7 @@ const (
 // EventBatch frame and the actor gives it back when the frame is consumed,
 // so each shard holds a bounded number of frames.
 //
-// A shard the node ends with lagged is, with AutoResume, subscribed again
+// A shard the node ends with lagged is, with WithAutoResume, subscribed again
 // from the offset the node gave (a new attempt: a new stream and reader);
 // the shard's event queue carries over, so the application sees contiguous
 // offsets. Otherwise the shard ends: Next reports its error once, after the

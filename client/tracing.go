@@ -104,9 +104,9 @@ func withTrace(headers []wire.RecordHeader, traceparent string) []wire.RecordHea
 }
 
 // spanContextOf reads a record's trace context.
-func spanContextOf(headers map[string][]byte) trace.SpanContext {
-	tp, ok := headers[TraceHeader]
-	if !ok {
+func spanContextOf(headers Headers) trace.SpanContext {
+	tp := headers.Get(TraceHeader)
+	if len(tp) == 0 {
 		return trace.SpanContext{}
 	}
 	ctx := traceContext.Extract(context.Background(), propagation.MapCarrier{TraceHeader: string(tp)})
@@ -115,7 +115,7 @@ func spanContextOf(headers map[string][]byte) trace.SpanContext {
 
 // receive records a consumer span for one record, the child of its producer
 // span, and returns its context (invalid when the record is not traced).
-func (ct clientTracer) receive(stream string, shard uint32, offset uint64, headers map[string][]byte) trace.SpanContext {
+func (ct clientTracer) receive(stream string, shard uint32, offset uint64, headers Headers) trace.SpanContext {
 	if ct.off(context.Background()) {
 		return trace.SpanContext{}
 	}

@@ -165,7 +165,7 @@ func TestAuthTenantIsolation(t *testing.T) {
 	for _, name := range []client.StreamName{theirs, missing} {
 		_, err := acme.PublishBatch(ctx, name, [][]byte{[]byte("intruder")})
 		denied("publish "+name.String(), err)
-		_, err = acme.Subscribe(ctx, name, client.OnShard(0), client.FromOffset(0))
+		_, err = acme.Subscribe(ctx, name, client.WithShard(0), client.WithStartOffset(0))
 		denied("subscribe "+name.String(), err)
 		_, err = acme.Read(ctx, name, 0, 0, 10)
 		denied("read "+name.String(), err)
@@ -227,7 +227,7 @@ func TestAuthPermissionsAndNamespaces(t *testing.T) {
 	if _, err := pub.PublishBatch(ctx, ledger, [][]byte{[]byte("x")}); !errors.Is(err, client.ErrPermissionDenied) {
 		t.Errorf("publish in billing: %v, want permission denied", err)
 	}
-	if _, err := pub.Subscribe(ctx, orders, client.OnShard(0)); !errors.Is(err, client.ErrPermissionDenied) {
+	if _, err := pub.Subscribe(ctx, orders, client.WithShard(0)); !errors.Is(err, client.ErrPermissionDenied) {
 		t.Errorf("subscribe with a publish token: %v, want permission denied", err)
 	}
 	if _, err := pub.CreateStream(ctx, client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "new"}, client.StreamConfig{Shards: 1}); !errors.Is(err, client.ErrPermissionDenied) {

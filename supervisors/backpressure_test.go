@@ -54,7 +54,7 @@ func TestDropOldEvictsOldestFirst(t *testing.T) {
 	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Overflow: client.OverflowDropOld}); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(4))
+	sub, err := dialClient(t, n).Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest(), client.WithQueueCapacity(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +111,12 @@ func TestBlockLosesNothingAndReleasesWhenSubscriberLeaves(t *testing.T) {
 	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Overflow: client.OverflowBlock}); err != nil {
 		t.Fatal(err)
 	}
-	fast, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(2))
+	fast, err := dialClient(t, n).Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest(), client.WithQueueCapacity(2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	slowClient := dialClient(t, n)
-	slow, err := slowClient.Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(2))
+	slow, err := slowClient.Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest(), client.WithQueueCapacity(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestQueueCapacityClampedAndGranted(t *testing.T) {
 		{withCap, 0, 100},    // the stream's own default
 		{withCap, 7, 7},      // the subscriber's ask wins
 	} {
-		sub, err := c.Subscribe(ctx, tc.stream, client.OnShard(0), client.QueueCapacity(tc.ask))
+		sub, err := c.Subscribe(ctx, tc.stream, client.WithShard(0), client.WithQueueCapacity(tc.ask))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +293,7 @@ func TestMetricsCountPublishesAndDrops(t *testing.T) {
 	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1}); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(2))
+	sub, err := dialClient(t, n).Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest(), client.WithQueueCapacity(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestQueueTotalSharedAndReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	stalledClient := dialClient(t, n)
-	if _, err := stalledClient.Subscribe(ctx, name, client.OnShard(0), client.FromLatest()); err != nil {
+	if _, err := stalledClient.Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest()); err != nil {
 		t.Fatal(err)
 	}
 	payload := make([]byte, 60<<10)
@@ -353,7 +353,7 @@ func TestQueueTotalSharedAndReleased(t *testing.T) {
 	waitFor(t, "the stalled subscriber to hold the node's total", func() bool {
 		return n.queueTotal.Used() > (1<<20)-2*(64<<10)
 	})
-	fast, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest())
+	fast, err := dialClient(t, n).Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,14 +387,14 @@ func TestLaneQueuePolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 			shared := dialClient(t, n)
-			stalled, err := shared.Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(4))
+			stalled, err := shared.Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest(), client.WithQueueCapacity(4))
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The reader's queue holds every batch of the drop_new run, so
 			// however the machine schedules it, only the stalled one's lane
 			// share can make it miss any.
-			reader, err := shared.Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(256))
+			reader, err := shared.Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest(), client.WithQueueCapacity(256))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -506,7 +506,7 @@ func TestQueueTotalNoLeakOnSubscriberChurn(t *testing.T) {
 	}()
 	sc := dialClient(t, n)
 	for range 20 {
-		sub, err := sc.Subscribe(ctx, name, client.OnShard(0), client.FromLatest())
+		sub, err := sc.Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -542,7 +542,7 @@ func TestBlockStreamIgnoresQueueTotal(t *testing.T) {
 	if _, err := c.CreateStream(ctx, blocking, client.StreamConfig{Shards: 1, Durable: true, Overflow: client.OverflowBlock}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dialClient(t, n).Subscribe(ctx, hog, client.OnShard(0), client.FromLatest()); err != nil {
+	if _, err := dialClient(t, n).Subscribe(ctx, hog, client.WithShard(0), client.WithStartLatest()); err != nil {
 		t.Fatal(err)
 	}
 	payload := make([]byte, 60<<10)
@@ -554,7 +554,7 @@ func TestBlockStreamIgnoresQueueTotal(t *testing.T) {
 		}
 	}
 	waitFor(t, "the hog to spend the total", func() bool { return n.queueTotal.Used() > (1<<20)-2*(64<<10) })
-	reader, err := dialClient(t, n).Subscribe(ctx, blocking, client.OnShard(0), client.FromLatest())
+	reader, err := dialClient(t, n).Subscribe(ctx, blocking, client.WithShard(0), client.WithStartLatest())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestEndToEndPublishersAndSubscribers(t *testing.T) {
 		// A subscriber slower than three publishers lags (drop_new); it
 		// resumes from the offset the node names, so it still sees each
 		// record once.
-		sub, err := sc.Subscribe(ctx, name, client.FromEarliest(), client.AutoResume())
+		sub, err := sc.Subscribe(ctx, name, client.WithStartEarliest(), client.WithAutoResume())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestSubscribeFromOffsetThenLive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sub, err := c.Subscribe(ctx, name, client.FromOffset(17), client.QueueCapacity(3))
+	sub, err := c.Subscribe(ctx, name, client.WithStartOffset(17), client.WithQueueCapacity(3))
 	if err != nil {
 		t.Fatal(err)
 	}

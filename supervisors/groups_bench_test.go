@@ -53,7 +53,7 @@ func BenchmarkGroupPush(b *testing.B) {
 				b.Fatal(err)
 			}
 			preloadGroupStream(b, c, name, b.N)
-			gs, err := c.Group(name, "bench").Subscribe(ctx, client.Window(window), client.MaxPerPush(window/2))
+			gs, err := c.Group(name, "bench").Subscribe(ctx, client.WithWindow(window), client.WithMaxPerPush(window/2))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -128,7 +128,7 @@ func TestGroupMemberKilledMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer doomedc.Close()
-	doomed, err := doomedc.Group(stream, "workers").Subscribe(ctx, client.Member("doomed"), client.Window(50), client.MaxPerPush(10))
+	doomed, err := doomedc.Group(stream, "workers").Subscribe(ctx, client.WithMember("doomed"), client.WithWindow(50), client.WithMaxPerPush(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestGroupMemberKilledMidStream(t *testing.T) {
 
 	// The survivor joins and works until every record is settled.
 	survivorc := dialClient(t, n)
-	survivor, err := survivorc.Group(stream, "workers").Subscribe(ctx, client.Member("survivor"), client.Window(200))
+	survivor, err := survivorc.Group(stream, "workers").Subscribe(ctx, client.WithMember("survivor"), client.WithWindow(200))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestGroupCloseRebalancesAtOnce(t *testing.T) {
 	}
 	join := func(id string) *client.GroupMember {
 		t.Helper()
-		gs, err := c.Group(stream, "g").Subscribe(ctx, client.Member(id), client.Heartbeat(-1))
+		gs, err := c.Group(stream, "g").Subscribe(ctx, client.WithMember(id), client.WithHeartbeat(-1))
 		if err != nil {
 			t.Fatal(err)
 		}

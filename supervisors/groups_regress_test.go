@@ -135,7 +135,7 @@ func TestGroupMemberAfterCatalogRestart(t *testing.T) {
 	if _, err := c.CreateStream(ctx, stream, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	gs, err := c.Group(stream, "g").Subscribe(ctx, client.Member("m"))
+	gs, err := c.Group(stream, "g").Subscribe(ctx, client.WithMember("m"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestGroupMemberAfterCatalogRestart(t *testing.T) {
 	if _, err := gs.Next(ctx); !errors.Is(err, client.ErrSubscriptionAborted) {
 		t.Fatalf("member after the catalog restart: %v", err)
 	}
-	gs2, err := c.Group(stream, "g").Subscribe(ctx, client.Member("m"))
+	gs2, err := c.Group(stream, "g").Subscribe(ctx, client.WithMember("m"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,7 +169,7 @@ func TestShardRestartKeepsSubscriptionsAndOffsets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sub, err := c.Subscribe(ctx, name, client.FromEarliest())
+	sub, err := c.Subscribe(ctx, name, client.WithStartEarliest())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,14 +74,14 @@ func TestLimitMaxSubscriptionsPerConnection(t *testing.T) {
 	if _, err := c.CreateStream(ctx, s, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	sub1, err := c.Subscribe(ctx, s, client.OnShard(0), client.FromOffset(0))
+	sub1, err := c.Subscribe(ctx, s, client.WithShard(0), client.WithStartOffset(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Group(s, "g").Subscribe(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Subscribe(ctx, s, client.OnShard(0)); !errors.Is(err, client.ErrOverloaded) {
+	if _, err := c.Subscribe(ctx, s, client.WithShard(0)); !errors.Is(err, client.ErrOverloaded) {
 		t.Fatalf("third subscription: %v, want overloaded", err)
 	}
 	if _, err := c.Group(s, "g2").Subscribe(ctx); !errors.Is(err, client.ErrOverloaded) {
@@ -100,7 +100,7 @@ func TestLimitMaxSubscriptionsPerConnection(t *testing.T) {
 	if ev, err := sub1.Next(rctx); err != nil || string(ev.Payload) != "r" {
 		t.Fatalf("first subscription: %+v, %v", ev, err)
 	}
-	if _, err := dialClient(t, n).Subscribe(ctx, s, client.OnShard(0)); err != nil {
+	if _, err := dialClient(t, n).Subscribe(ctx, s, client.WithShard(0)); err != nil {
 		t.Fatalf("another connection: %v", err)
 	}
 	// Closing one frees its place.
@@ -108,7 +108,7 @@ func TestLimitMaxSubscriptionsPerConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "a place to free", func() bool {
-		sub, err := c.Subscribe(ctx, s, client.OnShard(0))
+		sub, err := c.Subscribe(ctx, s, client.WithShard(0))
 		if err == nil {
 			_ = sub.Close()
 		}

@@ -63,7 +63,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	if _, err := c.Publish(ctx, b, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := c.Subscribe(ctx, a, client.FromEarliest())
+	sub, err := c.Subscribe(ctx, a, client.WithStartEarliest())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,7 +223,7 @@ func TestClientMustAcceptTheNodesFrameLimit(t *testing.T) {
 	if _, err := c.Publish(ctx, name, payload); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := c.Subscribe(ctx, name, client.FromEarliest())
+	sub, err := c.Subscribe(ctx, name, client.WithStartEarliest())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func TestConcurrentConditionalWriters(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i], errs[i] = c.PublishIf(ctx, name, nil, [][]byte{fmt.Appendf(nil, "r%d-w%d", round, i)}, next)
+				results[i], errs[i] = c.PublishIf(ctx, name, [][]byte{fmt.Appendf(nil, "r%d-w%d", round, i)}, next)
 			}()
 		}
 		wg.Wait()
@@ -129,7 +129,7 @@ func TestConcurrentConditionalWriters(t *testing.T) {
 	if _, err := a.CreateStream(ctx, eph, client.StreamConfig{Shards: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.PublishIf(ctx, eph, nil, [][]byte{[]byte("x")}, 0); !isCode(err, wire.CodeInvalidRequest) {
+	if _, err := a.PublishIf(ctx, eph, [][]byte{[]byte("x")}, 0); !isCode(err, wire.CodeInvalidRequest) {
 		t.Fatalf("conditional publish on an ephemeral stream: %v", err)
 	}
 }
@@ -145,7 +145,7 @@ func TestIdempotentProducerResendAndRestart(t *testing.T) {
 	p := c.NewProducer(name, 42)
 	var acks []client.PublishAck
 	for i := range 5 {
-		ack, err := p.Publish(ctx, nil, [][]byte{fmt.Appendf(nil, "a%d", i), fmt.Appendf(nil, "b%d", i)})
+		ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "a%d", i), fmt.Appendf(nil, "b%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +155,7 @@ func TestIdempotentProducerResendAndRestart(t *testing.T) {
 		t.Fatalf("sequence %d after 5 publishes", p.Sequence(0))
 	}
 	// The ack of sequence 5 was "lost": re-send it.
-	dup, err := p.PublishSequence(ctx, nil, 5, [][]byte{[]byte("a4"), []byte("b4")})
+	dup, err := p.PublishSequence(ctx, 5, [][]byte{[]byte("a4"), []byte("b4")})
 	if err != nil || !dup.Duplicate || dup.Offset != acks[4].Offset {
 		t.Fatalf("re-send: %+v %v", dup, err)
 	}
@@ -168,15 +168,15 @@ func TestIdempotentProducerResendAndRestart(t *testing.T) {
 	c2 := dialClient(t, n2)
 	p2 := c2.NewProducer(name, 42)
 	p2.SetSequence(0, 5)
-	dup, err = p2.PublishSequence(ctx, nil, 4, [][]byte{[]byte("a3"), []byte("b3")})
+	dup, err = p2.PublishSequence(ctx, 4, [][]byte{[]byte("a3"), []byte("b3")})
 	if err != nil || !dup.Duplicate || dup.Offset != acks[3].Offset {
 		t.Fatalf("re-send after restart: %+v %v", dup, err)
 	}
-	ack, err := p2.Publish(ctx, nil, [][]byte{[]byte("a5")})
+	ack, err := p2.Publish(ctx, [][]byte{[]byte("a5")})
 	if err != nil || ack.Duplicate || ack.Offset != 10 {
 		t.Fatalf("next publish after restart: %+v %v", ack, err)
 	}
-	if _, err := p2.PublishSequence(ctx, nil, 9, [][]byte{[]byte("x")}); !isCode(err, wire.CodeSequenceGap) || detail(t, err) != 7 {
+	if _, err := p2.PublishSequence(ctx, 9, [][]byte{[]byte("x")}); !isCode(err, wire.CodeSequenceGap) || detail(t, err) != 7 {
 		t.Fatalf("gap: %v", err)
 	}
 	info, err := c2.DescribeStream(ctx, name)
@@ -201,7 +201,7 @@ func TestRangeReadPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	page, err := c.Read(ctx, name, 0, 3, 50, client.ReadMaxRecords(20))
+	page, err := c.Read(ctx, name, 0, 3, 50, client.WithMaxRecords(20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,8 +271,8 @@ func TestResumeHandoverUnderConcurrentPublishing(t *testing.T) {
 		// A queue this small can overflow while the publisher runs ahead
 		// (drop_new ends the subscription as lagged): AutoResume picks up
 		// where it stopped, and the sequence must still be whole.
-		sub, err := c.Subscribe(ctx, name, client.OnShard(0), client.FromOffset(start), client.QueueCapacity(uint32(1+rng.IntN(8))),
-			client.AutoResume())
+		sub, err := c.Subscribe(ctx, name, client.WithShard(0), client.WithStartOffset(start), client.WithQueueCapacity(uint32(1+rng.IntN(8))),
+			client.WithAutoResume())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,11 +318,11 @@ func TestLaggedSubscriberResumes(t *testing.T) {
 	}
 	// Each subscriber on its own connection: an unread subscription stalls
 	// its connection's QUIC flow control, and the publisher must not share it.
-	plain, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(1))
+	plain, err := dialClient(t, n).Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest(), client.WithQueueCapacity(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resuming, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(1), client.AutoResume())
+	resuming, err := dialClient(t, n).Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest(), client.WithQueueCapacity(1), client.WithAutoResume())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestEphemeralOverflowShowsGap(t *testing.T) {
 	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: false}); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := dialClient(t, n).Subscribe(ctx, name, client.OnShard(0), client.FromLatest(), client.QueueCapacity(1))
+	sub, err := dialClient(t, n).Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest(), client.WithQueueCapacity(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,10 +490,10 @@ func TestRetentionDeletesWholeExpiredBatches(t *testing.T) {
 	if _, err := c.Read(ctx, name, 0, 2, client.ReadToTail); !isCode(err, wire.CodeOffsetOutOfRange) || detail(t, err) != 7 {
 		t.Fatalf("read below retention: %v", err)
 	}
-	if _, err := c.Subscribe(ctx, name, client.OnShard(0), client.FromOffset(3)); !isCode(err, wire.CodeOffsetOutOfRange) || detail(t, err) != 7 {
+	if _, err := c.Subscribe(ctx, name, client.WithShard(0), client.WithStartOffset(3)); !isCode(err, wire.CodeOffsetOutOfRange) || detail(t, err) != 7 {
 		t.Fatalf("resume below retention: %v", err)
 	}
-	sub, err := c.Subscribe(ctx, name, client.OnShard(0), client.FromEarliest())
+	sub, err := c.Subscribe(ctx, name, client.WithShard(0), client.WithStartEarliest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +544,7 @@ func TestDeleteStream(t *testing.T) {
 	if _, err := c.Publish(ctx, name, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := c.Subscribe(ctx, name, client.OnShard(0))
+	sub, err := c.Subscribe(ctx, name, client.WithShard(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,16 +702,16 @@ func TestEphemeralProducerSurvivesShardRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := c.NewProducer(name, 9)
-	first, err := p.Publish(ctx, nil, [][]byte{[]byte("a")})
+	first, err := p.Publish(ctx, [][]byte{[]byte("a")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Publish(ctx, nil, [][]byte{[]byte("b")}); err != nil {
+	if _, err := p.Publish(ctx, [][]byte{[]byte("b")}); err != nil {
 		t.Fatal(err)
 	}
 	armed.Store(true)
 	_, _ = c.DescribeStream(ctx, name) // the shard panics on it and restarts
-	dup, err := p.PublishSequence(ctx, nil, 1, [][]byte{[]byte("a")})
+	dup, err := p.PublishSequence(ctx, 1, [][]byte{[]byte("a")})
 	if err != nil || !dup.Duplicate || dup.Offset != first.Offset {
 		t.Fatalf("re-send after the shard restarted: %+v %v", dup, err)
 	}

@@ -27,12 +27,12 @@ func TestTraceFromPublisherToConsumers(t *testing.T) {
 	if _, err := c.CreateStream(ctx, stream, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := c.Subscribe(ctx, stream, client.FromEarliest())
+	sub, err := c.Subscribe(ctx, stream, client.WithStartEarliest())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	gs, err := c.Group(stream, "workers").Subscribe(ctx, client.Member("m1"))
+	gs, err := c.Group(stream, "workers").Subscribe(ctx, client.WithMember("m1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestTraceGroupBatchLinksItsRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gs, err := c.Group(stream, "g").Subscribe(ctx, client.Member("m"))
+	gs, err := c.Group(stream, "g").Subscribe(ctx, client.WithMember("m"))
 	if err != nil {
 		t.Fatal(err)
 	}

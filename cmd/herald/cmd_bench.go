@@ -194,7 +194,7 @@ func benchIsolation(node *supervisors.Node, fast int, d time.Duration, batch, si
 				return nil, err
 			}
 			clients = append(clients, c)
-			return c.Subscribe(ctx, stream, client.OnShard(0), client.FromLatest(), client.AutoResume())
+			return c.Subscribe(ctx, stream, client.WithShard(0), client.WithStartLatest(), client.WithAutoResume())
 		}
 		if stalled {
 			if _, err := subscribe(); err != nil { // never read

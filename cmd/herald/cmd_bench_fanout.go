@@ -213,7 +213,7 @@ func benchFanoutRun(n *benchNode, progress *benchProgress, cfg fanoutConfig, fan
 			return run, 0, err
 		}
 		clients = append(clients, c)
-		sub, err := c.Subscribe(ctx, stream, client.OnShard(0), client.FromLatest(), client.QueueCapacity(cfg.queue))
+		sub, err := c.Subscribe(ctx, stream, client.WithShard(0), client.WithStartLatest(), client.WithQueueCapacity(cfg.queue))
 		if err != nil {
 			return run, 0, err
 		}

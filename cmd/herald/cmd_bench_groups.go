@@ -217,7 +217,7 @@ func preloadGroup(ctx context.Context, c *client.Client, stream client.StreamNam
 // delivery on its own goroutine until n records were acked.
 func consumePush(ctx context.Context, c *client.Client, stream client.StreamName, window, n int, count *atomic.Int64) (time.Duration, error) {
 	start := time.Now()
-	m, err := c.Group(stream, benchGroup).Subscribe(ctx, client.Window(window), client.MaxPerPush(window/2))
+	m, err := c.Group(stream, benchGroup).Subscribe(ctx, client.WithWindow(window), client.WithMaxPerPush(window/2))
 	if err != nil {
 		return 0, err
 	}

@@ -328,7 +328,7 @@ func benchIdle(ctx context.Context, n idleNode, progress *benchProgress, subs, p
 		go func() {
 			defer wg.Done()
 			for range k {
-				s, err := c.Subscribe(ctx, stream, client.OnShard(0), client.FromLatest())
+				s, err := c.Subscribe(ctx, stream, client.WithShard(0), client.WithStartLatest())
 				if err != nil {
 					errs[i] = fmt.Errorf("connection %d: %w", i, err)
 					return

@@ -265,7 +265,7 @@ func benchLatencyRun(n *benchNode, progress *benchProgress, cfg latencyConfig, f
 	warmup := min(cfg.duration/10, latencyMaxWarmup)
 	run.WarmupSeconds = warmup.Seconds()
 	for i := range readers {
-		sub, err := clients[i%len(clients)].Subscribe(ctx, stream, client.OnShard(0), client.FromLatest())
+		sub, err := clients[i%len(clients)].Subscribe(ctx, stream, client.WithShard(0), client.WithStartLatest())
 		if err != nil {
 			return run, err
 		}

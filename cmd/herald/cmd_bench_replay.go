@@ -221,7 +221,7 @@ func replayRead(ctx context.Context, n *benchNode, progress *benchProgress, stre
 	var read atomic.Int64
 	progress.phase("replay: read", "records", &read, 0)
 	start := time.Now()
-	sub, err := c.Subscribe(ctx, stream, client.OnShard(0), client.FromOffset(0), client.QueueCapacity(queue), client.AutoResume())
+	sub, err := c.Subscribe(ctx, stream, client.WithShard(0), client.WithStartOffset(0), client.WithQueueCapacity(queue), client.WithAutoResume())
 	if err != nil {
 		return err
 	}

@@ -305,7 +305,7 @@ func (cmd *pubCmd) runConditional(ctx context.Context, c *client.Client, stdin i
 	if cmd.key != "" {
 		key = []byte(cmd.key)
 	}
-	res, err := c.PublishIf(ctx, cmd.name, key, batch, cmd.ifOffset)
+	res, err := c.PublishIf(ctx, cmd.name, batch, cmd.ifOffset, client.WithKey(key))
 	if err != nil {
 		return err
 	}

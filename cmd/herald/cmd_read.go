@@ -123,7 +123,7 @@ func (cmd *readCmd) readPages(ctx context.Context, read pageReader, out *bufio.W
 	for cmd.to == client.ReadToTail || next < cmd.to {
 		var opts []client.ReadOption
 		if cmd.limit > 0 {
-			opts = append(opts, client.ReadMaxRecords(cmd.limit-printed))
+			opts = append(opts, client.WithMaxRecords(cmd.limit-printed))
 		}
 		pctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
 		page, err := read(pctx, next, opts...)

@@ -171,15 +171,15 @@ func checkGroupName(what, s string) error {
 func parseFrom(s string) (client.SubscribeOption, error) {
 	switch s {
 	case "earliest":
-		return client.FromEarliest(), nil
+		return client.WithStartEarliest(), nil
 	case "latest":
-		return client.FromLatest(), nil
+		return client.WithStartLatest(), nil
 	}
 	off, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return nil, usageErrorf("--from %q: want earliest, latest or an offset", s)
 	}
-	return client.FromOffset(off), nil
+	return client.WithStartOffset(off), nil
 }
 
 // runSub runs `herald sub`: it prints one line per record ("shard offset
@@ -240,9 +240,9 @@ func (cmd *subCmd) run(ctx context.Context, stdout io.Writer) error {
 
 // subscribeOptions returns the Subscribe options the flags ask for.
 func (cmd *subCmd) subscribeOptions() []client.SubscribeOption {
-	opts := []client.SubscribeOption{cmd.from, client.QueueCapacity(cmd.queue), client.AutoResume()}
+	opts := []client.SubscribeOption{cmd.from, client.WithQueueCapacity(cmd.queue), client.WithAutoResume()}
 	if cmd.oneShard {
-		opts = append(opts, client.OnShard(cmd.shard))
+		opts = append(opts, client.WithShard(cmd.shard))
 	}
 	return opts
 }

@@ -52,9 +52,9 @@ func (cmd *subCmd) runGroup(ctx context.Context, stdout, stderr io.Writer) error
 
 // groupOptions returns the Group.Subscribe options the flags ask for.
 func (cmd *subCmd) groupOptions() []client.GroupSubscribeOption {
-	opts := []client.GroupSubscribeOption{client.Window(cmd.window), client.MaxPerPush(cmd.maxPerPush), client.Heartbeat(cmd.heartbeat)}
+	opts := []client.GroupSubscribeOption{client.WithWindow(cmd.window), client.WithMaxPerPush(cmd.maxPerPush), client.WithHeartbeat(cmd.heartbeat)}
 	if cmd.member != "" {
-		opts = append(opts, client.Member(cmd.member))
+		opts = append(opts, client.WithMember(cmd.member))
 	}
 	return opts
 }

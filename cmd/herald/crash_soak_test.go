@@ -357,7 +357,7 @@ func (cy *cycle) publishIdempotent(p *client.Producer, rng *rand.Rand) {
 			last, ok := m.idemLast[shard]
 			m.mu.Unlock()
 			if ok {
-				ack, err := p.PublishSequence(cy.ctx, last.key, last.seq, last.payloads)
+				ack, err := p.PublishSequence(cy.ctx, last.seq, last.payloads, client.WithKey(last.key))
 				if err != nil {
 					cy.unexpected("idempotent re-send of sequence %d: %v", last.seq, err)
 					return // a re-send of a written batch changes nothing
@@ -378,7 +378,7 @@ func (cy *cycle) publishIdempotent(p *client.Producer, rng *rand.Rand) {
 		}
 		payloads := soakPayloads(rng, cy.kill, "idem", &seq, n)
 		key := m.keys[shard]
-		ack, err := p.Publish(cy.ctx, key, payloads)
+		ack, err := p.Publish(cy.ctx, payloads, client.WithKey(key))
 		var pe *client.ProducerError
 		switch {
 		case errors.As(err, &pe):
@@ -538,7 +538,7 @@ func (m *soakModel) verify(ctx context.Context, t *testing.T, kill int, c *clien
 		if !ok {
 			continue
 		}
-		ack, err := p.PublishSequence(ctx, last.key, last.seq, last.payloads)
+		ack, err := p.PublishSequence(ctx, last.seq, last.payloads, client.WithKey(last.key))
 		if err != nil {
 			t.Fatalf("after kill %d: re-send of acknowledged sequence %d on shard %d: %v", kill, last.seq, s, err)
 		}
@@ -552,7 +552,7 @@ func (m *soakModel) verify(ctx context.Context, t *testing.T, kill int, c *clien
 	// duplicate where it was written, or written now if it was not.
 	for _, d := range m.idemDoubt {
 		loc, found := where[string(d.payloads[0])]
-		ack, err := p.PublishSequence(ctx, d.key, d.seq, d.payloads)
+		ack, err := p.PublishSequence(ctx, d.seq, d.payloads, client.WithKey(d.key))
 		if err != nil {
 			t.Fatalf("after kill %d: re-send of sequence %d on shard %d: %v", kill, d.seq, d.shard, err)
 		}
@@ -867,7 +867,7 @@ func TestCrashCorruptTail(t *testing.T) {
 	}
 	var acks []client.PublishAck
 	for _, b := range batches {
-		ack, err := p.Publish(ctx, keys[0], b)
+		ack, err := p.Publish(ctx, b, client.WithKey(keys[0]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -918,7 +918,7 @@ func TestCrashCorruptTail(t *testing.T) {
 	// recovered tail, not answered as a duplicate of the batch cut off.
 	p = c.NewProducer(name, 5)
 	p.SetSequence(0, 3)
-	ack, err := p.PublishSequence(ctx, keys[0], 3, batches[2])
+	ack, err := p.PublishSequence(ctx, 3, batches[2], client.WithKey(keys[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -926,10 +926,10 @@ func TestCrashCorruptTail(t *testing.T) {
 		t.Fatalf("re-send of the cut-off sequence 3: %+v, want it written at %d", ack, torn)
 	}
 	// The batches before it are still known.
-	if ack, err := p.PublishSequence(ctx, keys[0], 2, batches[1]); err != nil || !ack.Duplicate || ack.Offset != acks[1].Offset {
+	if ack, err := p.PublishSequence(ctx, 2, batches[1], client.WithKey(keys[0])); err != nil || !ack.Duplicate || ack.Offset != acks[1].Offset {
 		t.Fatalf("re-send of sequence 2: %+v, %v; want a duplicate at %d", ack, err, acks[1].Offset)
 	}
-	if ack, err := p.Publish(ctx, keys[0], [][]byte{payload("idem-4")}); err != nil || ack.Duplicate || ack.Offset != torn+3 {
+	if ack, err := p.Publish(ctx, [][]byte{payload("idem-4")}, client.WithKey(keys[0])); err != nil || ack.Duplicate || ack.Offset != torn+3 {
 		t.Fatalf("sequence 4: %+v, %v; want it written at %d", ack, err, torn+3)
 	}
 	got = readAllPayloads(ctx, t, c, name, 0)

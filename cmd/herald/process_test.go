@@ -150,7 +150,7 @@ func readAll(t *testing.T, c *client.Client, name client.StreamName, count uint6
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sub, err := c.Subscribe(ctx, name, client.FromEarliest())
+	sub, err := c.Subscribe(ctx, name, client.WithStartEarliest())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "published %d jobs\n", *produce)
 	}
 
-	m, err := c.Group(name, *group).Subscribe(ctx, client.Member(*member), client.Window(*window), client.Heartbeat(*heartbeat))
+	m, err := c.Group(name, *group).Subscribe(ctx, client.WithMember(*member), client.WithWindow(*window), client.WithHeartbeat(*heartbeat))
 	if err != nil {
 		return err
 	}

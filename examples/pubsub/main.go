@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "published %d records to %s, last at offset %d\n", *count, name, last.Offset)
 
-	sub, err := c.Subscribe(ctx, name, client.FromOffset(start))
+	sub, err := c.Subscribe(ctx, name, client.WithStartOffset(start))
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sub, err := c.Subscribe(ctx, name, client.FromOffset(info.Tails[0]))
+	sub, err := c.Subscribe(ctx, name, client.WithStartOffset(info.Tails[0]))
 	if err != nil {
 		return err
 	}

@@ -131,11 +131,11 @@ func TestGroupPoll(t *testing.T) {
 		{"no spaces", 1, 0},
 	} {
 		if _, err := c.Group(orders, bad.group).Poll(ctx, 0, bad.max, bad.wait); !errors.Is(err, ErrInvalidRequest) {
-			t.Errorf("GroupPoll(%q, %d, %v): %v, want ErrInvalidRequest", bad.group, bad.max, bad.wait, err)
+			t.Errorf("Poll(%q, %d, %v): %v, want ErrInvalidRequest", bad.group, bad.max, bad.wait, err)
 		}
 	}
 	if _, err := c.Group(StreamName{}, "g").Poll(ctx, 0, 1, 0); !errors.Is(err, ErrInvalidStreamName) {
-		t.Errorf("GroupPoll of a bad stream name: %v", err)
+		t.Errorf("Poll of a bad stream name: %v", err)
 	}
 	select {
 	case f := <-frames:

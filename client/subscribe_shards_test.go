@@ -90,8 +90,8 @@ func subscribed(st *quic.Stream, reqID uint64, shard uint32, offset uint64) {
 	_, _ = st.Write(wire.AppendSubscribed(nil, reqID, wire.Subscribed{Shard: shard, Offset: offset, Tail: offset, QueueCapacity: 8}))
 }
 
-// TestSubscribeAllShards: without OnShard the client describes the stream
-// and subscribes to every shard, FromOffsets starting the shards it names
+// TestSubscribeAllShards: without WithShard the client describes the stream
+// and subscribes to every shard, WithStartOffsets starting the shards it names
 // and the others where the base option says; Next merges the shards, each
 // in offset order.
 func TestSubscribeAllShards(t *testing.T) {
@@ -199,12 +199,12 @@ func TestSubscribeLagged(t *testing.T) {
 	}
 	wantCode(t, err, wire.CodeLagged)
 	if sub.Resumes() != 0 {
-		t.Fatalf("Resumes = %d without AutoResume", sub.Resumes())
+		t.Fatalf("Resumes = %d without WithAutoResume", sub.Resumes())
 	}
 	handlers.Wait()
 }
 
-// TestSubscribeAutoResume: with AutoResume a lagged shard is subscribed
+// TestSubscribeAutoResume: with WithAutoResume a lagged shard is subscribed
 // again at the resume offset, the application sees contiguous offsets and
 // no error, and the other shard is not disturbed.
 func TestSubscribeAutoResume(t *testing.T) {

@@ -269,7 +269,7 @@ func TestResumeHandoverUnderConcurrentPublishing(t *testing.T) {
 		}
 		start = rng.Uint64N(start + 1)
 		// A queue this small can overflow while the publisher runs ahead
-		// (drop_new ends the subscription as lagged): AutoResume picks up
+		// (drop_new ends the subscription as lagged): WithAutoResume picks up
 		// where it stopped, and the sequence must still be whole.
 		sub, err := c.Subscribe(ctx, name, client.WithShard(0), client.WithStartOffset(start), client.WithQueueCapacity(uint32(1+rng.IntN(8))),
 			client.WithAutoResume())
@@ -304,7 +304,7 @@ func TestResumeHandoverUnderConcurrentPublishing(t *testing.T) {
 }
 
 // A subscriber that stops reading on a durable stream overflows: the node
-// ends it with lagged and the offset to resume from; with AutoResume the
+// ends it with lagged and the offset to resume from; with WithAutoResume the
 // client resubscribes there and the application sees every offset once.
 func TestLaggedSubscriberResumes(t *testing.T) {
 	// A small egress bound: the stalled lane fills its share quickly and

@@ -22,9 +22,9 @@ const (
 	defaultGroupRecords = 100_000
 	// groupPreloadBatch is the records per publish when preloading.
 	groupPreloadBatch = 64
-	// groupPollMax is the most records one GroupPoll returns.
+	// groupPollMax is the most records one Group.Poll returns.
 	groupPollMax = 100
-	// groupPollWait is how long one GroupPoll may wait for records.
+	// groupPollWait is how long one Group.Poll may wait for records.
 	groupPollWait = time.Second
 	// benchGroup is the consumer group's name.
 	benchGroup = "bench"
@@ -43,12 +43,12 @@ type groupsResult struct {
 // groupRun is one consumption of a pre-published durable one-shard stream
 // by one group member.
 type groupRun struct {
-	// Mode is "push" (SubscribeGroup, an Ack per delivery, acks
-	// concurrent) or "pull" (GroupPoll, a GroupAck per record).
+	// Mode is "push" (Group.Subscribe, an Ack per delivery, acks
+	// concurrent) or "pull" (Group.Poll, a Group.Ack per record).
 	Mode string `json:"mode"`
 	// Window is the push credit window; 0 for pull.
 	Window int `json:"window,omitempty"`
-	// AcksInflight is the most GroupAck calls in flight (pull only).
+	// AcksInflight is the most Group.Ack calls in flight (pull only).
 	AcksInflight int   `json:"acks_inflight,omitempty"`
 	Records      int64 `json:"records"`
 	// Seconds is from the subscription (or first poll) to the last ack.
@@ -74,7 +74,7 @@ func runBenchGroups(args []string, stdout, stderr io.Writer) int {
 	size := fs.Int("payload", 128, "payload bytes per record")
 	windows := fs.String("window", "100,1000", "comma-separated push credit windows (empty: no push run)")
 	pull := fs.Bool("pull", true, "also run pull with an ack per record")
-	acksInflight := fs.Int("acks-inflight", 64, "most GroupAck calls in flight when pulling")
+	acksInflight := fs.Int("acks-inflight", 64, "most Group.Ack calls in flight when pulling")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -248,7 +248,7 @@ func consumePush(ctx context.Context, c *client.Client, stream client.StreamName
 }
 
 // consumePull polls shard 0 (up to 100 records a poll) and acks each
-// record with its own GroupAck, up to inflight at once, until n records
+// record with its own Group.Ack, up to inflight at once, until n records
 // were acked.
 func consumePull(ctx context.Context, c *client.Client, stream client.StreamName, inflight, n int, count *atomic.Int64) (time.Duration, error) {
 	start := time.Now()

@@ -238,9 +238,9 @@ type soakModel struct {
 	idemDoubt []idemBatch
 	// delivered is what the group delivered: shard -> offset -> payload.
 	delivered [crashShards]map[uint64]string
-	// groupAcked are the offsets whose GroupAck succeeded, per shard.
+	// groupAcked are the offsets whose group ack succeeded, per shard.
 	groupAcked [crashShards]map[uint64]bool
-	// groupDoubt are offsets whose GroupAck failed at a kill (outcome
+	// groupDoubt are offsets whose group ack failed at a kill (outcome
 	// unknown), per shard.
 	groupDoubt [crashShards]map[uint64]bool
 

@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +33,8 @@ type StorageWriterConfig struct {
 	OnFailure func(error)
 	// Stats is the node's, for metrics (may be nil).
 	Stats *Stats
+	// Goroutines starts the writer's stream drops (nil: untracked).
+	Goroutines *Goroutines
 	// Failed, shared by every instance of the writer, holds the error that
 	// broke the log: a writer that restarts stays failed, so appends queued
 	// behind a failed commit are never written above its hole.
@@ -56,8 +57,6 @@ type storageWriter struct {
 	markerQueued bool
 	// failed is the sticky error after a failed commit.
 	failed error
-	// wg tracks the goroutines the writer owns (stream drops).
-	wg *sync.WaitGroup
 	// inflight is the group being committed; if the commit panics, the
 	// failed instance answers it (AppendFailed) before the restart, so no
 	// shard waits for, or is told about, a batch that was never written.
@@ -91,7 +90,7 @@ func NewStorageWriterProps(cfg StorageWriterConfig) *actor.Props {
 		cfg.MaxGroupBytes = 32 << 20
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		w := &storageWriter{cfg: cfg, wg: &sync.WaitGroup{}}
+		w := &storageWriter{cfg: cfg}
 		if p := cfg.Failed.Load(); p != nil {
 			w.failed = *p
 		}
@@ -136,9 +135,12 @@ func (w *storageWriter) Receive(ctx actor.Context) {
 	case *actor.Started, *actor.Stopping:
 	case *actor.Stopped:
 		// Anything still pending is committed before the writer goes: the node
-		// stops the writer last, after the shards.
+		// stops the writer last, after the shards. A stream drop still
+		// running beside it ends on its own, and the node waits for it
+		// before closing storage; the metadata deletes it would have sent
+		// back are not committed (the deleted stream is listed again at the
+		// next start, and can be deleted again).
 		w.commit(ctx)
-		w.wg.Wait()
 	default:
 		ctx.Logger().Warn("storage writer: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -274,12 +276,12 @@ func (w *storageWriter) answer(ctx actor.Context, group []pendingWrite, err erro
 			// its metadata deletes come back as an ordinary commit.
 			d, from := p.drop, p.from
 			self, root := ctx.Self(), ctx.ActorSystem().Root
-			w.wg.Add(1)
-			go func() {
-				defer w.wg.Done()
+			if !w.cfg.Goroutines.Go(func() {
 				metas, err := w.dropData(d)
 				root.Send(self, &dropDone{from: from, metas: metas, err: err})
-			}()
+			}) && from != nil {
+				ctx.Send(from, &MetaWriteResponse{Err: fmt.Errorf("%w: the node is stopping", ErrStorageFailed)})
+			}
 		}
 	}
 }
@@ -344,6 +346,14 @@ func (w *storageWriter) forgetCutOff(ctx actor.Context, shard storage.ShardKey, 
 // never commits to the durable log itself.
 func (w *storageWriter) dropData(d *DropStreamRequest) ([]storage.MetaPut, error) {
 	metas := d.Metas
+	for _, prefix := range d.MetaPrefixes {
+		if err := w.cfg.Log.ScanMeta(prefix, func(key, _ []byte) error {
+			metas = append(metas, storage.MetaPut{Key: append([]byte(nil), key...)})
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
 	for _, k := range d.Shards {
 		log := w.cfg.Log
 		if !d.Durable && d.Memory != nil {

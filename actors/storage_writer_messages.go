@@ -88,6 +88,10 @@ type DropStreamRequest struct {
 	Shards  []storage.ShardKey
 	Memory  storage.Log
 	Metas   []storage.MetaPut
+	// MetaPrefixes are durable metadata prefixes whose every key is deleted
+	// with the stream (its consumer groups' state), scanned beside the
+	// writer like the batches.
+	MetaPrefixes [][]byte
 }
 
 // dropDone is the result of a stream drop the writer ran beside itself.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +57,8 @@ type SubscriptionConfig struct {
 	// in-lane bytes count against until written (nil: none). The shard
 	// takes it for what it pushes; the subscription gives it back.
 	QueueTotal *Budget
+	// Goroutines starts the subscription's goroutines (nil: untracked).
+	Goroutines *Goroutines
 }
 
 // subscription pushes one shard's records to one client. It registers with
@@ -97,9 +98,10 @@ type subscription struct {
 	share int64
 	// closed is set once the subscription ended itself.
 	closed bool
-	// wg tracks the goroutines the subscription owns.
-	wg *sync.WaitGroup
-	// stopping is set when the actor stops; its goroutines then send nothing.
+	// stopping is set when the actor stops; its goroutines then send
+	// nothing. They are started through cfg.Goroutines: the subscription
+	// never waits for them (Stopping unblocks the stream reader; a history
+	// read ends on its own), the node does at Close.
 	stopping *atomic.Bool
 	logger   *slog.Logger
 }
@@ -114,7 +116,7 @@ func NewSubscriptionProps(cfg SubscriptionConfig) *actor.Props {
 	}
 	// A failing lane is stopped, not restarted: its stream state is lost, and
 	// its Terminated ends the subscription.
-	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg, wg: &sync.WaitGroup{}, stopping: &atomic.Bool{}} },
+	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg, stopping: &atomic.Bool{}} },
 		actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
 			return actor.StopDirective
 		})))
@@ -197,7 +199,6 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.cfg.QueueTotal.Release(s.queueBytes + s.laneBytes)
 		s.cfg.EgressPool.Release(s.laneBytes)
 		s.queue, s.queueBytes, s.laneBytes = nil, 0, 0
-		s.wg.Wait()
 	case *actor.Restarting:
 	default:
 		s.log_(ctx).Warn("subscription: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
@@ -225,15 +226,17 @@ func (s *subscription) onStarted(ctx actor.Context) {
 	// The client sends nothing after Subscribe: any read result ends the
 	// subscription (EOF is the client unsubscribing).
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	stopping := s.stopping
+	if !s.cfg.Goroutines.Go(func() {
 		var b [1]byte
 		_, err := s.cfg.Stream.Read(b[:])
-		if !s.stopping.Load() {
+		if !stopping.Load() {
 			root.Send(self, &subscriberLeft{err: err})
 		}
-	}()
+	}) {
+		s.end(ctx, wire.Errorf(wire.CodeShuttingDown, "the node is stopping"))
+		return
+	}
 	ctx.Request(s.cfg.Catalog, &LookupStreamRequest{Name: s.cfg.Request.Name})
 }
 
@@ -437,12 +440,18 @@ func (s *subscription) readMore(ctx actor.Context) {
 	s.readBusy = true
 	log, key, from := s.log, s.key, s.next
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	if !s.cfg.Goroutines.Go(func() {
 		batches, err := log.Read(key, from, room, maxBytes)
-		root.Send(self, &historyRead{batches: batches, err: err})
-	}()
+		var first uint64
+		if err == nil && (len(batches) == 0 || batches[len(batches)-1].End() <= from) {
+			// Nothing at from: where the log starts now says whether
+			// retention took it (read here, off the actor).
+			first, err = log.First(key)
+		}
+		root.Send(self, &historyRead{batches: batches, first: first, err: err})
+	}) {
+		s.end(ctx, wire.Errorf(wire.CodeShuttingDown, "the node is stopping"))
+	}
 }
 
 func (s *subscription) onHistory(ctx actor.Context, m *historyRead) {
@@ -480,7 +489,7 @@ func (s *subscription) onHistory(ctx actor.Context, m *historyRead) {
 	skip := len(secs) == 0 && s.next < s.readTail
 	if skip && s.durable {
 		// Retention deleted everything this subscriber still needed.
-		first, _ := s.log.First(s.key)
+		first := m.first
 		s.end(ctx, &wire.Error{Code: wire.CodeOffsetOutOfRange, Detail: first,
 			Message: fmt.Sprintf("offset %d was deleted by retention; the first retained offset is %d", s.next, first)})
 		return

@@ -6,7 +6,9 @@ import "github.com/heraldmq/herald/storage"
 // read goroutine to its subscription.
 type historyRead struct {
 	batches []storage.Batch
-	err     error
+	// first is the log's first offset, read when the read found nothing.
+	first uint64
+	err   error
 }
 
 // subscriberLeft tells a subscription that its client closed or reset the

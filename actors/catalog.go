@@ -258,6 +258,10 @@ func (c *catalog) newHandle(st storedStream) *StreamHandle {
 	if st.Durable {
 		h.Log = c.cfg.Durable
 	}
+	h.Progress = make([]*ShardProgress, st.Shards)
+	for i := range h.Progress {
+		h.Progress[i] = &ShardProgress{}
+	}
 	return h
 }
 
@@ -281,6 +285,7 @@ func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
 		PendingWait: c.cfg.PendingWait,
 		RingBytes:   c.cfg.RingBytes,
 		Now:         c.cfg.Now,
+		Progress:    h.Progress[i],
 	})
 	if c.cfg.ShardProps != nil {
 		p = c.cfg.ShardProps(p)
@@ -532,7 +537,9 @@ func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
 	}
 	if c.cfg.Groups != nil && h.Config.Durable {
 		// Groups live on durable streams only: their coordinators stop
-		// first, then their state is deleted with the stream.
+		// first, then their state is deleted with the stream (the storage
+		// writer scans for it beside itself).
+		req.MetaPrefixes = [][]byte{GroupStreamPrefix(h.ID)}
 		plain := drop
 		drop = func() {
 			f := ctx.RequestFuture(c.cfg.Groups, &StreamGroupsDropped{Stream: h.ID}, 30*time.Second)
@@ -540,12 +547,6 @@ func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
 				if err != nil {
 					ctx.Logger().Warn("catalog: a deleted stream's groups did not stop", slog.String("stream", key), slog.Any("error", err))
 				}
-				keys, err := GroupStateKeys(c.cfg.Durable, h.ID)
-				if err != nil {
-					reply(err)
-					return
-				}
-				req.Metas = append(req.Metas, keys...)
 				plain()
 			})
 		}

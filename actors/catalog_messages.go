@@ -25,9 +25,20 @@ type StreamHandle struct {
 	// Shards are the shard actors, by index. A PID stays valid across a
 	// shard's restart.
 	Shards []*actor.PID
+	// Progress is each shard's committed tail and first retained offset,
+	// by index, as the shard actor last published them: written only by
+	// the shard, read by anyone (a group's lag follows the tail through it
+	// without a message).
+	Progress []*ShardProgress
 	// deleted is set when the stream is deleted (or the catalog that made
 	// the handle restarted); holders drop the handle and look again.
 	deleted atomic.Bool
+}
+
+// ShardProgress is a shard's committed tail and first retained offset, as
+// the shard published them.
+type ShardProgress struct {
+	Tail, First atomic.Uint64
 }
 
 // Deleted reports whether the handle is stale: the stream has been deleted,

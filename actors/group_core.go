@@ -416,17 +416,27 @@ func (c *groupCore) candidates(shards []uint32, max int) []pick {
 	return out
 }
 
-// take claims the picks (a prefix of what candidates returned) for owner
-// with the visibility deadline; picks in gone were deleted by retention and
-// are settled instead.
-func (c *groupCore) take(owner string, picks []pick, gone map[pick]bool, now time.Time) {
-	for _, p := range picks {
+// takeRead claims for owner the picks a read brought back (a prefix of
+// what candidates returned), with the visibility deadline. Acks, nacks and
+// expiries go on while the records are read, so each pick is taken only if
+// it is still there to take: an owed record still owed, a new record still
+// the shard's next (no other read picks from the shard meanwhile). Picks in
+// gone were deleted by retention and are settled instead. It reports which
+// picks it claimed.
+func (c *groupCore) takeRead(owner string, picks []pick, gone map[pick]bool, now time.Time) []bool {
+	taken := make([]bool, len(picks))
+	for k, p := range picks {
 		s := c.shards[p.shard]
 		if p.offset >= s.next {
+			if p.offset != s.next {
+				continue // past a record not taken: never, for candidates' picks
+			}
 			s.next = p.offset + 1
 			s.dirty = true
 		} else if i, ok := slices.BinarySearch(s.owed, p.offset); ok {
 			s.owed = slices.Delete(s.owed, i, i+1)
+		} else {
+			continue // settled while it was read
 		}
 		if gone[p] {
 			c.settle(s, p.offset, false)
@@ -435,7 +445,9 @@ func (c *groupCore) take(owner string, picks []pick, gone map[pick]bool, now tim
 		s.attempts[p.offset]++
 		c.persistAttempts(s, p.offset, s.attempts[p.offset])
 		c.addClaim(s, p.offset, owner, now)
+		taken[k] = true
 	}
+	return taken
 }
 
 func (c *groupCore) persistAttempts(s *groupShard, off uint64, n uint32) {

@@ -104,6 +104,9 @@ type propRun struct {
 	first   []uint64
 	step    int
 	trace   []string
+	// reads are the reads in flight; busy their shards.
+	reads []*propRead
+	busy  map[uint32]bool
 }
 
 func (p *propRun) fatalf(format string, args ...any) {
@@ -154,6 +157,9 @@ func (p *propRun) poll(owner string, shards []uint32, max int) {
 			}
 		}
 	}
+	for _, r := range p.reads {
+		claims += len(r.picks) // reserved by reads in flight
+	}
 	if room := p.lim.MaxInFlight - claims; max > room {
 		max = room
 	}
@@ -192,37 +198,89 @@ func (p *propRun) poll(owner string, shards []uint32, max int) {
 	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 		p.fatalf("candidates(%v, %d) = %v, want %v", shards, max, got, want)
 	}
-	// Take a prefix (the read may stop at its byte budget); picks below the
-	// retention floor are gone.
+	// Take a prefix (the read may stop at its byte budget).
 	used := len(got)
 	if used > 0 && p.rng.IntN(4) == 0 {
 		used = p.rng.IntN(used + 1)
 	}
+	r := &propRead{owner: owner, picks: got[:used]}
+	p.note("poll owner=%q shards=%v max=%d picks=%v used=%d", owner, shards, max, got, used)
+	if used > 0 && p.rng.IntN(3) == 0 {
+		// The read stays out while other steps run, as the coordinator's
+		// goroutine does: its shards are busy (nothing else picks from
+		// them) and its picks count against the in-flight bound.
+		for _, pk := range r.picks {
+			p.busy[pk.shard] = true
+		}
+		p.reads = append(p.reads, r)
+		return
+	}
+	p.take(r)
+}
+
+// propRead is a read of picks in flight.
+type propRead struct {
+	owner string
+	picks []pick
+}
+
+// finishRead takes the picks of a read that was left out.
+func (p *propRun) finishRead(i int) {
+	r := p.reads[i]
+	p.reads = slices.Delete(p.reads, i, i+1)
+	for _, pk := range r.picks {
+		delete(p.busy, pk.shard)
+	}
+	p.note("read done owner=%q picks=%v", r.owner, r.picks)
+	p.take(r)
+}
+
+// take claims what a read brought back, as groupCore.takeRead must: a pick
+// is taken only if it is still there (an owed record still owed, a new one
+// still the shard's next); picks below the retention floor are gone, and
+// settled.
+func (p *propRun) take(r *propRead) {
 	gone := map[pick]bool{}
-	for _, pk := range got[:used] {
+	for _, pk := range r.picks {
 		if pk.offset < p.first[pk.shard] {
 			gone[pk] = true
 		}
 	}
-	p.note("poll owner=%q shards=%v max=%d picks=%v used=%d gone=%d", owner, shards, max, got, used, len(gone))
-	p.core.take(owner, got[:used], gone, p.now)
-	for _, pk := range got[:used] {
+	taken := p.core.takeRead(r.owner, r.picks, gone, p.now)
+	for k, pk := range r.picks {
 		s := p.model.shards[pk.shard]
-		r := s.recs[pk.offset]
-		if r == nil {
-			r = &mRec{}
-			s.recs[pk.offset] = r
+		rec := s.recs[pk.offset]
+		valid := false
+		if pk.offset >= s.next {
+			valid = pk.offset == s.next
+		} else {
+			valid = rec != nil && rec.st == mOwed
+		}
+		if want := valid && !gone[pk]; taken[k] != want {
+			p.fatalf("pick %v taken=%v, want %v (gone=%v)", pk, taken[k], want, gone[pk])
+		}
+		if !valid {
+			continue
+		}
+		if rec == nil {
+			rec = &mRec{}
+			s.recs[pk.offset] = rec
 		}
 		if pk.offset >= s.next {
 			s.next = pk.offset + 1
 		}
 		if gone[pk] {
-			r.st, r.owner, r.attempts = mGone, "", 0
+			rec.st, rec.owner, rec.attempts = mGone, "", 0
 			continue
 		}
-		r.st, r.owner, r.deadline = mClaimed, owner, p.now.Add(p.lim.Visibility)
-		r.attempts++
+		rec.st, rec.owner, rec.deadline = mClaimed, r.owner, p.now.Add(p.lim.Visibility)
+		rec.attempts++
 	}
+}
+
+// free returns the shards no read in flight holds.
+func (p *propRun) free(shards []uint32) []uint32 {
+	return slices.DeleteFunc(shards, func(s uint32) bool { return p.busy[s] })
 }
 
 func (p *propRun) randomOffsets(si int) []uint64 {
@@ -451,6 +509,9 @@ func (p *propRun) restart(clean bool) {
 		p.model = p.flushed.clone()
 	}
 	p.note("restart clean=%v", clean)
+	// Reads in flight come back to an instance that did not start them:
+	// they are dropped.
+	p.reads, p.busy = nil, map[uint32]bool{}
 	c := newGroupCore(p.core.stream, p.core.group, len(p.core.shards), p.lim)
 	if _, err := c.load(func(fn func(k, v []byte) error) error {
 		return p.log.ScanMeta(groupPrefix(c.stream, c.group), fn)
@@ -601,7 +662,7 @@ func runGroupCoreProp(t *testing.T, seed uint64, steps int) {
 	shards := 1 + int(seed%3)
 	p := &propRun{t: t, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), lim: lim,
 		log: storage.NewMemoryLog(storage.MemoryOptions{}), now: time.Unix(1_700_000_000, 0),
-		tail: make([]uint64, shards), first: make([]uint64, shards)}
+		tail: make([]uint64, shards), first: make([]uint64, shards), busy: map[uint32]bool{}}
 	p.core = newGroupCore(7, "g", shards, lim)
 	p.model = &groupModel{members: map[string]*mMember{}}
 	for range shards {
@@ -622,11 +683,18 @@ func runGroupCoreProp(t *testing.T, seed uint64, steps int) {
 			}
 			p.note("retention shard %d first=%d", si, p.first[si])
 		case op < 33: // pull poll
-			p.poll("", []uint32{uint32(p.rng.IntN(shards))}, 1+p.rng.IntN(5))
+			if free := p.free([]uint32{uint32(p.rng.IntN(shards))}); len(free) > 0 {
+				p.poll("", free, 1+p.rng.IntN(5))
+			}
 		case op < 43: // push claim
 			id := ids[p.rng.IntN(len(ids))]
 			if m := p.core.members[id]; m != nil {
-				p.poll(id, slices.Clone(m.shards), 1+p.rng.IntN(5))
+				if free := p.free(slices.Clone(m.shards)); len(free) > 0 {
+					p.poll(id, free, 1+p.rng.IntN(5))
+				}
+			}
+			if len(p.reads) > 0 && p.rng.IntN(2) == 0 {
+				p.finishRead(p.rng.IntN(len(p.reads)))
 			}
 		case op < 60:
 			p.ack(p.rng.IntN(shards), false)

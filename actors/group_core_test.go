@@ -55,7 +55,7 @@ func (h *coreHarness) reload(tail uint64) {
 // none in these tests, so every pick is taken as present).
 func (h *coreHarness) poll(owner string, shard uint32, max int) []pick {
 	picks := h.core.candidates([]uint32{shard}, max)
-	h.core.take(owner, picks, nil, h.now)
+	h.core.takeRead(owner, picks, nil, h.now)
 	for i := range picks {
 		picks[i].attempts = h.core.shards[picks[i].shard].attempts[picks[i].offset]
 	}
@@ -197,7 +197,7 @@ func TestGroupCoreMembersSessionAndRebalance(t *testing.T) {
 		t.Fatalf("split %v %v", a.shards, b.shards)
 	}
 	picks := h.core.candidates(b.shards, 3)
-	h.core.take("b", picks, nil, h.now)
+	h.core.takeRead("b", picks, nil, h.now)
 	// a heartbeats, b does not: b's session lapses 30 s after it joined.
 	h.now = h.now.Add(25 * time.Second)
 	a.lastSeen = h.now

@@ -52,24 +52,25 @@ type coordinatorGone struct{}
 func (*memberAck) IgnoreDeadLetterLogging()         {}
 func (*memberStreamEnded) IgnoreDeadLetterLogging() {}
 
-// groupMemberActor is one push member. It owns its credit window: each push
-// is at most min(MaxPerPush, Window − in flight) records, asked of the
-// coordinator only while that budget is above zero; at zero it sends
-// nothing and asks for nothing. An ack returns its count of credit and
-// commits its cursor, in one request; an empty ack is a heartbeat. Both are
-// answered with the member's current shards, so a rebalance is picked up
-// on the next ack.
+// groupMemberActor is one push member. Its credit window (memberCredit)
+// decides what it asks the coordinator for and what an ack returns: each
+// push is at most min(MaxPerPush, Window − in flight) records, asked for
+// only while that budget is above zero; at zero it sends nothing and asks
+// for nothing. An ack commits its delivery's cursor and, once the commit
+// is durable, returns exactly that delivery's credit; an empty ack is a
+// heartbeat. Both are answered with the member's current shards, so a
+// rebalance is picked up on the next ack. All fields are owned by the
+// actor and touched only in Receive.
 type groupMemberActor struct {
 	cfg         GroupMemberConfig
 	lane        *actor.PID
 	coordinator *actor.PID
 	epoch       uint64
-	inFlight    uint32
-	asking      bool
+	// credit is the window, from the join on.
+	credit *memberCredit
 	// session is the session timeout (ms) the coordinator granted.
 	session uint32
 	closed  bool
-	joined  bool
 }
 
 // NewGroupMemberProps returns the props of a push member.
@@ -86,48 +87,19 @@ func NewGroupMemberProps(cfg GroupMemberConfig) *actor.Props {
 		})))
 }
 
+// Receive dispatches.
 func (a *groupMemberActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		lane, err := ctx.SpawnNamed(NewLaneProps(LaneConfig{W: a.cfg.QUIC, Meter: a.cfg.Answers}), "lane")
-		if err != nil {
-			a.cfg.QUIC.Abort(wire.CodeInternal)
-			ctx.Stop(ctx.Self())
-			return
-		}
-		a.lane = lane
-		a.cfg.Stats.gauge(&a.cfg.Stats.GroupMembers, 1)
-		ctx.Request(a.cfg.Groups, &GroupJoinRequest{Stream: a.cfg.Stream, Group: a.cfg.Request.Group, Member: a.cfg.Member,
-			Window: a.cfg.Request.Window, MaxPerPush: a.cfg.MaxPerPush})
+		a.onStarted(ctx)
 	case *GroupJoinResponse:
-		if m.Err != nil {
-			a.end(ctx, m.Err, a.cfg.ReqID)
-			return
-		}
-		a.joined = true
-		a.coordinator, a.epoch, a.session = m.Coordinator, m.Epoch, m.Session
-		ctx.Watch(a.coordinator)
-		ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendGroupAssignment(nil, a.cfg.ReqID, a.assignment(m.Generation, m.Shards, m.Session))})
-		a.ask(ctx)
+		a.onJoined(ctx, m)
 	case *GroupClaimGranted:
-		a.asking = false
-		if a.closed {
-			return
-		}
-		a.inFlight += uint32(len(m.Records))
-		ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendGroupRecords(nil, 0, wire.GroupRecords{Cursor: m.Cursor, Records: m.Records}), Push: true})
-		a.ask(ctx)
+		a.onGranted(ctx, m)
 	case *memberAck:
 		a.onAck(ctx, m)
 	case *GroupCommitResponse:
-		if a.closed {
-			return
-		}
-		if m.Err != nil {
-			ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendError(nil, m.ReqID, m.Err)})
-			return
-		}
-		ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendGroupAssignment(nil, m.ReqID, a.assignment(m.Generation, m.Shards, a.session))})
+		a.onCommitted(ctx, m)
 	case *GroupMemberEnded:
 		a.coordinator = nil // it has forgotten us already
 		a.end(ctx, m.Err, 0)
@@ -136,14 +108,7 @@ func (a *groupMemberActor) Receive(ctx actor.Context) {
 	case *LaneFailed:
 		a.end(ctx, nil, 0)
 	case *actor.Terminated:
-		switch {
-		case a.lane != nil && m.Who.Equal(a.lane):
-			ctx.Stop(ctx.Self())
-		case a.coordinator != nil && m.Who.Equal(a.coordinator):
-			// Terminated is a system message: it overtakes the coordinator's
-			// GroupMemberEnded, which says why. Read that first.
-			ctx.Send(ctx.Self(), &coordinatorGone{})
-		}
+		a.onTerminated(ctx, m)
 	case *coordinatorGone:
 		if !a.closed {
 			a.coordinator = nil
@@ -164,51 +129,122 @@ func (a *groupMemberActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *groupMemberActor) assignment(gen uint64, shards []uint32, session uint32) wire.GroupAssignment {
-	return wire.GroupAssignment{Member: a.cfg.Member, Generation: gen, Shards: shards, Window: a.cfg.Request.Window,
-		MaxPerPush: a.cfg.MaxPerPush, SessionMillis: session, InFlight: a.inFlight}
+func (a *groupMemberActor) onStarted(ctx actor.Context) {
+	lane, err := ctx.SpawnNamed(NewLaneProps(LaneConfig{W: a.cfg.QUIC, Meter: a.cfg.Answers}), "lane")
+	if err != nil {
+		a.cfg.QUIC.Abort(wire.CodeInternal)
+		ctx.Stop(ctx.Self())
+		return
+	}
+	a.lane = lane
+	a.cfg.Stats.gauge(&a.cfg.Stats.GroupMembers, 1)
+	ctx.Request(a.cfg.Groups, &GroupJoinRequest{Stream: a.cfg.Stream, Group: a.cfg.Request.Group, Member: a.cfg.Member,
+		Window: a.cfg.Request.Window, MaxPerPush: a.cfg.MaxPerPush})
 }
 
-// budget is min(MaxPerPush, Window − in flight).
-func (a *groupMemberActor) budget() uint32 {
-	if a.inFlight >= a.cfg.Request.Window {
-		return 0
+func (a *groupMemberActor) onJoined(ctx actor.Context, m *GroupJoinResponse) {
+	if m.Err != nil {
+		a.end(ctx, m.Err, a.cfg.ReqID)
+		return
 	}
-	return min(a.cfg.MaxPerPush, a.cfg.Request.Window-a.inFlight)
+	a.credit = newMemberCredit(a.cfg.Request.Window, a.cfg.MaxPerPush)
+	a.coordinator, a.epoch, a.session = m.Coordinator, m.Epoch, m.Session
+	ctx.Watch(a.coordinator)
+	a.write(ctx, wire.AppendGroupAssignment(nil, a.cfg.ReqID, a.assignment(m.Generation, m.Shards, m.Session)), false)
+	a.ask(ctx)
+}
+
+func (a *groupMemberActor) onGranted(ctx actor.Context, m *GroupClaimGranted) {
+	if a.closed {
+		return
+	}
+	if err := a.credit.granted(m.Cursor, uint32(len(m.Records))); err != nil {
+		// The coordinator broke the window: the records are not pushed
+		// (their claims lapse and they are delivered again).
+		ctx.Logger().Error("group member: refusing a push", slog.String("member", a.cfg.Member), slog.Any("error", err))
+		a.end(ctx, wire.Errorf(wire.CodeInternal, "the node broke the member's credit window; join again"), 0)
+		return
+	}
+	a.write(ctx, wire.AppendGroupRecords(nil, 0, wire.GroupRecords{Cursor: m.Cursor, Records: m.Records}), true)
+	a.ask(ctx)
+}
+
+func (a *groupMemberActor) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	switch {
+	case a.lane != nil && m.Who.Equal(a.lane):
+		ctx.Stop(ctx.Self())
+	case a.coordinator != nil && m.Who.Equal(a.coordinator):
+		// Terminated is a system message: it overtakes the coordinator's
+		// GroupMemberEnded, which says why. Read that first.
+		ctx.Send(ctx.Self(), &coordinatorGone{})
+	}
+}
+
+// write hands a frame to the member's lane (push: a delivery, which the
+// answer meter does not count: credit bounds it).
+func (a *groupMemberActor) write(ctx actor.Context, frame []byte, push bool) {
+	ctx.Send(a.lane, &WriteFrame{Frame: frame, Push: push})
+}
+
+func (a *groupMemberActor) assignment(gen uint64, shards []uint32, session uint32) wire.GroupAssignment {
+	return wire.GroupAssignment{Member: a.cfg.Member, Generation: gen, Shards: shards, Window: a.cfg.Request.Window,
+		MaxPerPush: a.cfg.MaxPerPush, SessionMillis: session, InFlight: a.credit.inFlight}
 }
 
 // ask requests records when the budget allows and no request is out.
 func (a *groupMemberActor) ask(ctx actor.Context) {
-	if a.asking || a.closed || a.coordinator == nil {
+	if a.closed || a.coordinator == nil {
 		return
 	}
-	if b := a.budget(); b > 0 {
-		a.asking = true
-		ctx.Request(a.coordinator, &GroupClaimRequest{Member: a.cfg.Member, Epoch: a.epoch, Max: int(b)})
+	if n := a.credit.ask(); n > 0 {
+		ctx.Request(a.coordinator, &GroupClaimRequest{Member: a.cfg.Member, Epoch: a.epoch, Max: int(n)})
 	}
 }
 
+// onAck sends an ack's commit (or heartbeat) to the coordinator, or
+// refuses it. No credit comes back here: only the commit's durable answer
+// returns it (onCommitted).
 func (a *groupMemberActor) onAck(ctx actor.Context, m *memberAck) {
 	if a.closed {
 		return
 	}
-	if len(m.cursor) == 0 && m.count > 0 {
-		ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendError(nil, m.reqID, wire.Errorf(wire.CodeInvalidRequest,
-			"an ack returning %d credit needs the cursor of the records it commits", m.count))})
+	if a.credit == nil {
+		a.write(ctx, wire.AppendError(nil, m.reqID, wire.Errorf(wire.CodeProtocolViolation, "ack before the member joined")), false)
 		return
 	}
-	if !a.joined {
-		ctx.Send(a.lane, &WriteFrame{Frame: wire.AppendError(nil, m.reqID, wire.Errorf(wire.CodeProtocolViolation,
-			"ack before the member joined"))})
+	d := a.credit.ack(m.cursor, m.count)
+	if d.kind == ackRefused {
+		a.write(ctx, wire.AppendError(nil, m.reqID, d.err), false)
 		return
 	}
-	// Credit comes back at once, whatever the commit's outcome: the client
-	// holds count fewer records either way.
-	a.inFlight -= min(m.count, a.inFlight)
-	if a.coordinator != nil {
-		ctx.Request(a.coordinator, &GroupCommitRequest{Member: a.cfg.Member, Epoch: a.epoch, Cursor: m.cursor, ReqID: m.reqID, InFlight: a.inFlight})
+	if a.coordinator == nil {
+		return // the member is ending
 	}
-	a.ask(ctx)
+	req := &GroupCommitRequest{Member: a.cfg.Member, Epoch: a.epoch, ReqID: m.reqID, InFlight: a.credit.inFlight}
+	switch d.kind {
+	case ackCommit:
+		req.Cursor, req.Count, req.Seq = m.cursor, m.count, d.seq
+	case ackVerify:
+		req.Cursor, req.Count, req.Verify = m.cursor, m.count, true
+	}
+	ctx.Request(a.coordinator, req)
+}
+
+// onCommitted answers an ack once the coordinator has: a durable commit
+// returns its delivery's credit, and the member asks for more.
+func (a *groupMemberActor) onCommitted(ctx actor.Context, m *GroupCommitResponse) {
+	if a.closed {
+		return
+	}
+	returned := a.credit.committed(m.Seq, m.Err == nil)
+	if m.Err != nil {
+		a.write(ctx, wire.AppendError(nil, m.ReqID, m.Err), false)
+		return
+	}
+	a.write(ctx, wire.AppendGroupAssignment(nil, m.ReqID, a.assignment(m.Generation, m.Shards, a.session)), false)
+	if returned > 0 {
+		a.ask(ctx)
+	}
 }
 
 // end finishes the member: an Error frame (with reqID) if err is set, then

@@ -121,22 +121,35 @@ type GroupClaimRequest struct {
 type GroupClaimGranted struct {
 	Records []wire.GroupRecord
 	Cursor  []byte
+	// Trace is the trace of the message that set the coordinator reading
+	// the records (a publish's, when its commit woke the group).
+	Trace string
 }
 
-// GroupCommitRequest is a member's ack (an empty Cursor: a heartbeat). The
-// coordinator answers GroupCommitResponse once the commit is durable.
+// GroupCommitRequest is a member's ack: the commit of every record Cursor
+// names (Count of them), or with an empty Cursor a heartbeat. With Verify
+// the member does not hold the cursor: the coordinator commits nothing and
+// answers why the cursor returns no credit (forged, of an earlier
+// membership, or acked already). The coordinator answers
+// GroupCommitResponse once the commit is durable. InFlight is the member's
+// records in flight when it sent the request (for DescribeGroup).
 type GroupCommitRequest struct {
 	Member   string
 	Epoch    uint64
 	Cursor   []byte
+	Count    uint32
+	Verify   bool
 	ReqID    uint64
+	Seq      uint64
 	InFlight uint32
 }
 
-// GroupCommitResponse answers GroupCommitRequest with the member's current
-// assignment, or the error that refused the commit.
+// GroupCommitResponse answers GroupCommitRequest (ReqID and Seq are the
+// request's) with the member's current assignment, or the error that
+// refused the commit. A nil Err means the commit is durable.
 type GroupCommitResponse struct {
 	ReqID      uint64
+	Seq        uint64
 	Err        *wire.Error
 	Generation uint64
 	Shards     []uint32

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
 )
 
 // GroupsConfig configures the groups registry.
@@ -27,6 +29,9 @@ type GroupsConfig struct {
 	Now       func() time.Time
 	AfterFunc func(time.Duration, func()) (stop func() bool)
 	Stats     *Stats
+	// Goroutines starts the registry's and the coordinators' storage reads
+	// (nil: untracked).
+	Goroutines *Goroutines
 	// CoordinatorProps, if set, wraps coordinator props (tests add
 	// middleware).
 	CoordinatorProps func(*actor.Props) *actor.Props
@@ -36,13 +41,27 @@ type GroupsConfig struct {
 // request to the coordinator of its (stream, group), spawning it on first
 // use, and is the coordinators' parent and supervisor. A coordinator that
 // panics is restarted and reloads its state from storage.
+//
+// It never blocks in Receive. A stream's group names are read from storage
+// once, in a goroutine it owns (groupsListed brings them back), and the
+// requests for the stream's groups wait for them in listing; a coordinator
+// whose handle went stale is poisoned and the requests for it wait in its
+// entry until it has stopped; a deleted stream's coordinators are stopped
+// the same way before the deletion is answered.
 type groups struct {
 	cfg   GroupsConfig
 	coord map[groupKey]*groupEntry
-	// known are the groups of each stream seen so far: read from storage
-	// when a new group is first asked for, added to as groups are created
-	// (for group_max_per_stream).
+	// known are the groups of each stream looked at so far: read from
+	// storage when one of the stream's groups is first asked for, added to
+	// as groups are created. A group not in it has no state.
 	known map[uint64]map[string]struct{}
+	// listing holds the requests waiting for a stream's group names.
+	listing map[uint64][]stashed
+	// drops are the stream deletions waiting for coordinators to stop.
+	drops []*groupsDrop
+	// token marks this instance's listings (a restarted registry keeps its
+	// pid).
+	token uint64
 	log   *slog.Logger
 }
 
@@ -54,6 +73,28 @@ type groupKey struct {
 type groupEntry struct {
 	pid    *actor.PID
 	handle *StreamHandle
+	// replacing is set while pid, whose handle went stale (the catalog
+	// restarted), stops; queue holds the requests that wait for it, and
+	// a coordinator for their handle starts once it has.
+	replacing bool
+	queue     []stashed
+	// drop is set while pid stops because its stream was deleted.
+	drop *groupsDrop
+}
+
+// groupsDrop is a stream deletion waiting for its coordinators to stop.
+type groupsDrop struct {
+	stream  uint64
+	waiting int
+	sender  *actor.PID
+}
+
+// groupsListed brings a stream's group names back from storage.
+type groupsListed struct {
+	token  uint64
+	stream uint64
+	names  map[string]struct{}
+	err    error
 }
 
 // NewGroupsProps returns the props of the groups registry.
@@ -67,119 +108,224 @@ func NewGroupsProps(cfg GroupsConfig) *actor.Props {
 		})}))
 }
 
-// errStopScan ends a metadata scan early.
-var errStopScan = errors.New("stop scan")
-
+// Receive dispatches.
 func (r *groups) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.coord = map[groupKey]*groupEntry{}
 		r.known = map[uint64]map[string]struct{}{}
+		r.listing = map[uint64][]stashed{}
+		r.token = groupTokens.Add(1)
 		r.log = ctx.Logger()
 	case groupAddressed:
-		r.route(ctx, m)
+		r.route(ctx, ctx.Sender(), m, true)
+	case *groupsListed:
+		r.onListed(ctx, m)
 	case *StreamGroupsDropped:
-		r.onDropped(ctx, m)
+		r.onDropped(ctx, ctx.Sender(), m)
 	case *actor.Terminated:
-		for k, e := range r.coord {
-			if e.pid.Equal(m.Who) {
-				delete(r.coord, k)
-			}
-		}
+		r.onTerminated(ctx, m)
+	case *actor.Stopping, *actor.Restarting:
+		r.onStopping(ctx)
+	case *actor.Stopped:
+	default:
+		r.log.Warn("groups: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
 }
 
-func (r *groups) route(ctx actor.Context, m groupAddressed) {
+// route sends m to its coordinator, spawning it if the group exists (or
+// m creates it). live is set when m is the message being handled (it is
+// forwarded as it came), unset when it waited (sent on behalf of from).
+func (r *groups) route(ctx actor.Context, from *actor.PID, m groupAddressed, live bool) {
 	h, group := m.groupAddress()
 	if h.Deleted() {
-		r.refuse(ctx, m, wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", h.Name))
+		r.refuse(ctx, from, m, wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", h.Name))
 		return
 	}
 	k := groupKey{stream: h.ID, group: group}
-	e, ok := r.coord[k]
-	if ok && e.handle != h && e.handle.Deleted() {
-		// The catalog restarted and handed out new handles: the old
-		// coordinator's shards are gone (it is stopping itself, having seen
-		// them go). Wait for it, so two never run for one group.
-		ctx.Unwatch(e.pid)
-		_ = ctx.PoisonFuture(e.pid).Wait()
-		delete(r.coord, k)
-		ok = false
+	if e, ok := r.coord[k]; ok {
+		switch {
+		case e.drop != nil:
+			r.refuse(ctx, from, m, wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", h.Name))
+		case e.replacing:
+			e.queue = append(e.queue, stashed{msg: m, sender: from})
+		case e.handle != h && e.handle.Deleted():
+			// The catalog restarted and handed out new handles: the old
+			// coordinator's shards are gone (it may be stopping itself,
+			// having seen them go). Wait for it, so two never run for one
+			// group.
+			e.replacing = true
+			e.queue = append(e.queue, stashed{msg: m, sender: from})
+			ctx.Poison(e.pid)
+		default:
+			r.forward(ctx, e.pid, from, m, live)
+		}
+		return
 	}
+	known, ok := r.known[h.ID]
 	if !ok {
-		if !m.creates() && !r.exists(h, group) {
-			r.refuse(ctx, m, wire.Errorf(wire.CodeGroupNotFound, "group %s has never been used on stream %s", group, h.Name))
+		r.list(ctx, h)
+		r.listing[h.ID] = append(r.listing[h.ID], stashed{msg: m, sender: from})
+		return
+	}
+	if _, exists := known[group]; !exists {
+		if !m.creates() {
+			r.refuse(ctx, from, m, wire.Errorf(wire.CodeGroupNotFound, "group %s has never been used on stream %s", group, h.Name))
 			return
 		}
-		if m.creates() && r.cfg.MaxPerStream > 0 {
-			known := r.groupsOf(h)
-			if _, ok := known[group]; !ok {
-				if len(known) >= r.cfg.MaxPerStream {
-					r.cfg.Stats.Limits.Groups.Add(1)
-					r.refuse(ctx, m, wire.Errorf(wire.CodeQuotaExceeded,
-						"stream %s has its maximum of %d consumer groups (group_max_per_stream)", h.Name, r.cfg.MaxPerStream))
-					return
-				}
-				known[group] = struct{}{}
-			}
+		if max := r.cfg.MaxPerStream; max > 0 && len(known) >= max {
+			r.cfg.Stats.Limits.Groups.Add(1)
+			r.refuse(ctx, from, m, wire.Errorf(wire.CodeQuotaExceeded,
+				"stream %s has its maximum of %d consumer groups (group_max_per_stream)", h.Name, max))
+			return
 		}
-		props := NewGroupCoordinatorProps(GroupCoordinatorConfig{Stream: h, Group: group, Writer: r.cfg.Writer,
-			Limits: r.cfg.Limits, Secret: r.cfg.Secret, MaxFrameBytes: r.cfg.MaxFrameBytes, Now: r.cfg.Now,
-			AfterFunc: r.cfg.AfterFunc, Stats: r.cfg.Stats})
-		if r.cfg.CoordinatorProps != nil {
-			props = r.cfg.CoordinatorProps(props)
-		}
-		pid := ctx.Spawn(props)
-		ctx.Watch(pid)
-		e = &groupEntry{pid: pid, handle: h}
-		r.coord[k] = e
+		known[group] = struct{}{}
 	}
-	ctx.Forward(e.pid)
+	pid := r.spawn(ctx, h, group)
+	r.coord[k] = &groupEntry{pid: pid, handle: h}
+	r.forward(ctx, pid, from, m, live)
 }
 
-// groupsOf returns the groups known on h's stream, reading them from
-// storage the first time: one key of each group, skipping the rest of its
-// keys (claims, attempts and dead letters may be many).
-func (r *groups) groupsOf(h *StreamHandle) map[string]struct{} {
-	if known, ok := r.known[h.ID]; ok {
-		return known
+func (r *groups) spawn(ctx actor.Context, h *StreamHandle, group string) *actor.PID {
+	props := NewGroupCoordinatorProps(GroupCoordinatorConfig{Stream: h, Group: group, Writer: r.cfg.Writer,
+		Limits: r.cfg.Limits, Secret: r.cfg.Secret, MaxFrameBytes: r.cfg.MaxFrameBytes, Now: r.cfg.Now,
+		AfterFunc: r.cfg.AfterFunc, Stats: r.cfg.Stats, Goroutines: r.cfg.Goroutines})
+	if r.cfg.CoordinatorProps != nil {
+		props = r.cfg.CoordinatorProps(props)
 	}
-	known := map[string]struct{}{}
-	prefix := GroupStreamPrefix(h.ID)
-	err := h.Log.ScanMetaKeys(prefix, func(key []byte) ([]byte, error) {
+	pid := ctx.Spawn(props)
+	ctx.Watch(pid)
+	return pid
+}
+
+// forward hands m to pid: as it came if it is the message being handled,
+// otherwise on behalf of its sender.
+func (r *groups) forward(ctx actor.Context, pid, from *actor.PID, m groupAddressed, live bool) {
+	switch {
+	case live:
+		ctx.Forward(pid)
+	case from != nil:
+		ctx.RequestWithCustomSender(pid, m, from)
+	default:
+		ctx.Send(pid, m)
+	}
+}
+
+// list reads the group names of h's stream in a goroutine, unless that is
+// under way: one key of each group, skipping the rest of its keys (claims,
+// attempts and dead letters may be many).
+func (r *groups) list(ctx actor.Context, h *StreamHandle) {
+	if _, ok := r.listing[h.ID]; ok {
+		return
+	}
+	r.listing[h.ID] = nil
+	token, stream, log := r.token, h.ID, h.Log
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	if !r.cfg.Goroutines.Go(func() {
+		names, err := listGroups(log, stream)
+		root.Send(self, &groupsListed{token: token, stream: stream, names: names, err: err})
+	}) {
+		// The node is stopping: what waits is refused with the rest.
+		ctx.Send(self, &groupsListed{token: token, stream: stream, err: errShuttingDown})
+	}
+}
+
+// errShuttingDown is a listing the node refused to start.
+var errShuttingDown = errors.New("the node is stopping")
+
+// listGroups returns the names of the groups with state on stream.
+func listGroups(log storage.Log, stream uint64) (map[string]struct{}, error) {
+	names := map[string]struct{}{}
+	prefix := GroupStreamPrefix(stream)
+	err := log.ScanMetaKeys(prefix, func(key []byte) ([]byte, error) {
 		// 'G' | stream | group length | group | kind | ...
 		rest := key[len(prefix):]
 		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
 			return nil, nil // not a group key
 		}
 		end := len(prefix) + 1 + int(rest[0])
-		known[string(key[len(prefix)+1:end])] = struct{}{}
+		names[string(key[len(prefix)+1:end])] = struct{}{}
 		return append(key[:end:end], 0xff), nil // past every kind of this group's keys
 	})
-	if err != nil {
-		r.log.Error("groups: listing a stream's groups", slog.String("stream", h.Name.String()), slog.Any("error", err))
-	}
-	r.known[h.ID] = known
-	return known
+	return names, err
 }
 
-// exists reports whether the group has state in storage.
-func (r *groups) exists(h *StreamHandle, group string) bool {
-	found := false
-	err := h.Log.ScanMeta(groupPrefix(h.ID, group), func(_, _ []byte) error {
-		found = true
-		return errStopScan
-	})
-	if err != nil && !errors.Is(err, errStopScan) {
-		r.log.Error("groups: scanning group state", slog.String("stream", h.Name.String()), slog.String("group", group), slog.Any("error", err))
+// onListed takes a stream's group names and routes what waited for them.
+func (r *groups) onListed(ctx actor.Context, m *groupsListed) {
+	if m.token != r.token {
+		return
 	}
-	return found
+	waiting := r.listing[m.stream]
+	delete(r.listing, m.stream)
+	if m.err != nil {
+		r.log.Error("groups: listing a stream's groups", slog.Uint64("stream", m.stream), slog.Any("error", m.err))
+		code := wire.CodeStorageFailure
+		if errors.Is(m.err, errShuttingDown) {
+			code = wire.CodeShuttingDown
+		}
+		for _, st := range waiting {
+			r.refuse(ctx, st.sender, st.msg.(groupAddressed), wire.Errorf(code, "listing the stream's consumer groups failed: %v", m.err))
+		}
+		return
+	}
+	if _, ok := r.known[m.stream]; !ok {
+		r.known[m.stream] = m.names
+	}
+	for _, st := range waiting {
+		r.route(ctx, st.sender, st.msg.(groupAddressed), false)
+	}
 }
 
-// refuse answers a request without a coordinator.
-func (r *groups) refuse(ctx actor.Context, m groupAddressed, err *wire.Error) {
+// onTerminated forgets a coordinator that stopped; one being replaced
+// gives way to a new one for the requests that waited, and a deleted
+// stream's deletion is answered once its last coordinator has stopped.
+func (r *groups) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	for k, e := range r.coord {
+		if !e.pid.Equal(m.Who) {
+			continue
+		}
+		delete(r.coord, k)
+		if d := e.drop; d != nil {
+			if d.waiting--; d.waiting == 0 {
+				r.dropped(ctx, d)
+			}
+		}
+		for _, st := range e.queue {
+			r.route(ctx, st.sender, st.msg.(groupAddressed), false)
+		}
+		return
+	}
+}
+
+// onStopping answers what waits: nothing will serve it.
+func (r *groups) onStopping(ctx actor.Context) {
+	err := wire.Errorf(wire.CodeShuttingDown, "the node is stopping")
+	for _, waiting := range r.listing {
+		for _, st := range waiting {
+			r.refuse(ctx, st.sender, st.msg.(groupAddressed), err)
+		}
+	}
+	for _, e := range r.coord {
+		for _, st := range e.queue {
+			r.refuse(ctx, st.sender, st.msg.(groupAddressed), err)
+		}
+		e.queue = nil
+	}
+	r.listing = map[uint64][]stashed{}
+	for _, d := range r.drops {
+		if d.sender != nil {
+			ctx.Send(d.sender, &StreamGroupsDroppedResponse{})
+		}
+	}
+	r.drops = nil
+}
+
+// refuse answers a request without a coordinator; from is its sender.
+func (r *groups) refuse(ctx actor.Context, from *actor.PID, m groupAddressed, err *wire.Error) {
 	if _, ok := m.(*GroupJoinRequest); ok {
-		ctx.Respond(&GroupJoinResponse{Err: err})
+		if from != nil {
+			ctx.Send(from, &GroupJoinResponse{Err: err})
+		}
 		return
 	}
 	if !AnswerLostGroupRequest(ctx.ActorSystem(), m, err) {
@@ -232,25 +378,41 @@ func (s groupsStrategy) HandleFailure(sys *actor.ActorSystem, sup actor.Supervis
 	s.SupervisorStrategy.HandleFailure(sys, sup, child, rs, reason, message)
 }
 
-// onDropped stops a deleted stream's coordinators, then answers: whatever
-// they sent the storage writer is in its mailbox by then, so the stream's
-// group state can be deleted after it.
-func (r *groups) onDropped(ctx actor.Context, m *StreamGroupsDropped) {
+// onDropped stops a deleted stream's coordinators, then (dropped) answers:
+// whatever they sent the storage writer is in its mailbox by then, so the
+// stream's group state can be deleted after it.
+func (r *groups) onDropped(ctx actor.Context, from *actor.PID, m *StreamGroupsDropped) {
+	d := &groupsDrop{stream: m.Stream, sender: from}
 	for k, e := range r.coord {
-		if k.stream == m.Stream {
-			ctx.Unwatch(e.pid)
-			// A user message, then a poison pill behind it: the coordinator
-			// learns why before it stops.
-			ctx.Send(e.pid, &groupStreamDropped{})
-			_ = ctx.PoisonFuture(e.pid).Wait()
-			delete(r.coord, k)
+		if k.stream != m.Stream || e.drop != nil {
+			continue
 		}
+		// A user message, then a poison pill behind it: the coordinator
+		// learns why before it stops.
+		e.drop = d
+		d.waiting++
+		ctx.Send(e.pid, &groupStreamDropped{})
+		ctx.Poison(e.pid)
 	}
 	delete(r.known, m.Stream)
-	// Their last writes are committed before the catalog reads what group
-	// state to delete.
-	if r.cfg.Writer != nil {
-		_, _ = ctx.RequestFuture(r.cfg.Writer, &MetaWriteRequest{}, 30*time.Second).Result()
+	r.drops = append(r.drops, d)
+	if d.waiting == 0 {
+		r.dropped(ctx, d)
 	}
-	ctx.Respond(&StreamGroupsDroppedResponse{})
+}
+
+// dropped answers a stream deletion once its coordinators have stopped and
+// the storage writer has committed their last writes.
+func (r *groups) dropped(ctx actor.Context, d *groupsDrop) {
+	r.drops = slices.DeleteFunc(r.drops, func(x *groupsDrop) bool { return x == d })
+	answer := func() {
+		if d.sender != nil {
+			ctx.Send(d.sender, &StreamGroupsDroppedResponse{})
+		}
+	}
+	if r.cfg.Writer == nil {
+		answer()
+		return
+	}
+	ctx.ReenterAfter(ctx.RequestFuture(r.cfg.Writer, &MetaWriteRequest{}, 30*time.Second), func(any, error) { answer() })
 }

@@ -54,6 +54,9 @@ type ShardConfig struct {
 	// Deleted, shared by every instance of the shard, is set when its stream
 	// is deleted: a tombstone that restarts stays a tombstone.
 	Deleted *atomic.Bool
+	// Progress is where the shard publishes its committed tail and first
+	// retained offset (nil: nowhere).
+	Progress *ShardProgress
 }
 
 // shard is the single writer of one shard's log: it assigns offsets, hands
@@ -172,6 +175,7 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *RetentionApplied:
 		if s.core != nil {
 			s.core.first = max(s.core.first, min(m.First, s.core.committed))
+			s.publishProgress()
 		}
 	case *actor.Terminated:
 		if s.core != nil {
@@ -254,6 +258,7 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 		s.core.producers[p.id] = p
 	}
 	s.ready = true
+	s.publishProgress()
 	s.notifyWatchers(ctx, false)
 	stash := s.stash
 	s.stash = nil
@@ -268,6 +273,15 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 				ctx.Send(st.sender, s.info())
 			}
 		}
+	}
+}
+
+// publishProgress publishes the committed tail and first retained offset
+// for readers outside the actor (a group's lag).
+func (s *shard) publishProgress() {
+	if p := s.cfg.Progress; p != nil {
+		p.Tail.Store(s.core.committed)
+		p.First.Store(s.core.first)
 	}
 }
 
@@ -374,6 +388,7 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 		return
 	}
 	done := s.core.commitThrough(m.Through)
+	s.publishProgress() // before the acks: who learns of a record from its ack sees it in the tail
 	for _, p := range done {
 		if p.span != nil {
 			p.span.End()

@@ -92,12 +92,46 @@ type StreamCounters struct {
 	Batches, Records, Bytes atomic.Uint64
 }
 
-// GroupGauges are one consumer group's gauges, kept up to date by its
-// coordinator: Lag is the records between the committed cursors and the
-// shards' tails, summed over shards; Claims its records in flight.
+// GroupGauges are one consumer group's gauges: Claims, its records in
+// flight, kept up to date by its coordinator; and Lag, computed when read.
 type GroupGauges struct {
 	Stream, Group string
-	Lag, Claims   atomic.Int64
+	Claims        atomic.Int64
+	// lag is what Lag reads: the cursors the coordinator publishes and the
+	// tails the shards publish.
+	lag atomic.Pointer[groupLag]
+}
+
+// groupLag is a group's committed cursor per shard, as its coordinator
+// last published them, beside the shards' own progress.
+type groupLag struct {
+	committed []atomic.Uint64
+	shards    []*ShardProgress
+}
+
+// Lag returns the records between the group's committed cursors and the
+// shards' committed tails, summed over shards, as of now: it follows the
+// tail with no consumer attached (0 before the coordinator has loaded).
+func (g *GroupGauges) Lag() int64 {
+	l := g.lag.Load()
+	if l == nil {
+		return 0
+	}
+	var lag int64
+	for i := range l.committed {
+		if tail, c := l.shards[i].Tail.Load(), l.committed[i].Load(); tail > c {
+			lag += int64(tail - c)
+		}
+	}
+	return lag
+}
+
+// trackLag points Lag at a coordinator's cursors for shards, and returns
+// them for it to publish into.
+func (g *GroupGauges) trackLag(shards []*ShardProgress) []atomic.Uint64 {
+	l := &groupLag{committed: make([]atomic.Uint64, len(shards)), shards: shards}
+	g.lag.Store(l)
+	return l.committed
 }
 
 // labelled are the per-stream and per-group gauges and counters; streams

@@ -217,3 +217,7 @@ func (*MetaWriteResponse) traceparent() string { return "" }
 // about (the first traced one of a commit group, for AppendsCommitted).
 func (m *AppendsCommitted) traceparent() string { return m.Trace }
 func (m *PublishAcked) traceparent() string     { return m.Trace }
+
+// GroupClaimGranted carries the trace of what set its read going: the read
+// comes back in a message of its own, which has none.
+func (m *GroupClaimGranted) traceparent() string { return m.Trace }

@@ -229,10 +229,11 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	}
 	sup := &nodeSupervisor{
 		writer: actors.StorageWriterConfig{
-			Tracer: n.tracer,
-			Log:    durable,
-			Stats:  n.stats,
-			Failed: &n.storageErr,
+			Tracer:     n.tracer,
+			Log:        durable,
+			Stats:      n.stats,
+			Failed:     &n.storageErr,
+			Goroutines: n.goroutines,
 			OnFailure: func(err error) {
 				n.storageErr.Store(&err)
 				n.ready.Store(false)
@@ -299,6 +300,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 			AfterFunc:        opts.GroupAfterFunc,
 			Stats:            n.stats,
 			CoordinatorProps: opts.CoordinatorProps,
+			Goroutines:       n.goroutines,
 		},
 		wrapCatalog: opts.CatalogProps,
 		wrapWriter:  opts.WriterProps,

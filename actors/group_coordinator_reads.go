@@ -1,0 +1,295 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// How the group coordinator hands out work. serve picks records for each
+// waiting poll and hungry member (groupCore.candidates), and reads them
+// from the log in a goroutine it owns; picksRead brings them back, and only
+// then are they claimed (groupCore.takeRead checks each pick is still
+// there to take: a record acked or dead-lettered meanwhile is not). A shard
+// is read for one consumer at a time (busy), so two reads never pick the
+// same record, and the picks of reads in flight count against the group's
+// in-flight bound (reserved).
+
+// groupRead is a log read in flight for one poll or one member's claim.
+type groupRead struct {
+	// poller is the poll read for, or member and epoch the member.
+	poller *groupPoller
+	member string
+	epoch  uint64
+	max    int
+	picks  []pick
+	shards []uint32
+	// trace is the trace of the message that started the read.
+	trace string
+}
+
+// picksRead brings a read's records back to the coordinator.
+type picksRead struct {
+	token, id uint64
+	recs      []wire.GroupRecord
+	// used is how many picks (a prefix) recs cover; gone are those the log
+	// no longer holds (deleted by retention).
+	used int
+	gone map[pick]bool
+	err  error
+}
+
+// serve hands work to whoever waits for it: polls first (in arrival order),
+// then hungry members; polls whose wait is over are answered empty; and it
+// watches the tails of shards someone still waits on.
+func (g *groupCoordinator) serve(ctx actor.Context) {
+	now := g.cfg.Now()
+	kept := g.pollers[:0]
+	for _, p := range g.pollers {
+		switch {
+		case g.busy[p.shard]:
+			kept = append(kept, p) // a read of its shard is out: wait for it
+		case g.core.claimable(p.shard) && g.startRead(ctx, &groupRead{poller: p, max: p.max}, []uint32{p.shard}):
+			// being read for
+		case !p.deadline.After(now):
+			g.reply(ctx, p.replyTo, wire.AppendGroupRecords(nil, p.reqID, wire.GroupRecords{}))
+			g.forgetPoller(ctx, p)
+		default:
+			kept = append(kept, p)
+			g.watch(ctx, p.shard, false)
+		}
+	}
+	clear(g.pollers[len(kept):])
+	g.pollers = kept
+	for id, max := range g.hungry {
+		mem := g.core.members[id]
+		if mem == nil {
+			delete(g.hungry, id)
+			continue
+		}
+		var shards []uint32
+		for _, s := range mem.shards {
+			switch {
+			case g.busy[s]:
+			case g.core.claimable(s):
+				shards = append(shards, s)
+			default:
+				g.watch(ctx, s, false)
+			}
+		}
+		if len(shards) > 0 && g.startRead(ctx, &groupRead{member: id, epoch: mem.epoch, max: max}, shards) {
+			delete(g.hungry, id)
+		}
+	}
+}
+
+// startRead picks up to r.max records of shards and reads them in a
+// goroutine. It reports false if there was nothing to pick (or the group
+// holds its maximum of claims).
+func (g *groupCoordinator) startRead(ctx actor.Context, r *groupRead, shards []uint32) bool {
+	room := g.cfg.Limits.MaxInFlight - g.core.claimCount - g.reserved
+	if room <= 0 {
+		return false
+	}
+	picks := g.core.candidates(shards, min(r.max, room))
+	if len(picks) == 0 {
+		return false
+	}
+	// A poll's answer carries no cursor; a push's cursor names its runs of
+	// offsets, at most maxCursorRanges of them.
+	budget, maxRanges := g.cfg.MaxFrameBytes-wire.GroupRecordsHeadSize(0), 0
+	if r.poller == nil {
+		budget, maxRanges = g.cfg.MaxFrameBytes-wire.GroupRecordsHeadSize(wire.MaxCursorBytes), maxCursorRanges
+	}
+	g.readSeq++
+	id, token, h := g.readSeq, g.token, g.cfg.Stream
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	if !g.cfg.Goroutines.Go(func() {
+		recs, used, gone, err := readPicks(h, picks, budget, maxRanges)
+		root.Send(self, &picksRead{token: token, id: id, recs: recs, used: used, gone: gone, err: err})
+	}) {
+		return false // the node is stopping
+	}
+	r.picks, r.trace = picks, currentTrace(ctx)
+	for _, p := range picks {
+		if !g.busy[p.shard] {
+			g.busy[p.shard] = true
+			r.shards = append(r.shards, p.shard)
+		}
+	}
+	g.reserved += len(picks)
+	g.reads[id] = r
+	return true
+}
+
+// onPicksRead claims what a read brought back for its poll or member, if
+// they still want it, and sends it.
+func (g *groupCoordinator) onPicksRead(ctx actor.Context, m *picksRead) {
+	if m.token != g.token {
+		return // a read of the failed instance before a restart
+	}
+	r := g.reads[m.id]
+	if r == nil {
+		return
+	}
+	delete(g.reads, m.id)
+	for _, s := range r.shards {
+		delete(g.busy, s)
+	}
+	g.reserved -= len(r.picks)
+	p := r.poller
+	if m.err != nil {
+		g.log.Error("group: reading records to deliver", slog.Any("error", m.err))
+		werr := wire.Errorf(wire.CodeStorageFailure, "reading the records to deliver failed: %v", m.err)
+		if p != nil {
+			if !p.dropped {
+				g.replyErr(ctx, p.replyTo, p.reqID, werr)
+				g.forgetPoller(ctx, p)
+			}
+		} else if pid := g.memberPIDs[r.member]; pid != nil && g.member(r.member, r.epoch) != nil {
+			ctx.Send(pid, &GroupMemberEnded{Err: werr}) // it leaves, and its claims go back
+		}
+		return
+	}
+	owner := ""
+	if p == nil {
+		owner = r.member
+		if g.member(r.member, r.epoch) == nil || g.memberPIDs[r.member] == nil {
+			return // it left while its records were read: claim nothing
+		}
+	} else if p.dropped {
+		return
+	}
+	now := g.cfg.Now()
+	taken := g.core.takeRead(owner, r.picks[:m.used], m.gone, now)
+	recs := m.recs[:0]
+	i := 0
+	for k, pk := range r.picks[:m.used] {
+		if m.gone[pk] {
+			continue
+		}
+		if taken[k] {
+			rec := m.recs[i]
+			rec.Attempts = g.core.shards[pk.shard].attempts[pk.offset]
+			recs = append(recs, rec)
+		}
+		i++
+	}
+	if len(recs) == 0 {
+		// Nothing left to take (retention deleted the picks, or they were
+		// settled while being read): wait again, and serve picks anew.
+		if p != nil {
+			g.pollers = slices.Insert(g.pollers, 0, p)
+		} else {
+			g.hungry[r.member] = r.max
+		}
+		return
+	}
+	g.cfg.Stats.add(&g.cfg.Stats.GroupDelivered, uint64(len(recs)))
+	if p != nil {
+		// The claims' state goes to storage with the next flush; the answer
+		// does not wait for it (attempts may undercount by one across a
+		// crash).
+		g.reply(ctx, p.replyTo, wire.AppendGroupRecords(nil, p.reqID, wire.GroupRecords{Records: recs}))
+		g.forgetPoller(ctx, p)
+		return
+	}
+	mem := g.core.members[r.member]
+	mem.inFlight += uint32(len(recs))
+	cursor := mintCursor(g.cfg.Secret, cursorToken{stream: g.cfg.Stream.ID, group: groupHash(g.cfg.Group), epoch: r.epoch,
+		ranges: cursorRanges(recs)})
+	ctx.Send(g.memberPIDs[r.member], &GroupClaimGranted{Records: recs, Cursor: cursor, Trace: r.trace})
+}
+
+// readPicksBatches is how many batches readPicks asks the log for at once.
+const readPicksBatches = 8
+
+// readPicks reads the picked records from h's log, in pick order, until
+// budget bytes and (if set) maxRanges runs of consecutive offsets. It
+// returns the records, how many picks they cover (a prefix), and which of
+// those picks the log no longer holds. Picks of one shard come in offset
+// order, so one pass over the shard's batches serves them all: a batch is
+// read once and its records are walked once, however scattered the picks.
+// It touches nothing but the log: the coordinator runs it in a goroutine.
+func readPicks(h *StreamHandle, picks []pick, budget, maxRanges int) ([]wire.GroupRecord, int, map[pick]bool, error) {
+	out := make([]wire.GroupRecord, 0, len(picks))
+	gone := map[pick]bool{}
+	size, ranges := 0, 0
+	var (
+		shard   uint32
+		batches []storage.Batch // read, not yet passed
+		it      *wire.RecordIter
+		itOff   uint64 // the offset of the record it yields next
+		rec     wire.Record
+	)
+	for k, pk := range picks {
+		if it != nil && (pk.shard != shard || pk.offset < itOff) {
+			batches, it = nil, nil // another shard, or (never, for sorted picks) going back
+		}
+		shard = pk.shard
+		// Drop batches wholly before the pick; read more when none is left.
+		for len(batches) > 0 && batches[0].End() <= pk.offset {
+			batches, it = batches[1:], nil
+		}
+		if len(batches) == 0 {
+			var err error
+			batches, err = h.Log.Read(h.ShardKey(pk.shard), pk.offset, readPicksBatches, budget-size+1)
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			it = nil
+		}
+		if len(batches) == 0 || batches[0].Base > pk.offset {
+			gone[pk] = true // deleted by retention
+			continue
+		}
+		b := batches[0]
+		if it == nil {
+			it, itOff = wire.NewRecordIter(b.Records), b.Base
+		}
+		found := false
+		for itOff <= pk.offset && it.Next(&rec) {
+			itOff++
+			found = itOff-1 == pk.offset
+		}
+		if err := it.Err(); err != nil {
+			return nil, 0, nil, fmt.Errorf("shard %d batch %d: %w", pk.shard, b.Base, err)
+		}
+		if !found {
+			return nil, 0, nil, fmt.Errorf("shard %d batch %d: offset %d missing from the batch", pk.shard, b.Base, pk.offset)
+		}
+		if n := len(out); n == 0 || out[n-1].Shard != pk.shard || out[n-1].Offset+1 != pk.offset {
+			if maxRanges > 0 && ranges == maxRanges {
+				return out, k, gone, nil // the cursor would grow past its bound
+			}
+			ranges++
+		}
+		r := wire.GroupRecord{Shard: pk.shard, Offset: pk.offset, Timestamp: b.Timestamp, Record: wire.AppendRecord(nil, &rec)}
+		if size+wire.GroupRecordSize(&r) > budget && len(out) > 0 {
+			return out, k, gone, nil
+		}
+		size += wire.GroupRecordSize(&r)
+		out = append(out, r)
+	}
+	return out, len(picks), gone, nil
+}
+
+// watch asks shard for a notice when its tail moves past what the group
+// knows, unless one is outstanding. Without force it only does so when the
+// group has delivered everything up to the known tail.
+func (g *groupCoordinator) watch(ctx actor.Context, shard uint32, force bool) {
+	if g.watching[shard] {
+		return
+	}
+	s := g.core.shards[shard]
+	if !force && s.next < s.tail {
+		return
+	}
+	g.watching[shard] = true
+	ctx.Request(g.cfg.Stream.Shards[shard], &WatchTail{After: s.tail})
+}

@@ -241,7 +241,6 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 		refuseStream(m.stream, m.reqID, werr)
 		return
 	}
-	// TODO(goroutines): pass c.cfg.Goroutines
 	props := NewSubscriptionProps(SubscriptionConfig{
 		Catalog:         c.cfg.Catalog,
 		Request:         m.req,
@@ -255,6 +254,7 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 		Stats:           c.cfg.Stats,
 		QueueTotal:      c.cfg.QueueTotal,
 		Lane:            LaneConfig{MaxEvents: c.cfg.EventBatchMaxEvents, MaxBytes: c.cfg.EventBatchMaxBytes, MaxDelay: c.cfg.EventBatchMaxDelay},
+		Goroutines:      c.cfg.Goroutines,
 	})
 	if c.cfg.SubscriptionProps != nil {
 		props = c.cfg.SubscriptionProps(props)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -51,6 +52,8 @@ type CatalogConfig struct {
 	// Groups is the groups registry: a deleted stream's coordinators stop
 	// and its group state goes with it (nil: no groups).
 	Groups *actor.PID
+	// Goroutines starts the catalog's load at start (nil: untracked).
+	Goroutines *Goroutines
 }
 
 // Metadata keys.
@@ -117,10 +120,18 @@ func (st storedStream) config() wire.StreamConfig {
 
 // catalog owns the streams: their configs (persisted through the storage
 // writer) and their shard actors, which are its children. It never blocks:
-// config writes are requests to the storage writer it awaits with
-// ReenterAfter, and lookups of a stream being created wait in creating.
+// it loads the streams at start in a goroutine it owns (requests wait in
+// stash until then), config writes are requests to the storage writer it
+// awaits with ReenterAfter, and lookups of a stream being created wait in
+// creating.
 type catalog struct {
 	cfg CatalogConfig
+	// loaded is set once the persisted streams are loaded; until then
+	// requests wait in stash.
+	loaded bool
+	stash  []stashed
+	// token marks this instance's load (a restarted catalog keeps its pid).
+	token uint64
 	// streams by name key.
 	streams map[string]*StreamHandle
 	// creating holds the requests waiting for a stream being created.
@@ -156,26 +167,14 @@ func (c *catalog) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.onStarted(ctx)
-	case *LookupStreamRequest:
-		c.onLookup(ctx, m)
-	case *CreateStreamRequest:
-		c.onCreate(ctx, ctx.Sender(), m.Name, m.Config, true)
-	case *ListStreamsRequest:
-		c.onList(ctx, m)
-	case *DeleteStreamRequest:
-		c.onDelete(ctx, m)
-	case *AllStreamsRequest:
-		all := make([]*StreamHandle, 0, len(c.streams))
-		for _, h := range c.streams {
-			all = append(all, h)
+	case *catalogLoaded:
+		c.onLoaded(ctx, m)
+	case *LookupStreamRequest, *CreateStreamRequest, *ListStreamsRequest, *DeleteStreamRequest, *AllStreamsRequest, *AllShardsRequest:
+		if !c.loaded {
+			c.stash = append(c.stash, stashed{msg: m, sender: ctx.Sender()})
+			return
 		}
-		ctx.Respond(&AllStreamsResponse{Streams: all})
-	case *AllShardsRequest:
-		var all []*actor.PID
-		for _, h := range c.streams {
-			all = append(all, h.Shards...)
-		}
-		ctx.Respond(&AllShardsResponse{Shards: all})
+		c.onRequest(ctx, ctx.Sender(), m)
 	case *actor.Terminated:
 		c.onTerminated(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
@@ -187,6 +186,7 @@ func (c *catalog) Receive(ctx actor.Context) {
 		for _, h := range c.streams {
 			h.deleted.Store(true)
 		}
+		c.refuseStash(ctx)
 	case *actor.Stopped:
 	default:
 		ctx.Logger().Warn("catalog: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
@@ -195,26 +195,116 @@ func (c *catalog) Receive(ctx actor.Context) {
 
 func nameKey(n wire.StreamName) string { return n.String() }
 
-// onStarted loads the persisted streams and spawns their shards. This one
-// read at start is the only storage access the catalog makes itself.
+// onRequest dispatches a request (live, or from the stash once the
+// streams are loaded); from is its sender.
+func (c *catalog) onRequest(ctx actor.Context, from *actor.PID, msg any) {
+	reply := func(resp any) {
+		if from != nil {
+			ctx.Send(from, resp)
+		}
+	}
+	switch m := msg.(type) {
+	case *LookupStreamRequest:
+		c.onLookup(ctx, from, m)
+	case *CreateStreamRequest:
+		c.onCreate(ctx, from, m.Name, m.Config, true)
+	case *ListStreamsRequest:
+		reply(c.list(m))
+	case *DeleteStreamRequest:
+		c.onDelete(ctx, from, m)
+	case *AllStreamsRequest:
+		all := make([]*StreamHandle, 0, len(c.streams))
+		for _, h := range c.streams {
+			all = append(all, h)
+		}
+		reply(&AllStreamsResponse{Streams: all})
+	case *AllShardsRequest:
+		var all []*actor.PID
+		for _, h := range c.streams {
+			all = append(all, h.Shards...)
+		}
+		reply(&AllShardsResponse{Shards: all})
+	}
+}
+
+// refuseStash answers the requests still waiting for the load: the
+// catalog is stopping.
+func (c *catalog) refuseStash(ctx actor.Context) {
+	err := wire.Errorf(wire.CodeShuttingDown, "the node is stopping")
+	for _, st := range c.stash {
+		if st.sender == nil {
+			continue
+		}
+		switch st.msg.(type) {
+		case *LookupStreamRequest, *CreateStreamRequest:
+			ctx.Send(st.sender, &LookupStreamResponse{Err: err})
+		case *DeleteStreamRequest:
+			ctx.Send(st.sender, &DeleteStreamResponse{Err: err})
+		case *ListStreamsRequest:
+			ctx.Send(st.sender, &ListStreamsResponse{})
+		case *AllStreamsRequest:
+			ctx.Send(st.sender, &AllStreamsResponse{})
+		case *AllShardsRequest:
+			ctx.Send(st.sender, &AllShardsResponse{})
+		}
+	}
+	c.stash = nil
+}
+
+// catalogLoaded brings the persisted streams back from the load goroutine.
+type catalogLoaded struct {
+	token   uint64
+	nextID  uint64
+	records []storedStream
+	err     error
+}
+
+// onStarted loads the persisted streams in a goroutine (onLoaded spawns
+// their shards). This read at start is the only storage access the catalog
+// makes itself.
 func (c *catalog) onStarted(ctx actor.Context) {
 	c.streams = map[string]*StreamHandle{}
 	c.creating = map[string]*creation{}
-	c.nextID = 1
-	if v, err := c.cfg.Durable.GetMeta(metaNextID); err == nil && len(v) == 8 {
-		c.nextID = binary.BigEndian.Uint64(v)
+	c.token = catalogTokens.Add(1)
+	token, log := c.token, c.cfg.Durable
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	if !c.cfg.Goroutines.Go(func() {
+		m := &catalogLoaded{token: token, nextID: 1}
+		if v, err := log.GetMeta(metaNextID); err == nil && len(v) == 8 {
+			m.nextID = binary.BigEndian.Uint64(v)
+		}
+		m.records, m.err = loadStreamRecords(log.ScanMeta)
+		root.Send(self, m)
+	}) {
+		ctx.Stop(self) // the node is stopping
 	}
-	records, err := loadStreamRecords(c.cfg.Durable.ScanMeta)
-	for _, st := range records {
+}
+
+// catalogTokens numbers catalog instances.
+var catalogTokens atomic.Uint64
+
+// onLoaded spawns the loaded streams' shards and serves what waited.
+func (c *catalog) onLoaded(ctx actor.Context, m *catalogLoaded) {
+	if m.token != c.token || c.stopping {
+		return
+	}
+	c.nextID = m.nextID
+	for _, st := range m.records {
 		h := c.newHandle(st)
 		c.spawnShards(ctx, h)
 		c.streams[nameKey(h.Name)] = h
 		c.nextID = max(c.nextID, st.ID+1)
 	}
-	if err != nil {
-		panic(err) // the node supervisor restarts the catalog
+	if m.err != nil {
+		panic(m.err) // the node supervisor restarts the catalog
 	}
 	ctx.Logger().Info("catalog loaded", slog.Int("streams", len(c.streams)))
+	c.loaded = true
+	stash := c.stash
+	c.stash = nil
+	for _, st := range stash {
+		c.onRequest(ctx, st.sender, st.msg)
+	}
 }
 
 // loadStreamRecords reads every stream record through scan (the durable
@@ -324,24 +414,29 @@ func (c *catalog) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	}
 }
 
-func (c *catalog) onLookup(ctx actor.Context, m *LookupStreamRequest) {
+func (c *catalog) onLookup(ctx actor.Context, from *actor.PID, m *LookupStreamRequest) {
+	reply := func(r *LookupStreamResponse) {
+		if from != nil {
+			ctx.Send(from, r)
+		}
+	}
 	if err := m.Name.Validate(); err != nil {
-		ctx.Respond(&LookupStreamResponse{Err: err.(*wire.Error)})
+		reply(&LookupStreamResponse{Err: err.(*wire.Error)})
 		return
 	}
 	if h, ok := c.streams[nameKey(m.Name)]; ok {
-		ctx.Respond(&LookupStreamResponse{Stream: h})
+		reply(&LookupStreamResponse{Stream: h})
 		return
 	}
 	if !m.AutoCreate {
-		if cr, ok := c.creating[nameKey(m.Name)]; ok && ctx.Sender() != nil {
-			cr.waiters = append(cr.waiters, ctx.Sender())
+		if cr, ok := c.creating[nameKey(m.Name)]; ok && from != nil {
+			cr.waiters = append(cr.waiters, from)
 			return
 		}
-		ctx.Respond(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist", m.Name)})
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist", m.Name)})
 		return
 	}
-	c.onCreate(ctx, ctx.Sender(), m.Name, c.cfg.DefaultConfig, false)
+	c.onCreate(ctx, from, m.Name, c.cfg.DefaultConfig, false)
 }
 
 // ValidateConfig checks a stream config; the wire decoder has already
@@ -468,7 +563,7 @@ func (c *catalog) onPersisted(ctx actor.Context, m *streamPersisted) {
 	}
 }
 
-func (c *catalog) onList(ctx actor.Context, m *ListStreamsRequest) {
+func (c *catalog) list(m *ListStreamsRequest) *ListStreamsResponse {
 	var out []*StreamHandle
 	for _, h := range c.streams {
 		if h.Name.Tenant == m.Tenant && (m.Namespace == "" || h.Name.Namespace == m.Namespace) {
@@ -476,22 +571,27 @@ func (c *catalog) onList(ctx actor.Context, m *ListStreamsRequest) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return nameKey(out[i].Name) < nameKey(out[j].Name) })
-	ctx.Respond(&ListStreamsResponse{Streams: out})
+	return &ListStreamsResponse{Streams: out}
 }
 
 // onDelete removes a stream: it leaves the catalog at once (a new stream of
 // the same name gets a new id), its shards stop (their publishers and
 // subscribers are told), and the storage writer drops its batches and config
 // after everything queued before.
-func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
+func (c *catalog) onDelete(ctx actor.Context, sender *actor.PID, m *DeleteStreamRequest) {
+	refuse := func(err *wire.Error) {
+		if sender != nil {
+			ctx.Send(sender, &DeleteStreamResponse{Err: err})
+		}
+	}
 	if err := m.Name.Validate(); err != nil {
-		ctx.Respond(&DeleteStreamResponse{Err: err.(*wire.Error)})
+		refuse(err.(*wire.Error))
 		return
 	}
 	key := nameKey(m.Name)
 	h, ok := c.streams[key]
 	if !ok {
-		ctx.Respond(&DeleteStreamResponse{Err: wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist", m.Name)})
+		refuse(wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist", m.Name))
 		return
 	}
 	delete(c.streams, key)
@@ -507,7 +607,6 @@ func (c *catalog) onDelete(ctx actor.Context, m *DeleteStreamRequest) {
 		Memory:  c.cfg.Memory,
 		Metas:   []storage.MetaPut{{Key: append(append([]byte(nil), metaStreamPrefix...), key...)}},
 	}
-	sender := ctx.Sender()
 	reply := func(err error) {
 		resp := &DeleteStreamResponse{}
 		if err != nil {

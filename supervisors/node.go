@@ -241,6 +241,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 			},
 		},
 		catalog: actors.CatalogConfig{
+			Goroutines:          n.goroutines,
 			Tracer:              n.tracer,
 			Durable:             n.durable,
 			Memory:              n.ephemeral,

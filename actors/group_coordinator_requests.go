@@ -123,24 +123,38 @@ func (g *groupCoordinator) dropPollersOf(lane *actor.PID) {
 // work (the rest are refused as overloaded).
 const maxWaitingPolls = 4096
 
+// onAck nacks at once, or acks once durable: the ack's writes are staged
+// and flushed, and the records are settled only when they are durable (a
+// failed commit leaves them claimed).
 func (g *groupCoordinator) onAck(ctx actor.Context, m *GroupAckRequest) {
 	if err := g.checkShard(m.Shard); err != nil {
 		g.replyErr(ctx, m.ReplyTo, m.ReqID, err)
 		return
 	}
-	var n int
-	var werr *wire.Error
 	if m.Nack {
-		n, werr = g.core.nack(m.Shard, m.Offsets, g.cfg.Now())
-	} else {
-		n, werr = g.core.ack(m.Shard, m.Offsets)
+		n, werr := g.core.nack(m.Shard, m.Offsets, g.cfg.Now())
+		if werr != nil {
+			g.replyErr(ctx, m.ReplyTo, m.ReqID, werr)
+			return
+		}
+		g.countSettled(true, n)
+		g.answerDone(ctx, m.ReplyTo, m.ReqID, n)
+		return
 	}
-	if werr != nil {
+	if werr := g.core.stageAck(m.Shard, m.Offsets); werr != nil {
 		g.replyErr(ctx, m.ReplyTo, m.ReqID, werr)
 		return
 	}
-	g.countSettled(m.Nack, n)
-	g.answerDone(ctx, m.ReplyTo, m.ReqID, n)
+	to, id, shard, offsets := m.ReplyTo, m.ReqID, m.Shard, m.Offsets
+	g.afterFlush(func(err error) {
+		if err != nil {
+			g.replyErr(ctx, to, id, storageErr(err))
+			return
+		}
+		n := g.core.applyAck(shard, offsets)
+		g.countSettled(false, n)
+		g.reply(ctx, to, wire.AppendGroupDone(nil, id, uint64(n)))
+	})
 }
 
 // answerDone answers GroupDone(n) once what changed is durable.
@@ -259,30 +273,31 @@ func (g *groupCoordinator) onCommit(ctx actor.Context, from *actor.PID, m *Group
 	mem.lastSeen = g.cfg.Now()
 	mem.inFlight = m.InFlight
 	var werr *wire.Error
-	n := 0
+	var ranges []cursorRangeOf
 	switch {
 	case m.Verify:
 		werr = g.verifyCursor(mem.epoch, m.Cursor, m.Count)
 	case len(m.Cursor) > 0:
-		n, werr = g.commitCursor(mem.epoch, m.Cursor, m.Count)
+		ranges, werr = g.stageCursor(mem.epoch, m.Cursor, m.Count)
 	}
-	g.countSettled(false, n)
 	id, epoch, reqID, seq, count := m.Member, m.Epoch, m.ReqID, m.Seq, m.Count
 	g.afterFlush(func(err error) {
-		if from == nil {
-			return
-		}
 		resp := &GroupCommitResponse{ReqID: reqID, Seq: seq, Err: werr}
 		if err != nil && werr == nil {
 			resp.Err = storageErr(err)
 		}
+		if resp.Err == nil && len(ranges) > 0 {
+			g.countSettled(false, g.applyCursor(ranges))
+		}
 		if cur := g.member(id, epoch); cur != nil {
-			if resp.Err == nil && len(m.Cursor) > 0 {
+			if resp.Err == nil && len(ranges) > 0 {
 				cur.inFlight -= min(count, cur.inFlight) // the member takes the credit back now
 			}
 			resp.Generation, resp.Shards = g.core.generation, append([]uint32(nil), cur.shards...)
 		}
-		ctx.Send(from, resp)
+		if from != nil {
+			ctx.Send(from, resp)
+		}
 	})
 }
 
@@ -314,25 +329,37 @@ func (g *groupCoordinator) checkCursor(epoch uint64, cursor []byte, count uint32
 	return t, nil
 }
 
-// commitCursor acks every record a cursor names, after checking it.
-func (g *groupCoordinator) commitCursor(epoch uint64, cursor []byte, count uint32) (int, *wire.Error) {
+// stageCursor checks a cursor and stages the ack of every record it names
+// (applyCursor applies them once durable).
+func (g *groupCoordinator) stageCursor(epoch uint64, cursor []byte, count uint32) ([]cursorRangeOf, *wire.Error) {
 	t, werr := g.checkCursor(epoch, cursor, count)
 	if werr != nil {
-		return 0, werr
+		return nil, werr
 	}
-	n := 0
 	for _, r := range t.ranges {
-		offs := make([]uint64, r.count)
-		for i := range offs {
-			offs[i] = r.first + uint64(i)
-		}
-		k, err := g.core.ack(r.shard, offs)
-		n += k
-		if err != nil {
-			return n, err
+		if werr := g.core.stageAck(r.shard, rangeOffsets(r)); werr != nil {
+			return nil, werr // never: checkCursor checked every range was delivered
 		}
 	}
-	return n, nil
+	return t.ranges, nil
+}
+
+// applyCursor settles the records of a staged cursor whose writes are
+// durable, and returns how many it settled.
+func (g *groupCoordinator) applyCursor(ranges []cursorRangeOf) int {
+	n := 0
+	for _, r := range ranges {
+		n += g.core.applyAck(r.shard, rangeOffsets(r))
+	}
+	return n
+}
+
+func rangeOffsets(r cursorRangeOf) []uint64 {
+	offs := make([]uint64, r.count)
+	for i := range offs {
+		offs[i] = r.first + uint64(i)
+	}
+	return offs
 }
 
 // verifyCursor says why a cursor the member does not hold returns no

@@ -598,6 +598,70 @@ func (c *groupCore) ack(shard uint32, offsets []uint64) (int, *wire.Error) {
 	return n, nil
 }
 
+// stageAck appends to the pending writes those that make an ack of offsets
+// durable, without changing the state: for each offset delivered and not
+// settled, a settled marker (or, for a redriven record below committed, the
+// delete of its owed marker), and the delete of its attempts. The
+// coordinator flushes them and applies the ack (applyAck) only once they
+// are durable, so a commit that fails changes nothing: its records stay
+// claimed, and are delivered again when their visibility timeout lapses.
+// Offsets past next are refused with not_delivered, staging nothing.
+func (c *groupCore) stageAck(shard uint32, offsets []uint64) *wire.Error {
+	s := c.shards[shard]
+	if werr := c.checkDelivered(s, offsets); werr != nil {
+		return werr
+	}
+	for _, off := range offsets {
+		if !c.unsettled(s, off) {
+			continue
+		}
+		if off < s.committed {
+			c.put('o', shard, off, nil)
+			continue
+		}
+		c.put('k', shard, off, []byte{})
+		if s.attempts[off] > 1 {
+			c.put('a', shard, off, nil)
+		}
+	}
+	return nil
+}
+
+// applyAck applies an ack whose ackPuts are durable, and returns how many
+// records it settled. A record settled meanwhile by being dead-lettered
+// (its visibility lapsed while the commit ran) stays a dead letter, and the
+// settled marker written for it is deleted: a redrive must find it owed.
+func (c *groupCore) applyAck(shard uint32, offsets []uint64) int {
+	s := c.shards[shard]
+	n := 0
+	for _, off := range offsets {
+		if off >= s.next {
+			continue
+		}
+		if c.unsettled(s, off) {
+			c.unclaim(s, off)
+			c.settle(s, off, false)
+			n++
+			continue
+		}
+		if _, dead := s.dead[off]; dead && off >= s.committed {
+			c.put('k', shard, off, nil)
+		}
+	}
+	return n
+}
+
+// checkDelivered refuses offsets the group has not delivered.
+func (c *groupCore) checkDelivered(s *groupShard, offsets []uint64) *wire.Error {
+	for _, off := range offsets {
+		if off >= s.next {
+			return &wire.Error{Code: wire.CodeNotDelivered, Detail: s.next,
+				Message: fmt.Sprintf("shard %d offset %d has not been delivered to group %s (next is %d)", s.index, off, c.group, s.next)}
+		}
+	}
+	return nil
+}
+
 // nack hands claimed records back for immediate redelivery (or dead-letters
 // them past max attempts).
 func (c *groupCore) nack(shard uint32, offsets []uint64, now time.Time) (int, *wire.Error) {

@@ -346,6 +346,51 @@ func (p *propRun) ack(si int, nack bool) {
 	}
 }
 
+// durableAck acks as the coordinator does: the ack's writes are staged and
+// flushed, and only then applied; meanwhile visibility may lapse (dead-
+// lettering some of the records), and the node may crash before applying
+// (the ack is durable: after the restart its records are settled).
+func (p *propRun) durableAck(si int) {
+	offs := p.randomOffsets(si)
+	s := p.model.shards[si]
+	werr := p.core.stageAck(uint32(si), offs)
+	bad := slices.ContainsFunc(offs, func(off uint64) bool { return off >= s.next })
+	p.note("durable ack shard=%d offs=%v -> %v", si, offs, errOrNil(werr))
+	if bad != (werr != nil) {
+		p.fatalf("stageAck of %v (next %d): %v", offs, s.next, werr)
+	}
+	if bad {
+		return
+	}
+	// The staged writes are durable: so is the ack.
+	acked := func(m *groupModel) int {
+		n := 0
+		for _, off := range offs {
+			if r := m.shards[si].recs[off]; r != nil && (r.st == mClaimed || r.st == mOwed) {
+				r.st, r.owner = mAcked, ""
+				n++
+			}
+		}
+		return n
+	}
+	if err := p.log.Commit(nil, p.core.flushPuts()); err != nil {
+		p.t.Fatal(err)
+	}
+	p.flushed = p.model.clone()
+	acked(p.flushed)
+	switch p.rng.IntN(4) {
+	case 0:
+		p.restart(false) // the crash before the ack was applied
+		return
+	case 1:
+		p.expire() // visibility lapses while the commit runs
+	}
+	n := p.core.applyAck(uint32(si), offs)
+	if want := acked(p.model); n != want {
+		p.fatalf("durable ack settled %d, want %d", n, want)
+	}
+}
+
 func errOrNil(e *wire.Error) error {
 	if e == nil {
 		return nil
@@ -696,8 +741,10 @@ func runGroupCoreProp(t *testing.T, seed uint64, steps int) {
 			if len(p.reads) > 0 && p.rng.IntN(2) == 0 {
 				p.finishRead(p.rng.IntN(len(p.reads)))
 			}
-		case op < 60:
+		case op < 52:
 			p.ack(p.rng.IntN(shards), false)
+		case op < 60:
+			p.durableAck(p.rng.IntN(shards))
 		case op < 68:
 			p.ack(p.rng.IntN(shards), true)
 		case op < 73:

@@ -293,3 +293,61 @@ func TestGroupCoreAckSkipsRetainedRunAtOnce(t *testing.T) {
 		t.Fatalf("committed %d, want %d", s.committed, far)
 	}
 }
+
+// An ack is applied only once its staged writes are durable: until then
+// its records stay claimed, a crash after the flush finds them settled, and
+// a record dead-lettered while the commit ran stays a dead letter that a
+// redrive gives back, across a restart too.
+func TestGroupCoreAckAppliesOnceDurable(t *testing.T) {
+	h := newCoreHarness(t, 1, 4, GroupLimits{MaxAttempts: 2, Visibility: 10 * time.Second})
+	h.poll("", 0, 4)
+	// Offset 1 on its last attempt (deadline +10 s), offset 0 too but
+	// claimed later (deadline +15 s).
+	h.core.nack(0, []uint64{1}, h.now)
+	h.poll("", 0, 1)
+	h.now = h.now.Add(5 * time.Second)
+	h.core.nack(0, []uint64{0}, h.now)
+	h.poll("", 0, 1)
+	h.flush()
+	if err := h.core.stageAck(0, []uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	s := h.core.shards[0]
+	if len(s.claims) != 4 || s.committed != 0 {
+		t.Fatalf("staging changed the state: %d claims, committed %d", len(s.claims), s.committed)
+	}
+	// A commit that fails leaves the records claimed: its writes are lost.
+	h.core.flushPuts()
+	if err := h.core.stageAck(0, []uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	h.flush() // now durable
+	// Offset 1's visibility lapses before the ack is applied: a dead letter.
+	h.now = h.now.Add(6 * time.Second)
+	h.core.expire(h.now)
+	if _, dead := s.dead[1]; !dead {
+		t.Fatalf("offset 1 is not a dead letter: %v", s.dead)
+	}
+	if n := h.core.applyAck(0, []uint64{1}); n != 0 {
+		t.Fatalf("applied %d, want 0 (offset 1 is a dead letter)", n)
+	}
+	if n := h.core.redrive([]uint32{0}, []uint64{1}); n != 1 {
+		t.Fatalf("redrove %d", n)
+	}
+	h.reload(4)
+	if s := h.core.shards[0]; s.committed != 0 || !slices.Equal(s.owed, []uint64{0, 1, 2, 3}) {
+		t.Fatalf("after a restart: committed %d, owed %v; the redriven dead letter 1 must be owed", s.committed, s.owed)
+	}
+
+	// A crash after the staged writes are durable, before the ack was
+	// applied: the restarted group finds the records settled.
+	h = newCoreHarness(t, 1, 3, GroupLimits{})
+	h.poll("", 0, 3)
+	if err := h.core.stageAck(0, []uint64{0, 2}); err != nil {
+		t.Fatal(err)
+	}
+	h.reload(3)
+	if s := h.core.shards[0]; s.committed != 1 || !slices.Equal(s.owed, []uint64{1}) {
+		t.Fatalf("after the crash: committed %d, owed %v", s.committed, s.owed)
+	}
+}

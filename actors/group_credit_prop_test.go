@@ -50,8 +50,9 @@ type creditMember struct {
 }
 
 type creditCommit struct {
-	m *creditMember
-	d *creditDelivery
+	m      *creditMember
+	d      *creditDelivery
+	ranges []cursorRangeOf
 }
 
 type creditRun struct {
@@ -246,12 +247,14 @@ func (r *creditRun) ack(m *creditMember) {
 			r.fatalf("refused ack %s with %v, want invalid_request", kind, dec.err)
 		}
 	case ackCommit:
-		// The coordinator commits a held cursor with its own count.
-		if _, werr := r.coord.commitCursor(m.epoch, cursor, count); werr != nil {
+		// The coordinator stages the commit of a held cursor with its own
+		// count; the records are settled once the commit is durable.
+		ranges, werr := r.coord.stageCursor(m.epoch, cursor, count)
+		if werr != nil {
 			r.fatalf("commit of a held delivery: %v", werr)
 		}
 		free.committing = dec.seq
-		r.commits[m][dec.seq] = creditCommit{m: m, d: free}
+		r.commits[m][dec.seq] = creditCommit{m: m, d: free, ranges: ranges}
 	case ackVerify:
 		werr := r.coord.verifyCursor(m.epoch, cursor, count)
 		wantCode := wire.CodeInvalidRequest // acked already, or the count disagrees
@@ -283,8 +286,10 @@ func (r *creditRun) answer(m *creditMember) {
 	c := r.commits[m][seq]
 	delete(r.commits[m], seq)
 	outcome := r.rng.IntN(10)
+	r.core.flushPuts() // the staged writes go to storage (kept by none here)
 	switch {
 	case outcome < 7:
+		r.coord.applyCursor(c.ranges)
 		got := m.credit.committed(seq, true)
 		m.returned += uint64(got)
 		m.want += uint64(c.d.count)

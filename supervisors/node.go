@@ -243,7 +243,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 		catalog: actors.CatalogConfig{
 			Goroutines:          n.goroutines,
 			Tracer:              n.tracer,
-			Durable:             n.durable,
+			Durable:             durable,
 			Memory:              n.ephemeral,
 			Stats:               n.stats,
 			QueueTotal:          n.queueTotal,

@@ -86,6 +86,8 @@ type groupCoordinator struct {
 	readSeq  uint64
 	busy     map[uint32]bool
 	reserved int
+	// cache is what the last log read returned.
+	cache readCache
 
 	// flushes are the answers waiting on each MetaWriteRequest sent, in
 	// order (the writer answers in order).
@@ -468,12 +470,13 @@ func storageErr(err error) *wire.Error {
 }
 
 // flush sends the pending state changes (and the answers waiting on them)
-// to the storage writer.
+// to the storage writer. Changes that only tidy (groupCore's lazy writes)
+// wait for the next flush that goes anyway.
 func (g *groupCoordinator) flush(ctx actor.Context) {
-	puts := g.core.flushPuts()
-	if len(puts) == 0 && len(g.waiting) == 0 {
+	if !g.core.eager && len(g.waiting) == 0 {
 		return
 	}
+	puts := g.core.flushPuts()
 	g.flushes = append(g.flushes, g.waiting)
 	g.waiting = nil
 	ctx.Request(g.cfg.Writer, &MetaWriteRequest{Puts: puts, Token: g.token})

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -41,7 +42,58 @@ type picksRead struct {
 	// no longer holds (deleted by retention).
 	used int
 	gone map[pick]bool
+	// last is what the read's last log read returned, for the cache.
+	last readCache
 	err  error
+}
+
+// readCache is what a coordinator's last log read returned: the batches of
+// one shard from the one holding the first pick on. The next claims of that
+// shard are mostly records of those batches, and are handed out from them
+// at once, with no read and no goroutine. It holds at most
+// readCacheMaxBytes of records. The batches are committed and never change;
+// one deleted by retention since is still handed out, as if read before.
+type readCache struct {
+	key     storage.ShardKey
+	batches []storage.Batch
+}
+
+// readCacheMaxBytes bounds a coordinator's read cache.
+const readCacheMaxBytes = 256 << 10
+
+// errNotCached is a read the cache cannot serve.
+var errNotCached = errors.New("group read cache: not cached")
+
+// Read implements batchReader: the cached batches from the one holding
+// from, or errNotCached.
+func (c *readCache) Read(key storage.ShardKey, from uint64, _, _ int) ([]storage.Batch, error) {
+	if key != c.key {
+		return nil, errNotCached
+	}
+	for i, b := range c.batches {
+		if b.Base <= from && from < b.End() {
+			return c.batches[i:], nil
+		}
+	}
+	return nil, errNotCached
+}
+
+// keep makes what a read returned the cache, if it is small enough.
+func (c *readCache) keep(last readCache) {
+	size := 0
+	for _, b := range last.batches {
+		size += len(b.Records)
+	}
+	if size > readCacheMaxBytes {
+		last = readCache{}
+	}
+	*c = last
+}
+
+// batchReader is where readPicks reads batches: the stream's log (in a
+// goroutine), or the coordinator's read cache (in Receive: it does no I/O).
+type batchReader interface {
+	Read(shard storage.ShardKey, from uint64, maxBatches, maxBytes int) ([]storage.Batch, error)
 }
 
 // serve hands work to whoever waits for it: polls first (in arrival order),
@@ -106,16 +158,21 @@ func (g *groupCoordinator) startRead(ctx actor.Context, r *groupRead, shards []u
 	if r.poller == nil {
 		budget, maxRanges = g.cfg.MaxFrameBytes-wire.GroupRecordsHeadSize(wire.MaxCursorBytes), maxCursorRanges
 	}
+	r.picks, r.trace = picks, currentTrace(ctx)
+	h := g.cfg.Stream
+	if recs, used, gone, _, err := readPicks(&g.cache, h, picks, budget, maxRanges); err == nil {
+		// Every pick is in the batches read last: claim them now.
+		return g.claimRead(ctx, r, recs, used, gone)
+	}
 	g.readSeq++
-	id, token, h := g.readSeq, g.token, g.cfg.Stream
+	id, token := g.readSeq, g.token
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	if !g.cfg.Goroutines.Go(func() {
-		recs, used, gone, err := readPicks(h, picks, budget, maxRanges)
-		root.Send(self, &picksRead{token: token, id: id, recs: recs, used: used, gone: gone, err: err})
+		recs, used, gone, last, err := readPicks(h.Log, h, picks, budget, maxRanges)
+		root.Send(self, &picksRead{token: token, id: id, recs: recs, used: used, gone: gone, last: last, err: err})
 	}) {
 		return false // the node is stopping
 	}
-	r.picks, r.trace = picks, currentTrace(ctx)
 	for _, p := range picks {
 		if !g.busy[p.shard] {
 			g.busy[p.shard] = true
@@ -143,6 +200,9 @@ func (g *groupCoordinator) onPicksRead(ctx actor.Context, m *picksRead) {
 	}
 	g.reserved -= len(r.picks)
 	p := r.poller
+	if m.err == nil {
+		g.cache.keep(m.last)
+	}
 	if m.err != nil {
 		g.log.Error("group: reading records to deliver", slog.Any("error", m.err))
 		werr := wire.Errorf(wire.CodeStorageFailure, "reading the records to deliver failed: %v", m.err)
@@ -156,31 +216,10 @@ func (g *groupCoordinator) onPicksRead(ctx actor.Context, m *picksRead) {
 		}
 		return
 	}
-	owner := ""
-	if p == nil {
-		owner = r.member
-		if g.member(r.member, r.epoch) == nil || g.memberPIDs[r.member] == nil {
-			return // it left while its records were read: claim nothing
-		}
-	} else if p.dropped {
-		return
+	if p != nil && p.dropped || p == nil && (g.member(r.member, r.epoch) == nil || g.memberPIDs[r.member] == nil) {
+		return // it left while its records were read: claim nothing
 	}
-	now := g.cfg.Now()
-	taken := g.core.takeRead(owner, r.picks[:m.used], m.gone, now)
-	recs := m.recs[:0]
-	i := 0
-	for k, pk := range r.picks[:m.used] {
-		if m.gone[pk] {
-			continue
-		}
-		if taken[k] {
-			rec := m.recs[i]
-			rec.Attempts = g.core.shards[pk.shard].attempts[pk.offset]
-			recs = append(recs, rec)
-		}
-		i++
-	}
-	if len(recs) == 0 {
+	if !g.claimRead(ctx, r, m.recs, m.used, m.gone) {
 		// Nothing left to take (retention deleted the picks, or they were
 		// settled while being read): wait again, and serve picks anew.
 		if p != nil {
@@ -188,7 +227,35 @@ func (g *groupCoordinator) onPicksRead(ctx actor.Context, m *picksRead) {
 		} else {
 			g.hungry[r.member] = r.max
 		}
-		return
+	}
+}
+
+// claimRead claims what a read brought back for its poll or member, and
+// sends it; it reports false if nothing was left to claim.
+func (g *groupCoordinator) claimRead(ctx actor.Context, r *groupRead, recs []wire.GroupRecord, used int, gone map[pick]bool) bool {
+	p := r.poller
+	owner := ""
+	if p == nil {
+		owner = r.member
+	}
+	now := g.cfg.Now()
+	taken := g.core.takeRead(owner, r.picks[:used], gone, now)
+	kept := recs[:0]
+	i := 0
+	for k, pk := range r.picks[:used] {
+		if gone[pk] {
+			continue
+		}
+		if taken[k] {
+			rec := recs[i]
+			rec.Attempts = g.core.shards[pk.shard].attempts[pk.offset]
+			kept = append(kept, rec)
+		}
+		i++
+	}
+	recs = kept
+	if len(recs) == 0 {
+		return false
 	}
 	g.cfg.Stats.add(&g.cfg.Stats.GroupDelivered, uint64(len(recs)))
 	if p != nil {
@@ -197,26 +264,35 @@ func (g *groupCoordinator) onPicksRead(ctx actor.Context, m *picksRead) {
 		// crash).
 		g.reply(ctx, p.replyTo, wire.AppendGroupRecords(nil, p.reqID, wire.GroupRecords{Records: recs}))
 		g.forgetPoller(ctx, p)
-		return
+		return true
 	}
 	mem := g.core.members[r.member]
 	mem.inFlight += uint32(len(recs))
 	cursor := mintCursor(g.cfg.Secret, cursorToken{stream: g.cfg.Stream.ID, group: groupHash(g.cfg.Group), epoch: r.epoch,
 		ranges: cursorRanges(recs)})
 	ctx.Send(g.memberPIDs[r.member], &GroupClaimGranted{Records: recs, Cursor: cursor, Trace: r.trace})
+	return true
 }
 
 // readPicksBatches is how many batches readPicks asks the log for at once.
 const readPicksBatches = 8
 
-// readPicks reads the picked records from h's log, in pick order, until
-// budget bytes and (if set) maxRanges runs of consecutive offsets. It
-// returns the records, how many picks they cover (a prefix), and which of
-// those picks the log no longer holds. Picks of one shard come in offset
-// order, so one pass over the shard's batches serves them all: a batch is
-// read once and its records are walked once, however scattered the picks.
-// It touches nothing but the log: the coordinator runs it in a goroutine.
-func readPicks(h *StreamHandle, picks []pick, budget, maxRanges int) ([]wire.GroupRecord, int, map[pick]bool, error) {
+// readPicks reads the picked records of h's shards from src, in pick
+// order, until budget bytes and (if set) maxRanges runs of consecutive
+// offsets. It returns the records, how many picks they cover (a prefix),
+// which of those picks the log no longer holds, and what its last read
+// returned. Picks of one shard come in offset order, so one pass over the
+// shard's batches serves them all: a batch is read once and its records
+// are walked once, however scattered the picks. It touches nothing but src:
+// the coordinator runs it in a goroutine over the log, or in Receive over
+// its read cache.
+func readPicks(src batchReader, h *StreamHandle, picks []pick, budget, maxRanges int) ([]wire.GroupRecord, int, map[pick]bool, readCache, error) {
+	var last readCache
+	recs, used, gone, err := readPicksFrom(src, h, picks, budget, maxRanges, &last)
+	return recs, used, gone, last, err
+}
+
+func readPicksFrom(src batchReader, h *StreamHandle, picks []pick, budget, maxRanges int, last *readCache) ([]wire.GroupRecord, int, map[pick]bool, error) {
 	out := make([]wire.GroupRecord, 0, len(picks))
 	gone := map[pick]bool{}
 	size, ranges := 0, 0
@@ -238,10 +314,12 @@ func readPicks(h *StreamHandle, picks []pick, budget, maxRanges int) ([]wire.Gro
 		}
 		if len(batches) == 0 {
 			var err error
-			batches, err = h.Log.Read(h.ShardKey(pk.shard), pk.offset, readPicksBatches, budget-size+1)
+			key := h.ShardKey(pk.shard)
+			batches, err = src.Read(key, pk.offset, readPicksBatches, budget-size+1)
 			if err != nil {
 				return nil, 0, nil, err
 			}
+			*last = readCache{key: key, batches: batches}
 			it = nil
 		}
 		if len(batches) == 0 || batches[0].Base > pk.offset {

@@ -141,17 +141,19 @@ func (g *groupCoordinator) onAck(ctx actor.Context, m *GroupAckRequest) {
 		g.answerDone(ctx, m.ReplyTo, m.ReqID, n)
 		return
 	}
-	if werr := g.core.stageAck(m.Shard, m.Offsets); werr != nil {
+	stage, werr := g.core.stageAck(m.Shard, m.Offsets)
+	if werr != nil {
 		g.replyErr(ctx, m.ReplyTo, m.ReqID, werr)
 		return
 	}
 	to, id, shard, offsets := m.ReplyTo, m.ReqID, m.Shard, m.Offsets
 	g.afterFlush(func(err error) {
 		if err != nil {
+			g.core.unstageAck(shard, offsets, stage)
 			g.replyErr(ctx, to, id, storageErr(err))
 			return
 		}
-		n := g.core.applyAck(shard, offsets)
+		n := g.core.applyAck(shard, offsets, stage)
 		g.countSettled(false, n)
 		g.reply(ctx, to, wire.AppendGroupDone(nil, id, uint64(n)))
 	})
@@ -273,7 +275,7 @@ func (g *groupCoordinator) onCommit(ctx actor.Context, from *actor.PID, m *Group
 	mem.lastSeen = g.cfg.Now()
 	mem.inFlight = m.InFlight
 	var werr *wire.Error
-	var ranges []cursorRangeOf
+	var ranges []stagedRange
 	switch {
 	case m.Verify:
 		werr = g.verifyCursor(mem.epoch, m.Cursor, m.Count)
@@ -286,8 +288,13 @@ func (g *groupCoordinator) onCommit(ctx actor.Context, from *actor.PID, m *Group
 		if err != nil && werr == nil {
 			resp.Err = storageErr(err)
 		}
-		if resp.Err == nil && len(ranges) > 0 {
+		switch {
+		case resp.Err == nil:
 			g.countSettled(false, g.applyCursor(ranges))
+		case err != nil:
+			for _, r := range ranges {
+				g.core.unstageAck(r.shard, r.offsets, r.stage)
+			}
 		}
 		if cur := g.member(id, epoch); cur != nil {
 			if resp.Err == nil && len(ranges) > 0 {
@@ -329,27 +336,38 @@ func (g *groupCoordinator) checkCursor(epoch uint64, cursor []byte, count uint32
 	return t, nil
 }
 
+// stagedRange is a range of a cursor whose ack is staged.
+type stagedRange struct {
+	shard   uint32
+	offsets []uint64
+	stage   uint64
+}
+
 // stageCursor checks a cursor and stages the ack of every record it names
 // (applyCursor applies them once durable).
-func (g *groupCoordinator) stageCursor(epoch uint64, cursor []byte, count uint32) ([]cursorRangeOf, *wire.Error) {
+func (g *groupCoordinator) stageCursor(epoch uint64, cursor []byte, count uint32) ([]stagedRange, *wire.Error) {
 	t, werr := g.checkCursor(epoch, cursor, count)
 	if werr != nil {
 		return nil, werr
 	}
+	staged := make([]stagedRange, 0, len(t.ranges))
 	for _, r := range t.ranges {
-		if werr := g.core.stageAck(r.shard, rangeOffsets(r)); werr != nil {
+		offs := rangeOffsets(r)
+		stage, werr := g.core.stageAck(r.shard, offs)
+		if werr != nil {
 			return nil, werr // never: checkCursor checked every range was delivered
 		}
+		staged = append(staged, stagedRange{shard: r.shard, offsets: offs, stage: stage})
 	}
-	return t.ranges, nil
+	return staged, nil
 }
 
 // applyCursor settles the records of a staged cursor whose writes are
 // durable, and returns how many it settled.
-func (g *groupCoordinator) applyCursor(ranges []cursorRangeOf) int {
+func (g *groupCoordinator) applyCursor(ranges []stagedRange) int {
 	n := 0
 	for _, r := range ranges {
-		n += g.core.applyAck(r.shard, rangeOffsets(r))
+		n += g.core.applyAck(r.shard, r.offsets, r.stage)
 	}
 	return n
 }

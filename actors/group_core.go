@@ -43,6 +43,14 @@ type groupCore struct {
 	deadLettered uint64
 
 	puts []storage.MetaPut
+	// stages numbers stageAck calls.
+	stages uint64
+	// eager is set when a pending write must go out with the next flush;
+	// the writes of applying an ack whose settled markers are durable
+	// (lazy) can wait for the next flush that goes anyway: they only tidy
+	// (markers deleted, the cursor moved), load rebuilds the same state
+	// without them.
+	eager, lazy bool
 }
 
 // GroupLimits are a group's timeouts and bounds (from the node's config).
@@ -107,8 +115,15 @@ type groupShard struct {
 	// settled: retention deleted them before they were delivered (the group
 	// jumped over them without reading them).
 	floor uint64
-	// done holds settled offsets in [committed, next).
-	done map[uint64]struct{}
+	// done holds settled offsets in [committed, next), each true if a
+	// settled marker ('k') for it is in storage (a dead letter has its 'd'
+	// instead; an offset below the staged cursor needs none).
+	done map[uint64]bool
+	// staged are offsets whose ack is staged (stageAck) and not yet
+	// applied; stagedTo is the highest committed cursor staged writes have
+	// written (it never moves back: persisted).
+	staged   map[uint64]stagedAck
+	stagedTo uint64
 	// claims are the delivered, unsettled records now held by a consumer.
 	claims map[uint64]*groupClaim
 	// owed are unsettled records waiting to be delivered again, in offset
@@ -119,6 +134,13 @@ type groupShard struct {
 	dead     map[uint64]*deadLetter
 	// dirty: committed or next changed since the last flush.
 	dirty bool
+}
+
+// stagedAck is an offset's staged ack: the stage it belongs to, and whether
+// a settled marker was written for it.
+type stagedAck struct {
+	stage  uint64
+	marked bool
 }
 
 type groupClaim struct {
@@ -167,7 +189,7 @@ func newGroupCore(stream uint64, group string, shards int, cfg GroupLimits) *gro
 	c := &groupCore{stream: stream, group: group, cfg: cfg.withDefaults(), members: map[string]*groupMember{}}
 	c.shards = make([]*groupShard, shards)
 	for i := range c.shards {
-		c.shards[i] = &groupShard{index: uint32(i), done: map[uint64]struct{}{}, claims: map[uint64]*groupClaim{},
+		c.shards[i] = &groupShard{index: uint32(i), done: map[uint64]bool{}, staged: map[uint64]stagedAck{}, claims: map[uint64]*groupClaim{},
 			attempts: map[uint64]uint32{}, dead: map[uint64]*deadLetter{}}
 	}
 	return c
@@ -207,6 +229,7 @@ func (c *groupCore) key(kind byte, shard uint32, offset uint64, withOffset bool)
 }
 
 func (c *groupCore) put(kind byte, shard uint32, offset uint64, value []byte) {
+	c.eager = c.eager || !c.lazy
 	c.puts = append(c.puts, storage.MetaPut{Key: c.key(kind, shard, offset, true), Value: value})
 }
 
@@ -267,7 +290,7 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		off := binary.BigEndian.Uint64(rest)
 		switch kind {
 		case 'k':
-			s.done[off] = struct{}{}
+			s.done[off] = true
 		case 'a':
 			if len(value) == 4 {
 				aKeys[[2]uint64{uint64(shard), off}] = binary.BigEndian.Uint32(value)
@@ -308,8 +331,8 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 			delete(s.dead, off)
 		}
 		for off := range s.dead {
-			if off >= s.committed && off < s.next {
-				s.done[off] = struct{}{}
+			if _, marked := s.done[off]; !marked && off >= s.committed && off < s.next {
+				s.done[off] = false
 			}
 		}
 		// Nothing is claimed yet and nothing owed lies in [committed,
@@ -343,12 +366,15 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		s.owed = slices.Compact(s.owed)
 		c.advance(s)
 	}
-	c.puts = nil // advance's key deletes are already true of storage
+	// What advance deleted or moved tidies storage (settled markers a crash
+	// left behind an old cursor): it goes with the first flush.
+	c.eager = false
 	return found, nil
 }
 
 // touch marks the group as existing (its generation key).
 func (c *groupCore) saveGeneration() {
+	c.eager = true
 	c.puts = append(c.puts, storage.MetaPut{Key: c.key('g', 0, 0, false), Value: binary.BigEndian.AppendUint64(nil, c.generation)})
 }
 
@@ -357,15 +383,21 @@ func (c *groupCore) flushPuts() []storage.MetaPut {
 	for _, s := range c.shards {
 		if s.dirty {
 			s.dirty = false
-			v := binary.BigEndian.AppendUint64(nil, s.committed)
+			v := binary.BigEndian.AppendUint64(nil, s.persisted())
 			v = binary.BigEndian.AppendUint64(v, s.next)
 			v = binary.BigEndian.AppendUint64(v, s.floor)
 			c.puts = append(c.puts, storage.MetaPut{Key: c.key('c', s.index, 0, false), Value: v})
 		}
 	}
 	p := c.puts
-	c.puts = nil
+	c.puts, c.eager = nil, false
 	return p
+}
+
+// markDirty marks s's cursor for the next flush.
+func (c *groupCore) markDirty(s *groupShard) {
+	s.dirty = true
+	c.eager = c.eager || !c.lazy
 }
 
 // pick is a record chosen for delivery; the coordinator reads it.
@@ -397,7 +429,8 @@ func (c *groupCore) candidates(shards []uint32, max int) []pick {
 		if s.next < s.first {
 			// Retention deleted records the group never delivered: jump
 			// over them without reading them.
-			s.floor, s.next, s.dirty = s.first, s.first, true
+			s.floor, s.next = s.first, s.first
+			c.markDirty(s)
 			c.advance(s)
 		}
 		for _, off := range s.owed {
@@ -432,7 +465,7 @@ func (c *groupCore) takeRead(owner string, picks []pick, gone map[pick]bool, now
 				continue // past a record not taken: never, for candidates' picks
 			}
 			s.next = p.offset + 1
-			s.dirty = true
+			c.markDirty(s)
 		} else if i, ok := slices.BinarySearch(s.owed, p.offset); ok {
 			s.owed = slices.Delete(s.owed, i, i+1)
 		} else {
@@ -451,12 +484,20 @@ func (c *groupCore) takeRead(owner string, picks []pick, gone map[pick]bool, now
 }
 
 func (c *groupCore) persistAttempts(s *groupShard, off uint64, n uint32) {
-	if off < s.committed {
+	if _, ok := s.staged[off]; ok {
+		return // its ack is durable (or failing with storage): settled there
+	}
+	if off < s.persisted() {
 		c.put('o', s.index, off, u32Value(n))
 	} else if n > 1 {
 		c.put('a', s.index, off, u32Value(n))
 	}
 }
+
+// persisted is the committed cursor as storage has it, or will once the
+// staged writes land: every offset below it is settled there, but those
+// with an owed marker ('o', a redriven record).
+func (s *groupShard) persisted() uint64 { return max(s.committed, s.stagedTo) }
 
 func (c *groupCore) addClaim(s *groupShard, off uint64, owner string, now time.Time) {
 	c.claimSeq++
@@ -502,15 +543,37 @@ func (c *groupCore) skip(shard uint32, off uint64) {
 
 // settle marks an unsettled delivered record done and advances committed
 // over the contiguous settled run. deadLettered records keep their 'd' key
-// instead of a 'k' key.
+// instead of a settled marker.
 func (c *groupCore) settle(s *groupShard, off uint64, deadLettered bool) {
+	mode := settleAcked
+	if deadLettered {
+		mode = settleDead
+	}
+	c.settleAs(s, off, mode, false)
+}
+
+// How a record is settled: acked (a settled marker is written unless the
+// persisted cursor is past it), dead-lettered (its 'd' key is its marker),
+// or acked by a staged ack now applied (its writes are durable already;
+// marked says whether they include a settled marker).
+type settleMode int
+
+const (
+	settleAcked settleMode = iota
+	settleDead
+	settleStaged
+)
+
+func (c *groupCore) settleAs(s *groupShard, off uint64, mode settleMode, marked bool) {
 	if i, ok := slices.BinarySearch(s.owed, off); ok {
 		s.owed = slices.Delete(s.owed, i, i+1)
 	}
-	if n := s.attempts[off]; n > 1 || off < s.committed {
-		if off < s.committed {
+	persisted := s.persisted()
+	if mode != settleStaged {
+		// A staged ack deleted these markers when it was staged.
+		if off < persisted {
 			c.put('o', s.index, off, nil)
-		} else {
+		} else if s.attempts[off] > 1 {
 			c.put('a', s.index, off, nil)
 		}
 	}
@@ -518,10 +581,16 @@ func (c *groupCore) settle(s *groupShard, off uint64, deadLettered bool) {
 	if off < s.committed {
 		return
 	}
-	s.done[off] = struct{}{}
-	if !deadLettered {
-		c.put('k', s.index, off, []byte{})
+	switch mode {
+	case settleAcked:
+		marked = off >= persisted
+		if marked {
+			c.put('k', s.index, off, []byte{})
+		}
+	case settleDead:
+		marked = false
 	}
+	s.done[off] = marked
 	if off == s.committed {
 		c.advance(s)
 	}
@@ -532,9 +601,9 @@ func (c *groupCore) settle(s *groupShard, off uint64, deadLettered bool) {
 func (c *groupCore) advance(s *groupShard) {
 	for s.committed < s.next {
 		off := s.committed
-		if _, ok := s.done[off]; ok {
+		if marked, ok := s.done[off]; ok {
 			delete(s.done, off)
-			if _, isDead := s.dead[off]; !isDead {
+			if marked {
 				c.put('k', s.index, off, nil)
 			}
 		} else if off >= s.floor || c.unsettled(s, off) {
@@ -559,11 +628,11 @@ func (c *groupCore) advance(s *groupShard) {
 				to = s.owed[i]
 			}
 			s.committed = to
-			s.dirty = true
+			c.markDirty(s)
 			continue
 		}
 		s.committed++
-		s.dirty = true
+		c.markDirty(s)
 	}
 }
 
@@ -599,56 +668,109 @@ func (c *groupCore) ack(shard uint32, offsets []uint64) (int, *wire.Error) {
 }
 
 // stageAck appends to the pending writes those that make an ack of offsets
-// durable, without changing the state: for each offset delivered and not
-// settled, a settled marker (or, for a redriven record below committed, the
-// delete of its owed marker), and the delete of its attempts. The
-// coordinator flushes them and applies the ack (applyAck) only once they
-// are durable, so a commit that fails changes nothing: its records stay
-// claimed, and are delivered again when their visibility timeout lapses.
-// Offsets past next are refused with not_delivered, staging nothing.
-func (c *groupCore) stageAck(shard uint32, offsets []uint64) *wire.Error {
+// durable, without settling anything: the coordinator flushes them and
+// applies the ack (applyAck) only once they are durable, so a commit that
+// fails changes nothing, and its records stay claimed and are delivered
+// again when their visibility timeout lapses. An ack that extends the run
+// of settled (or staged) offsets at the persisted cursor moves the cursor
+// (one write, as an ack applied at once would); the others get a settled
+// marker each. Offsets past next are refused with not_delivered, staging
+// nothing. It returns the stage number applyAck takes. The staged writes
+// assume every write staged or flushed before them lands first: the
+// storage writer commits in order, and one that fails fails every later one
+// (ErrStorageFailed).
+func (c *groupCore) stageAck(shard uint32, offsets []uint64) (uint64, *wire.Error) {
 	s := c.shards[shard]
 	if werr := c.checkDelivered(s, offsets); werr != nil {
-		return werr
+		return 0, werr
 	}
+	c.stages++
+	stage := c.stages
+	var fresh []uint64
 	for _, off := range offsets {
-		if !c.unsettled(s, off) {
+		if _, ok := s.staged[off]; ok || !c.unsettled(s, off) {
 			continue
 		}
-		if off < s.committed {
-			c.put('o', shard, off, nil)
-			continue
+		s.staged[off] = stagedAck{stage: stage}
+		fresh = append(fresh, off)
+	}
+	if len(fresh) == 0 {
+		return stage, nil
+	}
+	from := s.persisted()
+	to := from
+	for to < s.next {
+		_, done := s.done[to]
+		_, staged := s.staged[to]
+		if !done && !staged {
+			break
 		}
-		c.put('k', shard, off, []byte{})
-		if s.attempts[off] > 1 {
+		to++
+	}
+	if to > from {
+		s.stagedTo = to
+		c.markDirty(s)
+	}
+	for _, off := range fresh {
+		switch {
+		case off < from:
+			c.put('o', shard, off, nil) // a redriven record: settled below the cursor
+		case off >= to:
+			c.put('k', shard, off, []byte{})
+			s.staged[off] = stagedAck{stage: stage, marked: true}
+		}
+		if off >= from && s.attempts[off] > 1 {
 			c.put('a', shard, off, nil)
 		}
 	}
-	return nil
+	return stage, nil
 }
 
-// applyAck applies an ack whose ackPuts are durable, and returns how many
-// records it settled. A record settled meanwhile by being dead-lettered
-// (its visibility lapsed while the commit ran) stays a dead letter, and the
+// applyAck applies the ack of stage (stageAck's) once its writes are
+// durable, and returns how many records it settled. Offsets the stage did
+// not stage (settled already, staged by another ack, or cancelled by a
+// redrive) are left as they are. A record dead-lettered
+// while the commit ran (its visibility lapsed) stays a dead letter, and the
 // settled marker written for it is deleted: a redrive must find it owed.
-func (c *groupCore) applyAck(shard uint32, offsets []uint64) int {
+// What applying writes only tidies storage (lazy): the state it leaves is
+// the one load rebuilds from the staged writes.
+func (c *groupCore) applyAck(shard uint32, offsets []uint64, stage uint64) int {
 	s := c.shards[shard]
+	c.lazy = true
+	defer func() { c.lazy = false }()
 	n := 0
 	for _, off := range offsets {
-		if off >= s.next {
+		st, ok := s.staged[off]
+		if !ok || st.stage != stage {
 			continue
 		}
+		delete(s.staged, off)
 		if c.unsettled(s, off) {
 			c.unclaim(s, off)
-			c.settle(s, off, false)
+			c.settleAs(s, off, settleStaged, st.marked)
 			n++
 			continue
 		}
-		if _, dead := s.dead[off]; dead && off >= s.committed {
+		if _, dead := s.dead[off]; dead && st.marked {
 			c.put('k', shard, off, nil)
+			if _, ok := s.done[off]; ok {
+				s.done[off] = false
+			}
+			c.eager = true // a crash must not leave the marker: it would settle a redriven record
 		}
 	}
 	return n
+}
+
+// unstageAck forgets the ack of stage, whose writes failed: its records
+// stay as they are (claimed, or owed), and acking them again stages anew.
+func (c *groupCore) unstageAck(shard uint32, offsets []uint64, stage uint64) {
+	s := c.shards[shard]
+	for _, off := range offsets {
+		if st, ok := s.staged[off]; ok && st.stage == stage {
+			delete(s.staged, off)
+		}
+	}
 }
 
 // checkDelivered refuses offsets the group has not delivered.
@@ -745,14 +867,19 @@ func (c *groupCore) redrive(shards []uint32, offsets []uint64) int {
 	n := 0
 	for _, si := range shards {
 		s := c.shards[si]
+		persisted := s.persisted()
 		for _, off := range c.selectDead(s, offsets) {
 			delete(s.dead, off)
+			delete(s.staged, off) // an ack staged before it was dead-lettered no longer applies
 			if off >= s.committed {
 				delete(s.done, off)
-			} else {
+			}
+			if off < persisted {
 				// 'o' before the 'd' delete: a commit split between them
 				// must not lose the record (load prefers 'o').
 				c.put('o', si, off, u32Value(0))
+			} else {
+				c.put('k', si, off, nil) // the marker of an ack staged before it was dead-lettered
 			}
 			c.put('d', si, off, nil)
 			s.attempts[off] = 0
@@ -771,10 +898,12 @@ func (c *groupCore) discard(shards []uint32, offsets []uint64) int {
 	n := 0
 	for _, si := range shards {
 		s := c.shards[si]
+		persisted := s.persisted()
 		for _, off := range c.selectDead(s, offsets) {
 			delete(s.dead, off)
-			if off >= s.committed {
+			if off >= persisted {
 				c.put('k', si, off, []byte{}) // still settled, now as an ack
+				s.done[off] = true
 			}
 			c.put('d', si, off, nil)
 			n++

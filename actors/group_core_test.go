@@ -309,16 +309,19 @@ func TestGroupCoreAckAppliesOnceDurable(t *testing.T) {
 	h.core.nack(0, []uint64{0}, h.now)
 	h.poll("", 0, 1)
 	h.flush()
-	if err := h.core.stageAck(0, []uint64{1}); err != nil {
+	stage, err := h.core.stageAck(0, []uint64{1})
+	if err != nil {
 		t.Fatal(err)
 	}
 	s := h.core.shards[0]
 	if len(s.claims) != 4 || s.committed != 0 {
 		t.Fatalf("staging changed the state: %d claims, committed %d", len(s.claims), s.committed)
 	}
-	// A commit that fails leaves the records claimed: its writes are lost.
+	// A commit that fails leaves the records claimed: its writes are lost,
+	// and the ack is staged again.
 	h.core.flushPuts()
-	if err := h.core.stageAck(0, []uint64{1}); err != nil {
+	h.core.unstageAck(0, []uint64{1}, stage)
+	if stage, err = h.core.stageAck(0, []uint64{1}); err != nil {
 		t.Fatal(err)
 	}
 	h.flush() // now durable
@@ -328,7 +331,7 @@ func TestGroupCoreAckAppliesOnceDurable(t *testing.T) {
 	if _, dead := s.dead[1]; !dead {
 		t.Fatalf("offset 1 is not a dead letter: %v", s.dead)
 	}
-	if n := h.core.applyAck(0, []uint64{1}); n != 0 {
+	if n := h.core.applyAck(0, []uint64{1}, stage); n != 0 {
 		t.Fatalf("applied %d, want 0 (offset 1 is a dead letter)", n)
 	}
 	if n := h.core.redrive([]uint32{0}, []uint64{1}); n != 1 {
@@ -343,7 +346,7 @@ func TestGroupCoreAckAppliesOnceDurable(t *testing.T) {
 	// applied: the restarted group finds the records settled.
 	h = newCoreHarness(t, 1, 3, GroupLimits{})
 	h.poll("", 0, 3)
-	if err := h.core.stageAck(0, []uint64{0, 2}); err != nil {
+	if _, err := h.core.stageAck(0, []uint64{0, 2}); err != nil {
 		t.Fatal(err)
 	}
 	h.reload(3)

@@ -52,7 +52,7 @@ type creditMember struct {
 type creditCommit struct {
 	m      *creditMember
 	d      *creditDelivery
-	ranges []cursorRangeOf
+	ranges []stagedRange
 }
 
 type creditRun struct {

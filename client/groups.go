@@ -390,6 +390,15 @@ type GroupInfo struct {
 	Members []GroupMemberInfo
 }
 
+// Lag is the group's lag summed over the stream's shards.
+func (g GroupInfo) Lag() uint64 {
+	var n uint64
+	for _, s := range g.Shards {
+		n += s.Lag()
+	}
+	return n
+}
+
 // GroupShardInfo is one shard's state in a group.
 type GroupShardInfo struct {
 	// Shard is the shard.
@@ -409,6 +418,16 @@ type GroupShardInfo struct {
 	Owed uint32
 	// DeadLetters is how many of the shard's records are dead letters.
 	DeadLetters uint32
+}
+
+// Lag is Tail - Committed: the records of the shard the group has not
+// settled past (as herald_group_lag counts them). It follows the tail
+// whether or not anyone consumes.
+func (s GroupShardInfo) Lag() uint64 {
+	if s.Tail > s.Committed {
+		return s.Tail - s.Committed
+	}
+	return 0
 }
 
 // GroupMemberInfo is one push member of a group.

@@ -430,12 +430,12 @@ type deadLetterJSON struct {
 // writeGroupInfo prints a group's description: a header line, a table of
 // its shards and a table of its push members.
 func writeGroupInfo(w io.Writer, name client.StreamName, info client.GroupInfo) error {
-	fmt.Fprintf(w, "group %s on %s: generation=%d visibility=%s session=%s max_attempts=%d\n",
-		info.Group, name, info.Generation, info.Visibility, info.Session, info.MaxAttempts)
+	fmt.Fprintf(w, "group %s on %s: generation=%d visibility=%s session=%s max_attempts=%d lag=%d\n",
+		info.Group, name, info.Generation, info.Visibility, info.Session, info.MaxAttempts, info.Lag())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tCOMMITTED\tDELIVERED\tTAIL\tCLAIMS\tOWED\tDEAD_LETTERS")
+	fmt.Fprintln(tw, "SHARD\tCOMMITTED\tDELIVERED\tTAIL\tLAG\tCLAIMS\tOWED\tDEAD_LETTERS")
 	for _, s := range info.Shards {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.Shard, s.Committed, s.Delivered, s.Tail, s.Claims, s.Owed, s.DeadLetters)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.Shard, s.Committed, s.Delivered, s.Tail, s.Lag(), s.Claims, s.Owed, s.DeadLetters)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -473,6 +473,7 @@ type groupInfoJSON struct {
 	VisibilityMS int64             `json:"visibility_ms"`
 	SessionMS    int64             `json:"session_ms"`
 	MaxAttempts  uint32            `json:"max_attempts"`
+	Lag          uint64            `json:"lag"`
 	Shards       []groupShardJSON  `json:"shards"`
 	Members      []groupMemberJSON `json:"members"`
 }
@@ -483,6 +484,7 @@ type groupShardJSON struct {
 	Committed   uint64 `json:"committed"`
 	Delivered   uint64 `json:"delivered"`
 	Tail        uint64 `json:"tail"`
+	Lag         uint64 `json:"lag"`
 	Claims      uint32 `json:"claims"`
 	Owed        uint32 `json:"owed"`
 	DeadLetters uint32 `json:"dead_letters"`
@@ -501,9 +503,9 @@ type groupMemberJSON struct {
 func groupInfoJSONOf(name client.StreamName, info client.GroupInfo) groupInfoJSON {
 	j := groupInfoJSON{Stream: name.String(), Group: info.Group, Generation: info.Generation,
 		VisibilityMS: info.Visibility.Milliseconds(), SessionMS: info.Session.Milliseconds(), MaxAttempts: info.MaxAttempts,
-		Shards: make([]groupShardJSON, len(info.Shards)), Members: make([]groupMemberJSON, len(info.Members))}
+		Lag: info.Lag(), Shards: make([]groupShardJSON, len(info.Shards)), Members: make([]groupMemberJSON, len(info.Members))}
 	for i, s := range info.Shards {
-		j.Shards[i] = groupShardJSON{Shard: s.Shard, Committed: s.Committed, Delivered: s.Delivered, Tail: s.Tail,
+		j.Shards[i] = groupShardJSON{Shard: s.Shard, Committed: s.Committed, Delivered: s.Delivered, Tail: s.Tail, Lag: s.Lag(),
 			Claims: s.Claims, Owed: s.Owed, DeadLetters: s.DeadLetters}
 	}
 	for i, m := range info.Members {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -416,10 +417,10 @@ func TestGroupOutputFormats(t *testing.T) {
 	if err := writeGroupInfo(&buf, name, info); err != nil {
 		t.Fatal(err)
 	}
-	want = "group g on acme/shop/orders: generation=4 visibility=30s session=10s max_attempts=5\n" +
-		"SHARD  COMMITTED  DELIVERED  TAIL  CLAIMS  OWED  DEAD_LETTERS\n" +
-		"0      10         12         20    2       0     0\n" +
-		"1      3          3          3     0       0     1\n" +
+	want = "group g on acme/shop/orders: generation=4 visibility=30s session=10s max_attempts=5 lag=10\n" +
+		"SHARD  COMMITTED  DELIVERED  TAIL  LAG  CLAIMS  OWED  DEAD_LETTERS\n" +
+		"0      10         12         20    10   2       0     0\n" +
+		"1      3          3          3     0    0       0     1\n" +
 		"MEMBER  SHARDS  WINDOW  IN_FLIGHT  IDLE\n" +
 		"m1      0,1     100     2          1.5s\n" +
 		"m2      -       50      0          0s\n"
@@ -435,9 +436,9 @@ func TestGroupOutputFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantJSON := `{"stream":"acme/shop/orders","group":"g","generation":4,"visibility_ms":30000,"session_ms":10000,"max_attempts":5,` +
-		`"shards":[{"shard":0,"committed":10,"delivered":12,"tail":20,"claims":2,"owed":0,"dead_letters":0},` +
-		`{"shard":1,"committed":3,"delivered":3,"tail":3,"claims":0,"owed":0,"dead_letters":1}],` +
+	wantJSON := `{"stream":"acme/shop/orders","group":"g","generation":4,"visibility_ms":30000,"session_ms":10000,"max_attempts":5,"lag":10,` +
+		`"shards":[{"shard":0,"committed":10,"delivered":12,"tail":20,"lag":10,"claims":2,"owed":0,"dead_letters":0},` +
+		`{"shard":1,"committed":3,"delivered":3,"tail":3,"lag":0,"claims":0,"owed":0,"dead_letters":1}],` +
 		`"members":[{"id":"m1","shards":[0,1],"window":100,"in_flight":2,"idle_ms":1500},{"id":"m2","shards":[],"window":50,"in_flight":0,"idle_ms":0}]}`
 	if string(b) != wantJSON {
 		t.Fatalf("describe --json:\n%s\nwant:\n%s", b, wantJSON)
@@ -618,4 +619,69 @@ func TestGroupCLIAgainstNode(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &info); code != 0 || err != nil || info.Shards[0].Committed != 5 {
 		t.Fatalf("describe at the end: %d %q %v", code, out, err)
 	}
+}
+
+// The lag a group shows follows the shard's tail with nobody consuming:
+// ten records, three consumed, fifty more published, and both `herald
+// group describe` and herald_group_lag say 57 at once (they said 7 for as
+// long as anyone watched, before).
+func TestGroupLagFollowsTailWithNoConsumer(t *testing.T) {
+	node := startNode(t, t.TempDir())
+	conn := []string{"--server", node.addr, "--ca", filepath.Join(node.dataDir, "tls", "ca.pem")}
+	run := func(f func([]string, io.Reader, io.Writer, io.Writer) int, args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := f(append(args, conn...), strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Fatalf("%q: exit %d, %q %q", args, code, out.String(), errOut.String())
+		}
+		return out.String()
+	}
+	const name = "acme/shop/backlog"
+	run(runStream, "create", name)
+	publish := func(n int) {
+		t.Helper()
+		msgs := make([]string, n)
+		for i := range msgs {
+			msgs[i] = fmt.Sprintf("m%d", i)
+		}
+		run(runPub, append([]string{name}, msgs...)...)
+	}
+	publish(10)
+	if out := run(runSub, name, "--group", "billing", "--count", "3"); strings.Count(out, "\n") != 3 {
+		t.Fatalf("sub --group --count 3: %q", out)
+	}
+	publish(50) // the consumer is gone
+	var info groupInfoJSON
+	if err := json.Unmarshal([]byte(run(runGroup, "describe", name, "--group", "billing", "--json")), &info); err != nil {
+		t.Fatal(err)
+	}
+	if s := info.Shards[0]; info.Lag != 57 || s.Lag != 57 || s.Tail != 60 || s.Committed != 3 {
+		t.Fatalf("describe --json: lag %d, shard %+v", info.Lag, s)
+	}
+	if out := run(runGroup, "describe", name, "--group", "billing"); !strings.Contains(out, " lag=57\n") {
+		t.Fatalf("describe:\n%s", out)
+	}
+	resp, err := http.Get("http://" + node.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `herald_group_lag{group="billing",stream="acme/shop/backlog"} 57`; !strings.Contains(string(body), want+"\n") {
+		t.Fatalf("metrics lack %s:\n%s", want, grepLines(string(body), "herald_group_lag"))
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -161,6 +161,13 @@ type GroupMemberEnded struct {
 	Err *wire.Error
 }
 
+// GroupsStartAll tells the groups registry, at start, to start the
+// coordinator of every group with state on the catalog's durable streams:
+// each publishes its lag (herald_group_lag) from then on, consumed or not.
+type GroupsStartAll struct {
+	Catalog *actor.PID
+}
+
 // StreamGroupsDropped tells the groups registry that a stream was deleted:
 // its coordinators stop. Answered with StreamGroupsDroppedResponse once
 // they have, so the catalog deletes the group state after their last write.

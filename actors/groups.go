@@ -55,8 +55,10 @@ type groups struct {
 	// storage when one of the stream's groups is first asked for, added to
 	// as groups are created. A group not in it has no state.
 	known map[uint64]map[string]struct{}
-	// listing holds the requests waiting for a stream's group names.
-	listing map[uint64][]stashed
+	// listing holds the requests waiting for a stream's group names;
+	// starting the streams whose groups all start once listed.
+	listing  map[uint64][]stashed
+	starting map[uint64]*StreamHandle
 	// drops are the stream deletions waiting for coordinators to stop.
 	drops []*groupsDrop
 	// token marks this instance's listings (a restarted registry keeps its
@@ -115,12 +117,15 @@ func (r *groups) Receive(ctx actor.Context) {
 		r.coord = map[groupKey]*groupEntry{}
 		r.known = map[uint64]map[string]struct{}{}
 		r.listing = map[uint64][]stashed{}
+		r.starting = map[uint64]*StreamHandle{}
 		r.token = groupTokens.Add(1)
 		r.log = ctx.Logger()
 	case groupAddressed:
 		r.route(ctx, ctx.Sender(), m, true)
 	case *groupsListed:
 		r.onListed(ctx, m)
+	case *GroupsStartAll:
+		r.onStartAll(ctx, m)
 	case *StreamGroupsDropped:
 		r.onDropped(ctx, ctx.Sender(), m)
 	case *actor.Terminated:
@@ -273,6 +278,47 @@ func (r *groups) onListed(ctx actor.Context, m *groupsListed) {
 	}
 	for _, st := range waiting {
 		r.route(ctx, st.sender, st.msg.(groupAddressed), false)
+	}
+	if h := r.starting[m.stream]; h != nil {
+		delete(r.starting, m.stream)
+		r.startGroups(ctx, h)
+	}
+}
+
+// onStartAll starts the coordinators of every stored group, once the
+// catalog has loaded its streams.
+func (r *groups) onStartAll(ctx actor.Context, m *GroupsStartAll) {
+	ctx.ReenterAfter(ctx.RequestFuture(m.Catalog, &AllStreamsRequest{}, time.Minute), func(res any, err error) {
+		all, ok := res.(*AllStreamsResponse)
+		if err != nil || !ok {
+			r.log.Warn("groups: the catalog did not list its streams; groups start on their first request", slog.Any("error", err))
+			return
+		}
+		for _, h := range all.Streams {
+			if !h.Config.Durable || h.Deleted() {
+				continue
+			}
+			if _, ok := r.known[h.ID]; ok {
+				r.startGroups(ctx, h)
+				continue
+			}
+			r.starting[h.ID] = h
+			r.list(ctx, h)
+		}
+	})
+}
+
+// startGroups starts the coordinator of each known group of h's stream
+// that has none.
+func (r *groups) startGroups(ctx actor.Context, h *StreamHandle) {
+	if h.Deleted() {
+		return
+	}
+	for name := range r.known[h.ID] {
+		k := groupKey{stream: h.ID, group: name}
+		if _, ok := r.coord[k]; !ok {
+			r.coord[k] = &groupEntry{pid: r.spawn(ctx, h, name), handle: h}
+		}
 	}
 }
 

@@ -373,3 +373,53 @@ func TestGroupStalledReadHoldsUpNoOne(t *testing.T) {
 		t.Fatalf("after the stall: %+v", r)
 	}
 }
+
+// After a restart every stored group reports its lag, with no consumer
+// ever attached to the new node (nothing asks for the group: its
+// coordinator starts with the node).
+func TestGroupLagReportedAfterRestartWithoutConsumers(t *testing.T) {
+	dir := t.TempDir()
+	name := client.StreamName{Tenant: "acme", Namespace: "lag", Stream: "restart"}
+	series := `herald_group_lag{group="billing",stream="acme/lag/restart"}`
+	var want float64
+	func() {
+		n := testNode(t, dir)
+		ctx := testCtx(t)
+		c := dialClient(t, n)
+		if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 2, Durable: true}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			if _, err := c.Publish(ctx, name, fmt.Appendf(nil, "r%d", i), client.WithKey(fmt.Appendf(nil, "k%d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g := c.Group(name, "billing")
+		recs, err := g.Poll(ctx, 0, 4, 0)
+		if err != nil || len(recs) == 0 {
+			t.Fatalf("poll: %d %v", len(recs), err)
+		}
+		if _, err := g.Ack(ctx, recs...); err != nil {
+			t.Fatal(err)
+		}
+		want = float64(20 - len(recs))
+		if got := scrapeSeries(t, n)[series]; got != want {
+			t.Fatalf("before the restart %s = %v, want %v", series, got, want)
+		}
+		_ = c.Close()
+		if err := n.Shutdown(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	n := testNode(t, dir)
+	// The coordinator loads its state after the node is ready: wait for
+	// the series (each scrape is a round trip; the bound is generous).
+	got, ok := 0.0, false
+	for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); {
+		got, ok = scrapeSeries(t, n)[series]
+		ok = ok && got != 0
+	}
+	if got != want {
+		t.Fatalf("after the restart %s = %v (present %v), want %v", series, got, ok, want)
+	}
+}

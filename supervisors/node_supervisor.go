@@ -91,5 +91,8 @@ func (n *nodeSupervisor) onStarted(ctx actor.Context) {
 	n.listener.Groups = n.children.Groups
 	n.children.Catalog = spawn(wrap(actors.NewCatalogProps(n.catalog), n.wrapCatalog), "catalog")
 	n.listener.Catalog = n.children.Catalog
+	// Every stored group's coordinator starts, so its lag is published
+	// whether or not anyone consumes.
+	ctx.Send(n.children.Groups, &actors.GroupsStartAll{Catalog: n.children.Catalog})
 	n.children.Listener = spawn(actors.NewListenerProps(n.listener), "listener")
 }

@@ -20,11 +20,12 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -p 2 -timeout 14m ./...
 
-## verify: formatting, vet and a tidy go.mod
+## verify: formatting, vet, a tidy go.mod and staticcheck (pinned in go.mod as a tool: go tool staticcheck)
 verify:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	$(GO) tool staticcheck ./...
 
 ## bench: the report of docs/benchmarks.md: every herald bench scenario, NATS beside it, the plots (bench-report)
 bench: bench-report

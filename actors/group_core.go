@@ -533,14 +533,6 @@ func (c *groupCore) unclaim(s *groupShard, off uint64) {
 	}
 }
 
-// skip settles records the log no longer holds (retention deleted them
-// before they were delivered): they count as done for the cursor.
-func (c *groupCore) skip(shard uint32, off uint64) {
-	s := c.shards[shard]
-	c.unclaim(s, off)
-	c.settle(s, off, false)
-}
-
 // settle marks an unsettled delivered record done and advances committed
 // over the contiguous settled run. deadLettered records keep their 'd' key
 // instead of a settled marker.

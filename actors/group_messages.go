@@ -188,9 +188,3 @@ type memberGone struct{ who *actor.PID }
 
 // groupTick is a coordinator's timer message.
 type groupTick struct{ gen uint64 }
-
-// groupFlushed is the storage writer's answer to a coordinator's flush,
-// carrying what waits for it.
-type groupFlushed struct {
-	err error
-}

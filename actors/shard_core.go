@@ -98,12 +98,6 @@ type subState struct {
 	skipped int
 }
 
-// hasRoom reports whether a batch of size bytes fits the credit window. A
-// batch bigger than the byte bound still goes when nothing is in flight.
-func (s *subState) hasRoom(size int64) bool {
-	return s.fullBy(size) == dropNone
-}
-
 // fullBy says which bound a batch of size bytes would break, if any.
 func (s *subState) fullBy(size int64) dropCause {
 	if s.inEntries >= s.capacity {

@@ -368,11 +368,6 @@ func wantCode(t *testing.T, err error, code wire.Code) {
 	}
 }
 
-// eventBatch encodes an EventBatch frame of one section per batch.
-func eventBatch(shard uint32, ts int64, batches ...[]wire.Record) []byte {
-	return eventBatchAt(shard, ts, nil, batches...)
-}
-
 // eventBatchAt encodes an EventBatch frame whose sections start at bases.
 func eventBatchAt(shard uint32, ts int64, bases []uint64, batches ...[]wire.Record) []byte {
 	var sections []*wire.Section

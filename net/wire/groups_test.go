@@ -361,7 +361,7 @@ func TestGroupSelectRoundTrip(t *testing.T) {
 	s := tests[1].g
 	redrive := wire.AppendGroupSelect(nil, 1, false, s)[wire.HeaderSize:]
 	discard := wire.AppendGroupSelect(nil, 1, true, s)[wire.HeaderSize:]
-	ack := wire.AppendGroupAck(nil, 1, false, wire.GroupAck{Name: s.Name, Group: s.Group, Shard: s.Shard, Offsets: s.Offsets})[wire.HeaderSize:]
+	ack := wire.AppendGroupAck(nil, 1, false, wire.GroupAck(s))[wire.HeaderSize:]
 	if !bytes.Equal(redrive, discard) || !bytes.Equal(redrive, ack) {
 		t.Fatalf("redrive %x, discard %x, ack %x", redrive, discard, ack)
 	}

@@ -138,6 +138,10 @@ func (g *groupCoordinator) serve(ctx actor.Context) {
 			delete(g.hungry, id)
 		}
 	}
+	if c := g.cache; c.batches != nil && !g.core.claimable(c.key.Shard) {
+		// Everything read is handed out: the batches would only hold memory.
+		g.cache = readCache{}
+	}
 }
 
 // startRead picks up to r.max records of shards and reads them in a

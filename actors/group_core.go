@@ -565,7 +565,8 @@ func (c *groupCore) settleAs(s *groupShard, off uint64, mode settleMode, marked 
 		// A staged ack deleted these markers when it was staged.
 		if off < persisted {
 			c.put('o', s.index, off, nil)
-		} else if s.attempts[off] > 1 {
+		}
+		if s.attempts[off] > 1 {
 			c.put('a', s.index, off, nil)
 		}
 	}
@@ -637,16 +638,15 @@ func (c *groupCore) unsettled(s *groupShard, off uint64) bool {
 	return ok
 }
 
-// ack settles delivered records; it returns how many changed state. An
-// offset never delivered is refused with not_delivered (nothing is changed
-// then). A record already settled is not an error: acks are idempotent.
+// ack settles delivered records at once; it returns how many changed
+// state. An offset never delivered is refused with not_delivered (nothing
+// is changed then). A record already settled is not an error: acks are
+// idempotent. The coordinator acks through stageAck and applyAck instead,
+// which settle the same records only once their writes are durable.
 func (c *groupCore) ack(shard uint32, offsets []uint64) (int, *wire.Error) {
 	s := c.shards[shard]
-	for _, off := range offsets {
-		if off >= s.next {
-			return 0, &wire.Error{Code: wire.CodeNotDelivered, Detail: s.next,
-				Message: fmt.Sprintf("shard %d offset %d has not been delivered to group %s (next is %d)", shard, off, c.group, s.next)}
-		}
+	if werr := c.checkDelivered(s, offsets); werr != nil {
+		return 0, werr
 	}
 	n := 0
 	for _, off := range offsets {
@@ -721,9 +721,9 @@ func (c *groupCore) stageAck(shard uint32, offsets []uint64) (uint64, *wire.Erro
 // applyAck applies the ack of stage (stageAck's) once its writes are
 // durable, and returns how many records it settled. Offsets the stage did
 // not stage (settled already, staged by another ack, or cancelled by a
-// redrive) are left as they are. A record dead-lettered
-// while the commit ran (its visibility lapsed) stays a dead letter, and the
-// settled marker written for it is deleted: a redrive must find it owed.
+// redrive) are left as they are. A record dead-lettered while the commit
+// ran (its visibility lapsed) stays a dead letter, and the settled marker
+// written for it is deleted: a redrive must find it owed.
 // What applying writes only tidies storage (lazy): the state it leaves is
 // the one load rebuilds from the staged writes.
 func (c *groupCore) applyAck(shard uint32, offsets []uint64, stage uint64) int {
@@ -780,11 +780,8 @@ func (c *groupCore) checkDelivered(s *groupShard, offsets []uint64) *wire.Error 
 // them past max attempts).
 func (c *groupCore) nack(shard uint32, offsets []uint64, now time.Time) (int, *wire.Error) {
 	s := c.shards[shard]
-	for _, off := range offsets {
-		if off >= s.next {
-			return 0, &wire.Error{Code: wire.CodeNotDelivered, Detail: s.next,
-				Message: fmt.Sprintf("shard %d offset %d has not been delivered to group %s (next is %d)", shard, off, c.group, s.next)}
-		}
+	if werr := c.checkDelivered(s, offsets); werr != nil {
+		return 0, werr
 	}
 	n := 0
 	for _, off := range offsets {

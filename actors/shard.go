@@ -130,30 +130,15 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.onStarted(ctx)
 	case *PublishRequest:
-		switch {
-		case s.deleted:
-			ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: errStreamDeleted()})
-		case !s.ready:
-			s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
-		default:
-			s.admitOrHold(ctx, m)
-		}
+		s.onPublishRequest(ctx, m)
 	case *StreamDeletedRequest:
 		s.onDeleted(ctx)
 	case *tombstoneExpired:
-		ctx.Stop(ctx.Self())
+		s.onTombstoneExpired(ctx)
 	case *heldExpired:
-		s.expireHeld(ctx)
+		s.onHeldExpired(ctx)
 	case *SubscribeShardRequest:
-		if s.deleted {
-			ctx.Respond(&SubscribeShardResponse{Err: errStreamDeleted()})
-			return
-		}
-		if !s.ready {
-			s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
-			return
-		}
-		s.onSubscribe(ctx, ctx.Sender(), m)
+		s.onSubscribeRequest(ctx, m)
 	case *AppendsCommitted:
 		s.onCommitted(ctx, m)
 	case *AppendFailed:
@@ -165,28 +150,17 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *WatchTail:
 		s.onWatchTail(ctx, ctx.Sender(), m)
 	case *ShardInfoRequest:
-		if !s.ready && !s.deleted {
-			// Its tail is not known yet: answered once it is, rather than
-			// with a tail of 0 while the shard holds records.
-			s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
-			return
-		}
-		ctx.Respond(s.info())
+		s.onShardInfo(ctx, m)
 	case *RetentionApplied:
-		if s.core != nil {
-			s.core.first = max(s.core.first, min(m.First, s.core.committed))
-			s.publishProgress()
-		}
+		s.onRetentionApplied(m)
 	case *actor.Terminated:
-		if s.core != nil {
-			delete(s.core.subs, m.Who.Id)
-			s.admitHeld(ctx) // a blocking subscriber that went away releases the publishers
-		}
+		s.onTerminated(ctx, m)
 	case *actor.Restarting:
 		s.onRestarting(ctx)
 	case *actor.Stopping:
 		s.onStopping(ctx)
 	case *actor.Stopped:
+		// Nothing left to do: Stopping answered what was pending.
 	default:
 		s.logger(ctx).Warn("shard: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -293,6 +267,40 @@ func (s *shard) info() *ShardInfoResponse {
 		resp.Blocked, resp.Held, resp.Drops = s.core.blocked, len(s.held), s.core.drops
 	}
 	return resp
+}
+
+// onShardInfo answers a ShardInfoRequest, or stashes it until the shard is
+// ready.
+func (s *shard) onShardInfo(ctx actor.Context, m *ShardInfoRequest) {
+	if !s.ready && !s.deleted {
+		// Its tail is not known yet: answered once it is, rather than
+		// with a tail of 0 while the shard holds records.
+		s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
+		return
+	}
+	ctx.Respond(s.info())
+}
+
+// onRetentionApplied moves the first retained offset up to what retention
+// kept (never past the committed tail).
+func (s *shard) onRetentionApplied(m *RetentionApplied) {
+	if s.core != nil {
+		s.core.first = max(s.core.first, min(m.First, s.core.committed))
+		s.publishProgress()
+	}
+}
+
+// onPublishRequest refuses a publish to a deleted stream, stashes it until
+// the shard is ready, or admits or holds it.
+func (s *shard) onPublishRequest(ctx actor.Context, m *PublishRequest) {
+	switch {
+	case s.deleted:
+		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: errStreamDeleted()})
+	case !s.ready:
+		s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
+	default:
+		s.admitOrHold(ctx, m)
+	}
 }
 
 func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
@@ -497,9 +505,9 @@ func (s *shard) admitHeld(ctx actor.Context) {
 	}
 }
 
-// expireHeld refuses the held publishes whose wait is over with
+// onHeldExpired refuses the held publishes whose wait is over with
 // CodeOverloaded, and re-arms the timer for the next.
-func (s *shard) expireHeld(ctx actor.Context) {
+func (s *shard) onHeldExpired(ctx actor.Context) {
 	s.heldTimer = nil
 	now := s.cfg.Now()
 	for len(s.held) > 0 && !s.held[0].deadline.After(now) {
@@ -559,6 +567,11 @@ func (s *shard) onDeleted(ctx actor.Context) {
 		self, root := ctx.Self(), ctx.ActorSystem().Root
 		s.tombstoneTimer = time.AfterFunc(tombstoneGrace, func() { root.Send(self, &tombstoneExpired{}) })
 	}
+}
+
+// onTombstoneExpired stops the tombstone once its grace is over.
+func (s *shard) onTombstoneExpired(ctx actor.Context) {
+	ctx.Stop(ctx.Self())
 }
 
 // rejectUnadmitted answers the publishes stashed before the shard was ready
@@ -625,6 +638,20 @@ func storageError(err error) *wire.Error {
 	return &wire.Error{Code: wire.CodeStorageFailure, Message: err.Error()}
 }
 
+// onSubscribeRequest refuses a subscription to a deleted stream, stashes it
+// until the shard is ready, or registers it.
+func (s *shard) onSubscribeRequest(ctx actor.Context, m *SubscribeShardRequest) {
+	if s.deleted {
+		ctx.Respond(&SubscribeShardResponse{Err: errStreamDeleted()})
+		return
+	}
+	if !s.ready {
+		s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
+		return
+	}
+	s.onSubscribe(ctx, ctx.Sender(), m)
+}
+
 func (s *shard) onSubscribe(ctx actor.Context, from *actor.PID, m *SubscribeShardRequest) {
 	if from == nil {
 		return
@@ -670,6 +697,14 @@ func (s *shard) onResumeLive(ctx actor.Context, from *actor.PID, m *ResumeLive) 
 	}
 	s.pump(ctx, sub)
 	s.admitHeld(ctx)
+}
+
+// onTerminated forgets a subscriber that stopped.
+func (s *shard) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	if s.core != nil {
+		delete(s.core.subs, m.Who.Id)
+		s.admitHeld(ctx) // a blocking subscriber that went away releases the publishers
+	}
 }
 
 func (s *shard) pump(ctx actor.Context, sub *subState) {
@@ -720,10 +755,6 @@ func (s *shard) onRestarting(ctx actor.Context) {
 	s.notifyWatchers(ctx, true) // they watch again, on the new instance
 }
 
-// onStopping answers what is pending as outcome-unknown: a durable batch
-// still pending has been sent to the storage writer and may or may not be
-// committed (the writer commits what it has already taken; requests still in
-// its mailbox when it is stopped are dropped).
 // releaseRing gives the ring's bytes back to the node's total.
 func (s *shard) releaseRing() {
 	if s.core != nil {
@@ -731,6 +762,10 @@ func (s *shard) releaseRing() {
 	}
 }
 
+// onStopping answers what is pending as outcome-unknown: a durable batch
+// still pending has been sent to the storage writer and may or may not be
+// committed (the writer commits what it has already taken; requests still in
+// its mailbox when it is stopped are dropped).
 func (s *shard) onStopping(ctx actor.Context) {
 	defer s.releaseRing()
 	if s.tombstoneTimer != nil {

@@ -138,68 +138,31 @@ func (s *subscription) Receive(ctx actor.Context) {
 	case *EgressShare:
 		s.onEgressShare(ctx, m)
 	case *egressAvailable:
-		s.drain(ctx)
+		s.onEgressAvailable(ctx)
 	case *ReadHistory:
-		s.reading, s.readTail = true, m.Tail
-		s.next = max(s.next, m.From)
-		s.readMore(ctx)
+		s.onReadHistory(ctx, m)
 	case *historyRead:
 		s.onHistory(ctx, m)
 	case *StreamGone:
-		s.end(ctx, errStreamDeleted())
+		s.onStreamGone(ctx)
 	case *SubscriptionLagged:
-		// Batches still queued never reach the client: it resumes from the
-		// first of them (what the lane already has is written before the
-		// error).
-		resume := m.ResumeFrom
-		if len(s.queue) > 0 {
-			resume = s.queue[0].Base()
-		}
-		s.end(ctx, &wire.Error{Code: wire.CodeLagged, Detail: resume,
-			Message: fmt.Sprintf("the subscriber's queue overflowed; resume from offset %d", resume)})
+		s.onLagged(ctx, m)
 	case *ShardRestarted:
-		// The new shard instance forgot us: register again from where we are.
-		// It starts the account at what we hold, so nothing is pushed twice.
-		// A history read in progress comes back with ResumeLive as usual.
-		ctx.Request(s.shard, &SubscribeShardRequest{Start: wire.StartOffset, Offset: s.next,
-			Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes, InEntries: len(s.queue), InBytes: s.queueBytes})
+		s.onShardRestarted(ctx)
 	case *actor.DeadLetterResponse:
-		// The shard is gone: its stream was deleted.
-		s.end(ctx, wire.Errorf(wire.CodeStreamNotFound, "the stream was deleted"))
+		s.onDeadLetter(ctx)
 	case *LaneFailed:
-		s.end(ctx, nil)
+		s.onLaneFailed(ctx)
 	case *subscriberLeft:
-		s.end(ctx, nil)
+		s.onSubscriberLeft(ctx)
 	case *actor.Terminated:
-		switch {
-		case s.lane != nil && m.Who.Id == s.lane.Id:
-			// The lane finished closing the stream (or died): we are done.
-			ctx.Stop(ctx.Self())
-		case s.shard != nil && m.Who.Id == s.shard.Id:
-			s.end(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the shard stopped (the stream was deleted, or the node is stopping)"))
-		}
+		s.onTerminated(ctx, m)
 	case *actor.Stopping:
-		s.stopping.Store(true)
-		if s.shard != nil {
-			ctx.Unwatch(s.shard)
-		}
-		if !s.closed {
-			// Stopped from outside (a failure or the connection closing): the
-			// client learns through a stream reset.
-			s.cfg.Stream.Abort(wire.CodeSubscriptionAborted)
-		} else {
-			s.cfg.Stream.StopReading(0)
-		}
+		s.onStopping(ctx)
 	case *actor.Stopped:
-		// What is still queued or in the lane goes with the subscription.
-		s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, -int64(len(s.queue)))
-		s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -s.queueBytes)
-		s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -s.laneBytes)
-		s.cfg.Stats.gauge(&s.cfg.Stats.Subscriptions, -1)
-		s.cfg.QueueTotal.Release(s.queueBytes + s.laneBytes)
-		s.cfg.EgressPool.Release(s.laneBytes)
-		s.queue, s.queueBytes, s.laneBytes = nil, 0, 0
+		s.onStopped()
 	case *actor.Restarting:
+		// Never: the connection stops a failed subscription.
 	default:
 		s.log_(ctx).Warn("subscription: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -422,6 +385,20 @@ func (s *subscription) onEgressShare(ctx actor.Context, m *EgressShare) {
 	s.drain(ctx)
 }
 
+// onEgressAvailable drains the queue now that the connection's egress pool
+// has room again.
+func (s *subscription) onEgressAvailable(ctx actor.Context) {
+	s.drain(ctx)
+}
+
+// onReadHistory switches to reading storage: the shard's ring no longer
+// holds what comes next.
+func (s *subscription) onReadHistory(ctx actor.Context, m *ReadHistory) {
+	s.reading, s.readTail = true, m.Tail
+	s.next = max(s.next, m.From)
+	s.readMore(ctx)
+}
+
 // readMore starts a storage read for as many batches as the credit window
 // has room for. Nothing is read while the window is full: a slow reader slows
 // its replay, it never loses part of it.
@@ -513,4 +490,89 @@ func (s *subscription) end(ctx actor.Context, err *wire.Error) {
 	// Terminated stops us.
 	ctx.Send(s.lane, &CloseLane{ReqID: s.cfg.ReqID, Err: err})
 	ctx.Poison(s.lane)
+}
+
+// onStreamGone ends the subscription: its stream was deleted.
+func (s *subscription) onStreamGone(ctx actor.Context) {
+	s.end(ctx, errStreamDeleted())
+}
+
+// onLagged ends the subscription with lagged: the shard dropped it because
+// its queue overflowed.
+func (s *subscription) onLagged(ctx actor.Context, m *SubscriptionLagged) {
+	// Batches still queued never reach the client: it resumes from the
+	// first of them (what the lane already has is written before the
+	// error).
+	resume := m.ResumeFrom
+	if len(s.queue) > 0 {
+		resume = s.queue[0].Base()
+	}
+	s.end(ctx, &wire.Error{Code: wire.CodeLagged, Detail: resume,
+		Message: fmt.Sprintf("the subscriber's queue overflowed; resume from offset %d", resume)})
+}
+
+// onShardRestarted subscribes again to the shard's new instance.
+func (s *subscription) onShardRestarted(ctx actor.Context) {
+	// The new shard instance forgot us: register again from where we are.
+	// It starts the account at what we hold, so nothing is pushed twice.
+	// A history read in progress comes back with ResumeLive as usual.
+	ctx.Request(s.shard, &SubscribeShardRequest{Start: wire.StartOffset, Offset: s.next,
+		Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes, InEntries: len(s.queue), InBytes: s.queueBytes})
+}
+
+// onDeadLetter ends the subscription: a request to the shard came back as a
+// dead letter, so the shard is gone (its stream was deleted).
+func (s *subscription) onDeadLetter(ctx actor.Context) {
+	s.end(ctx, wire.Errorf(wire.CodeStreamNotFound, "the stream was deleted"))
+}
+
+// onLaneFailed ends the subscription: its lane could not write.
+func (s *subscription) onLaneFailed(ctx actor.Context) {
+	s.end(ctx, nil)
+}
+
+// onSubscriberLeft ends the subscription: the client unsubscribed (or its
+// stream failed).
+func (s *subscription) onSubscriberLeft(ctx actor.Context) {
+	s.end(ctx, nil)
+}
+
+// onTerminated stops the actor once its lane has stopped, and ends the
+// subscription when its shard stops.
+func (s *subscription) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	switch {
+	case s.lane != nil && m.Who.Id == s.lane.Id:
+		// The lane finished closing the stream (or died): we are done.
+		ctx.Stop(ctx.Self())
+	case s.shard != nil && m.Who.Id == s.shard.Id:
+		s.end(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the shard stopped (the stream was deleted, or the node is stopping)"))
+	}
+}
+
+// onStopping stops the stream reader's messages, and resets the stream
+// unless the subscription ended on its own.
+func (s *subscription) onStopping(ctx actor.Context) {
+	s.stopping.Store(true)
+	if s.shard != nil {
+		ctx.Unwatch(s.shard)
+	}
+	if !s.closed {
+		// Stopped from outside (a failure or the connection closing): the
+		// client learns through a stream reset.
+		s.cfg.Stream.Abort(wire.CodeSubscriptionAborted)
+	} else {
+		s.cfg.Stream.StopReading(0)
+	}
+}
+
+// onStopped gives back what is still queued or in the lane: it goes with
+// the subscription.
+func (s *subscription) onStopped() {
+	s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, -int64(len(s.queue)))
+	s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -s.queueBytes)
+	s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -s.laneBytes)
+	s.cfg.Stats.gauge(&s.cfg.Stats.Subscriptions, -1)
+	s.cfg.QueueTotal.Release(s.queueBytes + s.laneBytes)
+	s.cfg.EgressPool.Release(s.laneBytes)
+	s.queue, s.queueBytes, s.laneBytes = nil, 0, 0
 }

@@ -102,48 +102,90 @@ func NewStorageWriterProps(cfg StorageWriterConfig) *actor.Props {
 func (w *storageWriter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *AppendRequest:
-		w.enqueue(ctx, pendingWrite{from: ctx.Sender(), append: m})
+		w.onAppend(ctx, ctx.Sender(), m)
 	case *MetaWriteRequest:
-		w.enqueue(ctx, pendingWrite{from: ctx.Sender(), meta: m})
+		w.onMetaWrite(ctx, ctx.Sender(), m)
 	case *TailRequest:
-		w.enqueue(ctx, pendingWrite{from: ctx.Sender(), tail: m})
+		w.onTail(ctx, ctx.Sender(), m)
 	case *DropStreamRequest:
-		w.enqueue(ctx, pendingWrite{from: ctx.Sender(), drop: m})
+		w.onDropStream(ctx, ctx.Sender(), m)
 	case *commitNow:
-		w.markerQueued = false
-		w.commit(ctx)
+		w.onCommitNow(ctx)
 	case *dropDone:
-		if m.err != nil {
-			if m.from != nil {
-				ctx.Send(m.from, &MetaWriteResponse{Err: m.err})
-			}
-			return
-		}
-		w.enqueue(ctx, pendingWrite{from: m.from, meta: &MetaWriteRequest{Puts: m.metas}})
+		w.onDropDone(ctx, m)
 	case *actor.Restarting:
-		// The commit of inflight panicked: its outcome is unknown, and every
-		// request still pending is answered too (the new instance starts
-		// empty).
-		err := fmt.Errorf("%w: the storage writer restarted during a commit", ErrStorageFailed)
-		w.cfg.Failed.CompareAndSwap(nil, &err)
-		if w.cfg.OnFailure != nil {
-			w.cfg.OnFailure(err)
-		}
-		w.answer(ctx, w.inflight, err)
-		w.answer(ctx, w.pending, err)
-		w.inflight, w.pending = nil, nil
+		w.onRestarting(ctx)
 	case *actor.Started, *actor.Stopping:
+		// Nothing to do: a new instance starts empty (a broken log stays
+		// broken through cfg.Failed), and what is pending is committed
+		// once Stopped.
 	case *actor.Stopped:
-		// Anything still pending is committed before the writer goes: the node
-		// stops the writer last, after the shards. A stream drop still
-		// running beside it ends on its own, and the node waits for it
-		// before closing storage; the metadata deletes it would have sent
-		// back are not committed (the deleted stream is listed again at the
-		// next start, and can be deleted again).
-		w.commit(ctx)
+		w.onStopped(ctx)
 	default:
 		ctx.Logger().Warn("storage writer: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
+}
+
+// onAppend queues a shard's append for the next commit.
+func (w *storageWriter) onAppend(ctx actor.Context, from *actor.PID, m *AppendRequest) {
+	w.enqueue(ctx, pendingWrite{from: from, append: m})
+}
+
+// onMetaWrite queues a metadata write for the next commit.
+func (w *storageWriter) onMetaWrite(ctx actor.Context, from *actor.PID, m *MetaWriteRequest) {
+	w.enqueue(ctx, pendingWrite{from: from, meta: m})
+}
+
+// onTail queues a tail request behind the appends ahead of it.
+func (w *storageWriter) onTail(ctx actor.Context, from *actor.PID, m *TailRequest) {
+	w.enqueue(ctx, pendingWrite{from: from, tail: m})
+}
+
+// onDropStream queues a stream drop behind the appends ahead of it.
+func (w *storageWriter) onDropStream(ctx actor.Context, from *actor.PID, m *DropStreamRequest) {
+	w.enqueue(ctx, pendingWrite{from: from, drop: m})
+}
+
+// onCommitNow commits what queued up behind the writer's marker.
+func (w *storageWriter) onCommitNow(ctx actor.Context) {
+	w.markerQueued = false
+	w.commit(ctx)
+}
+
+// onDropDone queues the metadata deletes of a finished stream drop for the
+// next commit, or answers its failure.
+func (w *storageWriter) onDropDone(ctx actor.Context, m *dropDone) {
+	if m.err != nil {
+		if m.from != nil {
+			ctx.Send(m.from, &MetaWriteResponse{Err: m.err})
+		}
+		return
+	}
+	w.enqueue(ctx, pendingWrite{from: m.from, meta: &MetaWriteRequest{Puts: m.metas}})
+}
+
+// onRestarting runs on the failed instance: the commit of inflight
+// panicked, so its outcome is unknown, and every request still pending is
+// answered too (the new instance starts empty).
+func (w *storageWriter) onRestarting(ctx actor.Context) {
+	err := fmt.Errorf("%w: the storage writer restarted during a commit", ErrStorageFailed)
+	w.cfg.Failed.CompareAndSwap(nil, &err)
+	if w.cfg.OnFailure != nil {
+		w.cfg.OnFailure(err)
+	}
+	w.answer(ctx, w.inflight, err)
+	w.answer(ctx, w.pending, err)
+	w.inflight, w.pending = nil, nil
+}
+
+// onStopped commits anything still pending before the writer goes: the
+// node stops the writer last, after the shards. A stream drop still
+// running beside it ends on its own, and the node waits for it before
+// closing storage; the metadata deletes it would have sent back are not
+// committed (the deleted stream is listed again at the next start, and can
+// be deleted again).
+func (w *storageWriter) onStopped(ctx actor.Context) {
+	w.commit(ctx)
 }
 
 func (w *storageWriter) enqueue(ctx actor.Context, p pendingWrite) {

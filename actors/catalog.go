@@ -170,30 +170,30 @@ func (c *catalog) Receive(ctx actor.Context) {
 	case *catalogLoaded:
 		c.onLoaded(ctx, m)
 	case *LookupStreamRequest, *CreateStreamRequest, *ListStreamsRequest, *DeleteStreamRequest, *AllStreamsRequest, *AllShardsRequest:
-		if !c.loaded {
-			c.stash = append(c.stash, stashed{msg: m, sender: ctx.Sender()})
-			return
-		}
-		c.onRequest(ctx, ctx.Sender(), m)
+		c.onStreamRequest(ctx, m)
 	case *actor.Terminated:
 		c.onTerminated(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
-		// A restart stops the children first: do not respawn them, or the
-		// restart never completes. The new instance spawns them again, with
-		// new handles: the old ones are marked stale so their holders look
-		// the streams up again.
-		c.stopping = true
-		for _, h := range c.streams {
-			h.deleted.Store(true)
-		}
-		c.refuseStash(ctx)
+		c.onStopping(ctx)
 	case *actor.Stopped:
+		// Nothing to do: Stopping marked the handles stale and answered
+		// the stash.
 	default:
 		ctx.Logger().Warn("catalog: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
 }
 
 func nameKey(n wire.StreamName) string { return n.String() }
+
+// onStreamRequest stashes a request until the streams are loaded, and
+// serves it (onRequest) once they are.
+func (c *catalog) onStreamRequest(ctx actor.Context, msg any) {
+	if !c.loaded {
+		c.stash = append(c.stash, stashed{msg: msg, sender: ctx.Sender()})
+		return
+	}
+	c.onRequest(ctx, ctx.Sender(), msg)
+}
 
 // onRequest dispatches a request (live, or from the stash once the
 // streams are loaded); from is its sender.
@@ -225,6 +225,18 @@ func (c *catalog) onRequest(ctx actor.Context, from *actor.PID, msg any) {
 		}
 		reply(&AllShardsResponse{Shards: all})
 	}
+}
+
+// onStopping runs when the catalog stops or restarts. A restart stops the
+// children first: do not respawn them, or the restart never completes. The
+// new instance spawns them again, with new handles: the old ones are marked
+// stale so their holders look the streams up again.
+func (c *catalog) onStopping(ctx actor.Context) {
+	c.stopping = true
+	for _, h := range c.streams {
+		h.deleted.Store(true)
+	}
+	c.refuseStash(ctx)
 }
 
 // refuseStash answers the requests still waiting for the load: the

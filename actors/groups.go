@@ -114,14 +114,9 @@ func NewGroupsProps(cfg GroupsConfig) *actor.Props {
 func (r *groups) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.coord = map[groupKey]*groupEntry{}
-		r.known = map[uint64]map[string]struct{}{}
-		r.listing = map[uint64][]stashed{}
-		r.starting = map[uint64]*StreamHandle{}
-		r.token = groupTokens.Add(1)
-		r.log = ctx.Logger()
+		r.onStarted(ctx)
 	case groupAddressed:
-		r.route(ctx, ctx.Sender(), m, true)
+		r.onGroupRequest(ctx, m)
 	case *groupsListed:
 		r.onListed(ctx, m)
 	case *GroupsStartAll:
@@ -133,9 +128,25 @@ func (r *groups) Receive(ctx actor.Context) {
 	case *actor.Stopping, *actor.Restarting:
 		r.onStopping(ctx)
 	case *actor.Stopped:
+		// Nothing to do: Stopping answered what waited.
 	default:
 		r.log.Warn("groups: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
+}
+
+// onStarted sets up an empty registry, with a new token for its listings.
+func (r *groups) onStarted(ctx actor.Context) {
+	r.coord = map[groupKey]*groupEntry{}
+	r.known = map[uint64]map[string]struct{}{}
+	r.listing = map[uint64][]stashed{}
+	r.starting = map[uint64]*StreamHandle{}
+	r.token = groupTokens.Add(1)
+	r.log = ctx.Logger()
+}
+
+// onGroupRequest routes a request addressed to a group, as it came.
+func (r *groups) onGroupRequest(ctx actor.Context, m groupAddressed) {
+	r.route(ctx, ctx.Sender(), m, true)
 }
 
 // route sends m to its coordinator, spawning it if the group exists (or

@@ -152,59 +152,91 @@ func NewGroupCoordinatorProps(cfg GroupCoordinatorConfig) *actor.Props {
 
 // Receive dispatches. After each message that may change the group's state
 // the pending changes are flushed, waiting consumers are served and the
-// timer is re-armed (settle).
+// timer is re-armed (settle): lifecycle and loading messages return before
+// it, and so does a message whose handler reports that nothing changed
+// (onMetaWriteResponse, onGroupTick, onTerminated).
 func (g *groupCoordinator) Receive(ctx actor.Context) {
+	settle := true
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		g.onStarted(ctx)
 		return
 	case *actor.Stopping:
-		g.onStopping(ctx, g.stopError())
+		g.onStopping(ctx)
 		return
 	case *actor.Restarting:
-		g.onStopping(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator restarted; join again"))
+		g.onRestarting(ctx)
 		return
 	case *actor.Stopped:
+		// Nothing to do: Stopping (or Restarting) answered everyone.
 		return
 	case *groupStreamDropped:
-		g.dropped = true
+		g.onStreamDropped()
 		return
 	case *groupLoaded:
 		g.onLoaded(ctx, m)
 		return
 	case *GroupPollRequest, *GroupAckRequest, *GroupDeadLettersRequest, *GroupSelectRequest, *GroupDescribeRequest,
 		*GroupJoinRequest, *GroupClaimRequest, *GroupCommitRequest:
-		if !g.ready {
-			g.stash = append(g.stash, stashed{msg: m, sender: ctx.Sender()})
-			return
-		}
-		g.onRequest(ctx, ctx.Sender(), m)
+		g.onGroupRequest(ctx, m)
 	case *TailAdvanced:
 		g.onTail(ctx, m)
 	case *picksRead:
 		g.onPicksRead(ctx, m)
 	case *MetaWriteResponse:
-		if m.Token != g.token {
-			return // an answer to the failed instance before a restart
-		}
-		g.onFlushed(m.Err)
+		settle = g.onMetaWriteResponse(m)
 	case *groupTick:
-		if m.gen != g.timerGen {
-			return
-		}
-		g.timerAt, g.timerStop = time.Time{}, nil
-		g.onTick(ctx)
+		settle = g.onGroupTick(ctx, m)
 	case *actor.Terminated:
-		if !g.onTerminated(ctx, m) {
-			return
-		}
+		settle = g.onTerminated(ctx, m)
 	case *memberGone:
 		g.onMemberGone(ctx, m.who)
 	default:
 		ctx.Logger().Warn("group coordinator: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 		return
 	}
-	g.settle(ctx)
+	if settle {
+		g.settle(ctx)
+	}
+}
+
+// onGroupRequest stashes a request until the coordinator is ready, and
+// serves it (onRequest) once it is. A stashed request settles nothing:
+// settle does nothing before the coordinator is ready.
+func (g *groupCoordinator) onGroupRequest(ctx actor.Context, msg any) {
+	if !g.ready {
+		g.stash = append(g.stash, stashed{msg: msg, sender: ctx.Sender()})
+		return
+	}
+	g.onRequest(ctx, ctx.Sender(), msg)
+}
+
+// onMetaWriteResponse runs the answers waiting on the flush the storage
+// writer answered. It reports false for an answer to the failed instance
+// before a restart, which changes nothing.
+func (g *groupCoordinator) onMetaWriteResponse(m *MetaWriteResponse) bool {
+	if m.Token != g.token {
+		return false // an answer to the failed instance before a restart
+	}
+	g.onFlushed(m.Err)
+	return true
+}
+
+// onGroupTick runs the coordinator's timer (onTick). It reports false for
+// the tick of a timer that was re-armed since, which changes nothing.
+func (g *groupCoordinator) onGroupTick(ctx actor.Context, m *groupTick) bool {
+	if m.gen != g.timerGen {
+		return false
+	}
+	g.timerAt, g.timerStop = time.Time{}, nil
+	g.onTick(ctx)
+	return true
+}
+
+// onStreamDropped notes that the stream was deleted, so that stopping tells
+// members and polls stream_not_found.
+func (g *groupCoordinator) onStreamDropped() {
+	g.dropped = true
 }
 
 // onRequest dispatches a group request (live, or from the stash once the
@@ -356,10 +388,22 @@ func (g *groupCoordinator) becomeReady(ctx actor.Context) {
 	g.settle(ctx)
 }
 
-// onStopping answers everyone waiting and ends the members. What changed
-// since the last flush still goes to the storage writer (stopped after the
-// coordinators), unanswered.
-func (g *groupCoordinator) onStopping(ctx actor.Context, err *wire.Error) {
+// onStopping shuts the coordinator down with the error of why it stops
+// (stopError).
+func (g *groupCoordinator) onStopping(ctx actor.Context) {
+	g.shutdown(ctx, g.stopError())
+}
+
+// onRestarting shuts the failed instance down: its members join again, on
+// the new instance.
+func (g *groupCoordinator) onRestarting(ctx actor.Context) {
+	g.shutdown(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator restarted; join again"))
+}
+
+// shutdown answers everyone waiting with err and ends the members. What
+// changed since the last flush still goes to the storage writer (stopped
+// after the coordinators), unanswered.
+func (g *groupCoordinator) shutdown(ctx actor.Context, err *wire.Error) {
 	g.stopped = true
 	if g.core != nil {
 		if puts := g.core.flushPuts(); len(puts) > 0 {

@@ -101,29 +101,21 @@ func (a *groupMemberActor) Receive(ctx actor.Context) {
 	case *GroupCommitResponse:
 		a.onCommitted(ctx, m)
 	case *GroupMemberEnded:
-		a.coordinator = nil // it has forgotten us already
-		a.end(ctx, m.Err, 0)
+		a.onMemberEnded(ctx, m)
 	case *memberStreamEnded:
-		a.end(ctx, nil, 0)
+		a.onStreamEnded(ctx)
 	case *LaneFailed:
-		a.end(ctx, nil, 0)
+		a.onLaneFailed(ctx)
 	case *actor.Terminated:
 		a.onTerminated(ctx, m)
 	case *coordinatorGone:
-		if !a.closed {
-			a.coordinator = nil
-			a.end(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator stopped; join again"), 0)
-		}
+		a.onCoordinatorGone(ctx)
 	case *actor.Stopping:
-		if !a.closed {
-			a.cfg.QUIC.Abort(wire.CodeSubscriptionAborted)
-		} else {
-			a.cfg.QUIC.StopReading(0)
-		}
+		a.onStopping()
 	case *actor.Stopped:
-		a.cfg.Stats.gauge(&a.cfg.Stats.GroupMembers, -1)
+		a.onStopped()
 	case *actor.Restarting:
-		a.cfg.QUIC.Abort(wire.CodeInternal)
+		a.onRestarting()
 	default:
 		ctx.Logger().Warn("group member: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -245,6 +237,53 @@ func (a *groupMemberActor) onCommitted(ctx actor.Context, m *GroupCommitResponse
 	if returned > 0 {
 		a.ask(ctx)
 	}
+}
+
+// onMemberEnded ends the member with the coordinator's error.
+func (a *groupMemberActor) onMemberEnded(ctx actor.Context, m *GroupMemberEnded) {
+	a.coordinator = nil // it has forgotten us already
+	a.end(ctx, m.Err, 0)
+}
+
+// onStreamEnded ends the member: the client closed or reset its side of
+// the stream.
+func (a *groupMemberActor) onStreamEnded(ctx actor.Context) {
+	a.end(ctx, nil, 0)
+}
+
+// onLaneFailed ends the member: its lane could not write.
+func (a *groupMemberActor) onLaneFailed(ctx actor.Context) {
+	a.end(ctx, nil, 0)
+}
+
+// onCoordinatorGone ends the member when its coordinator stopped, unless it
+// has ended already (the coordinator's GroupMemberEnded, read first, says
+// why).
+func (a *groupMemberActor) onCoordinatorGone(ctx actor.Context) {
+	if !a.closed {
+		a.coordinator = nil
+		a.end(ctx, wire.Errorf(wire.CodeSubscriptionAborted, "the group coordinator stopped; join again"), 0)
+	}
+}
+
+// onStopping resets the stream if the member was stopped from outside, and
+// otherwise only stops reading it (end had the lane close it).
+func (a *groupMemberActor) onStopping() {
+	if !a.closed {
+		a.cfg.QUIC.Abort(wire.CodeSubscriptionAborted)
+	} else {
+		a.cfg.QUIC.StopReading(0)
+	}
+}
+
+// onStopped counts the member out of the node's gauge.
+func (a *groupMemberActor) onStopped() {
+	a.cfg.Stats.gauge(&a.cfg.Stats.GroupMembers, -1)
+}
+
+// onRestarting resets the stream: what the failed instance held is lost.
+func (a *groupMemberActor) onRestarting() {
+	a.cfg.QUIC.Abort(wire.CodeInternal)
 }
 
 // end finishes the member: an Error frame (with reqID) if err is set, then

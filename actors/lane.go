@@ -103,46 +103,29 @@ func NewLaneProps(cfg LaneConfig) *actor.Props {
 func (l *lane) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		// Nothing to do: the writer is taken on the first write.
 	case *WriteFrame:
 		l.onFrame(ctx, m.Frame)
 	case *PublishAcked:
-		if m.Ack != wire.AckNone {
-			l.scratch = wire.AppendPublishAck(l.scratch[:0], m.ReqID, wire.PublishAck{Shard: m.Shard, Offset: m.Offset, Count: m.Count, Duplicate: m.Duplicate})
-			l.onFrame(ctx, l.scratch)
-		}
-		l.release()
+		l.onPublishAcked(ctx, m)
 	case *PublishRejected:
-		l.scratch = wire.AppendError(l.scratch[:0], m.ReqID, m.Err)
-		l.onFrame(ctx, l.scratch)
-		l.release()
+		l.onPublishRejected(ctx, m)
 	case *WriteSections:
 		l.onSections(ctx, m)
 	case *flushLane:
-		l.flushQueued = false
-		if l.holdForMore(ctx) {
-			return
-		}
-		l.flush(ctx)
+		l.onFlushLane(ctx)
 	case *delayElapsed:
-		if m.seq != l.delaySeq || l.stopDelay == nil {
-			return // a timer that was stopped or superseded
-		}
-		l.stopDelay = nil
-		l.flush(ctx)
+		l.onDelayElapsed(ctx, m)
 	case *CloseLane:
 		l.onClose(ctx, m)
 	case *LaneSyncRequest:
-		l.flush(ctx)
-		ctx.Respond(&LaneSyncResponse{})
+		l.onSync(ctx)
 	case *actor.Stopping:
-		if l.stopDelay != nil {
-			l.stopDelay()
-		}
+		l.onStopping()
 	case *actor.Stopped:
-		if l.cfg.Meter != nil {
-			l.cfg.Meter.laneStopped()
-		}
+		l.onStopped()
 	case *actor.Restarting:
+		// Never: a lane's parent stops it when it fails.
 	default:
 		ctx.Logger().Warn("lane: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -156,6 +139,64 @@ func (l *lane) release() {
 	select {
 	case <-l.cfg.Window:
 	default:
+	}
+}
+
+// onPublishAcked writes a publish's ack (unless it asked for none) and
+// frees its window slot.
+func (l *lane) onPublishAcked(ctx actor.Context, m *PublishAcked) {
+	if m.Ack != wire.AckNone {
+		l.scratch = wire.AppendPublishAck(l.scratch[:0], m.ReqID, wire.PublishAck{Shard: m.Shard, Offset: m.Offset, Count: m.Count, Duplicate: m.Duplicate})
+		l.onFrame(ctx, l.scratch)
+	}
+	l.release()
+}
+
+// onPublishRejected writes a publish's error and frees its window slot.
+func (l *lane) onPublishRejected(ctx actor.Context, m *PublishRejected) {
+	l.scratch = wire.AppendError(l.scratch[:0], m.ReqID, m.Err)
+	l.onFrame(ctx, l.scratch)
+	l.release()
+}
+
+// onFlushLane runs when the mailbox has been drained: it writes what was
+// gathered, unless the lane waits for more (holdForMore).
+func (l *lane) onFlushLane(ctx actor.Context) {
+	l.flushQueued = false
+	if l.holdForMore(ctx) {
+		return
+	}
+	l.flush(ctx)
+}
+
+// onDelayElapsed writes what waited for more sections once MaxDelay is
+// over.
+func (l *lane) onDelayElapsed(ctx actor.Context, m *delayElapsed) {
+	if m.seq != l.delaySeq || l.stopDelay == nil {
+		return // a timer that was stopped or superseded
+	}
+	l.stopDelay = nil
+	l.flush(ctx)
+}
+
+// onSync writes everything the lane holds, then answers.
+func (l *lane) onSync(ctx actor.Context) {
+	l.flush(ctx)
+	ctx.Respond(&LaneSyncResponse{})
+}
+
+// onStopping stops the delay timer.
+func (l *lane) onStopping() {
+	if l.stopDelay != nil {
+		l.stopDelay()
+	}
+}
+
+// onStopped releases the answer meter's waiters for good: the lane writes
+// nothing more.
+func (l *lane) onStopped() {
+	if l.cfg.Meter != nil {
+		l.cfg.Meter.laneStopped()
 	}
 }
 

@@ -82,9 +82,7 @@ func (a *connectionActor) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		a.onStopped()
 	case *actor.Restarting:
-		// Not expected (the guardian stops on panic): fail rather than go on
-		// with state a panic may have broken.
-		a.fail(wire.Errorf(wire.CodeInternal, "connection actor restarted"))
+		a.onRestarting()
 	case *actor.Terminated:
 		a.onTerminated(m)
 	case *controlRequest:
@@ -104,10 +102,9 @@ func (a *connectionActor) Receive(ctx actor.Context) {
 	case *publishStatsRequest:
 		a.onPublishStats(ctx, m)
 	case *publishersRequest:
-		m.reply <- append([]*actor.PID(nil), a.publishers...)
+		a.onPublishers(m)
 	case *goAwayPublishersDrained:
-		a.goAwayDrained = true
-		a.closeIfDrained()
+		a.onGoAwayPublishersDrained()
 	default:
 		a.s.log.Warn("herald: connection actor: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -319,10 +316,23 @@ func (a *connectionActor) drainAfterGoAway(ctx actor.Context, err *wire.Error) {
 	})
 }
 
+// onGoAwayPublishersDrained notes that every publish stream has its
+// answers after GoAway, and closes the connection if nothing else waits.
+func (a *connectionActor) onGoAwayPublishersDrained() {
+	a.goAwayDrained = true
+	a.closeIfDrained()
+}
+
 func (a *connectionActor) onStopping() {
 	a.fail(ErrClosed)
 	a.ctl.CancelRead(0)
 	_ = a.ctl.Close()
+}
+
+// onRestarting is not expected (the guardian stops on panic): it fails
+// rather than go on with state a panic may have broken.
+func (a *connectionActor) onRestarting() {
+	a.fail(wire.Errorf(wire.CodeInternal, "connection actor restarted"))
 }
 
 func (a *connectionActor) onStopped() {
@@ -425,4 +435,10 @@ func (a *connectionActor) onPublishStats(ctx actor.Context, m *publishStatsReque
 		return
 	}
 	m.reply <- publishStats{}
+}
+
+// onPublishers answers with the publish-stream actors (a copy: the actor
+// keeps changing its own slice).
+func (a *connectionActor) onPublishers(m *publishersRequest) {
+	m.reply <- append([]*actor.PID(nil), a.publishers...)
 }

@@ -97,6 +97,8 @@ func (a *groupSubscriptionActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.onStopping()
 	case *actor.Stopped, *actor.Restarting:
+		// Nothing to do: Stopping ended the subscription, and the
+		// connection actor stops a child that panics (stopOnPanic).
 	case *groupJoinAwait:
 		a.onJoinAwait(m)
 	case *groupNextRequest:
@@ -120,8 +122,7 @@ func (a *groupSubscriptionActor) Receive(ctx actor.Context) {
 	case *heartbeatDue:
 		a.onHeartbeatDue()
 	case *heartbeaterExited:
-		a.goroutines--
-		a.maybeStop(ctx)
+		a.onHeartbeaterExited(ctx)
 	default:
 		a.s.log.Warn("herald: group subscription actor: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -458,6 +459,13 @@ func (a *groupSubscriptionActor) onHeartbeatDue() {
 	case a.hbDue <- next:
 	default:
 	}
+}
+
+// onHeartbeaterExited counts the heartbeat goroutine out: the actor may
+// now stop (maybeStop).
+func (a *groupSubscriptionActor) onHeartbeaterExited(ctx actor.Context) {
+	a.goroutines--
+	a.maybeStop(ctx)
 }
 
 // fail ends the subscription with err: it stops the heartbeats, closes the

@@ -126,6 +126,8 @@ func (a *subscriptionActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.onStopping()
 	case *actor.Stopped, *actor.Restarting:
+		// Nothing to do: Stopping ended the subscription, and the
+		// connection actor stops a child that panics (stopOnPanic).
 	case *subscribeAwait:
 		a.onSubscribeAwait(m)
 	case *nextRequest:

@@ -539,7 +539,7 @@ func TestGroupCLIAgainstNode(t *testing.T) {
 		t.Fatalf("dead-letters --from 3: %q", out)
 	}
 	if out := group("describe"); !strings.HasPrefix(out, "group g on acme/shop/orders: generation=") ||
-		!strings.Contains(out, "max_attempts=2\n") || !strings.Contains(out, "DEAD_LETTERS") || !strings.HasSuffix(out, "no push members\n") {
+		!strings.Contains(out, "max_attempts=2 lag=0\n") || !strings.Contains(out, "DEAD_LETTERS") || !strings.HasSuffix(out, "no push members\n") {
 		t.Fatalf("describe:\n%s", out)
 	}
 	if info := describe(); len(info.Shards) != 1 || info.Shards[0] != (groupShardJSON{Committed: 5, Delivered: 5, Tail: 5, DeadLetters: 1}) {

@@ -109,7 +109,7 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 			})
 		}
 	}
-	gauge("herald.group.lag", "{record}", "Records between a group's committed cursors and its stream's tails (as its coordinator last heard them), by stream and group.",
+	gauge("herald.group.lag", "{record}", "Records between a group's committed cursors and its stream's committed tails, computed when scraped (it follows the tail with no consumer attached), by stream and group.",
 		byGroup(func(g *actors.GroupGauges) int64 { return g.Lag() }))
 	gauge("herald.group.claims", "{record}", "A group's records delivered and not yet settled, by stream and group.",
 		byGroup(func(g *actors.GroupGauges) int64 { return g.Claims.Load() }))

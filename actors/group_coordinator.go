@@ -552,7 +552,9 @@ func (g *groupCoordinator) arm(ctx actor.Context) {
 	set(g.core.nextDeadline())
 	set(g.core.nextSessionDeadline())
 	for _, p := range g.pollers {
-		set(p.deadline, true)
+		// A poll of a shard being read waits for the read (serve answers it
+		// when the read comes back): its deadline would only fire again.
+		set(p.deadline, !g.busy[p.shard])
 	}
 	if at.IsZero() || (!g.timerAt.IsZero() && !at.Before(g.timerAt) && g.timerStop != nil) {
 		return

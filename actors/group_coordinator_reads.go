@@ -308,8 +308,10 @@ func readPicksFrom(src batchReader, h *StreamHandle, picks []pick, budget, maxRa
 		rec     wire.Record
 	)
 	for k, pk := range picks {
-		if it != nil && (pk.shard != shard || pk.offset < itOff) {
-			batches, it = nil, nil // another shard, or (never, for sorted picks) going back
+		if k > 0 && pk.shard != shard || it != nil && pk.offset < itOff {
+			// Another shard (whatever was read, or found gone, of the last
+			// one), or (never, for sorted picks) going back.
+			batches, it = nil, nil
 		}
 		shard = pk.shard
 		// Drop batches wholly before the pick; read more when none is left.

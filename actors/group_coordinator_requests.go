@@ -407,7 +407,9 @@ func (g *groupCoordinator) onMemberGone(ctx actor.Context, who *actor.PID) {
 }
 
 func (g *groupCoordinator) onTail(ctx actor.Context, m *TailAdvanced) {
-	if int(m.Shard) >= len(g.core.shards) {
+	if g.core == nil || int(m.Shard) >= len(g.core.shards) {
+		// Loading: a notice the failed instance asked for (the shard keeps
+		// watchers by pid); onLoaded learns every tail anyway.
 		return
 	}
 	g.watching[m.Shard] = false

@@ -1,0 +1,181 @@
+package actors
+
+import (
+	"bytes"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// testBatch is a batch of n records whose payloads say their shard and
+// offset ("s1-o50").
+func testBatch(shard uint32, base uint64, n int) storage.Batch {
+	recs := make([]wire.Record, n)
+	for i := range recs {
+		recs[i] = wire.Record{Payload: fmt.Appendf(nil, "s%d-o%d", shard, base+uint64(i))}
+	}
+	return storage.Batch{Base: base, Count: uint32(n), Records: wire.AppendRecords(nil, recs)}
+}
+
+// A push read over two shards whose first pick, on shard 0, retention
+// deleted: shard 1's picks are read from shard 1, not judged against what
+// was read of shard 0 (which settled them undelivered as gone, or handed
+// out shard 0's record as shard 1's). Found in review.
+func TestReadPicksReadsEachShardAfterAGonePick(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// shard0 are shard 0's batches (base, count); retention then keeps
+		// those from first on.
+		shard0 [][2]int
+		first  uint64
+	}{
+		{"retained batch past the other shard's picks", [][2]int{{0, 10}, {100, 10}}, 100},
+		{"retained batch covering the other shard's picks", [][2]int{{0, 10}, {40, 20}}, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := storage.NewMemoryLog(storage.MemoryOptions{})
+			h := &StreamHandle{ID: 7, Log: log}
+			var appends []storage.Append
+			for _, b := range tc.shard0 {
+				appends = append(appends, storage.Append{Shard: h.ShardKey(0), Batch: testBatch(0, uint64(b[0]), b[1])})
+			}
+			appends = append(appends, storage.Append{Shard: h.ShardKey(1), Batch: testBatch(1, 0, 60)})
+			if err := log.Commit(appends, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := log.DeleteBefore(h.ShardKey(0), tc.first); err != nil {
+				t.Fatal(err)
+			}
+			picks := []pick{{shard: 0, offset: 5}, {shard: 1, offset: 50}, {shard: 1, offset: 51}}
+			recs, used, gone, _, err := readPicks(log, h, picks, 1<<20, maxCursorRanges)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if used != 3 || len(gone) != 1 || !gone[picks[0]] || len(recs) != 2 {
+				t.Fatalf("used %d, gone %v, %d records; want shard 0's pick gone and shard 1's two read", used, gone, len(recs))
+			}
+			for i, r := range recs {
+				var rec wire.Record
+				if !wire.NewRecordIter(r.Record).Next(&rec) {
+					t.Fatal("empty record")
+				}
+				if want := fmt.Sprintf("s1-o%d", 50+i); r.Shard != 1 || r.Offset != uint64(50+i) || string(rec.Payload) != want {
+					t.Fatalf("record %d: shard %d offset %d payload %q, want shard 1's %q", i, r.Shard, r.Offset, rec.Payload, want)
+				}
+			}
+		})
+	}
+}
+
+// stallReads blocks every log read until released.
+type stallReads struct {
+	*storage.MemoryLog
+	release chan struct{}
+}
+
+func (l *stallReads) Read(k storage.ShardKey, from uint64, n, b int) ([]storage.Batch, error) {
+	<-l.release
+	return l.MemoryLog.Read(k, from, n, b)
+}
+
+// While a read of shard 0 stalls, a second poll of shard 0 whose wait ends
+// waits for the read: the coordinator does not arm its timer again and
+// again for that past deadline (a busy loop, found in review). Timers fire
+// at once here, so a loop would queue a tick before every message.
+func TestCoordinatorPollBehindAStalledReadDoesNotSpin(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	mem := storage.NewMemoryLog(storage.MemoryOptions{})
+	h := &StreamHandle{ID: 7, Progress: []*ShardProgress{{}}}
+	if err := mem.Commit([]storage.Append{{Shard: h.ShardKey(0), Batch: testBatch(0, 0, 10)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	log := &stallReads{MemoryLog: mem, release: make(chan struct{})}
+	h.Log = log
+	writer := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*MetaWriteRequest); ok {
+			ctx.Respond(&MetaWriteResponse{Token: m.Token})
+		}
+	}))
+	shard := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*ShardInfoRequest); ok {
+			ctx.Respond(&ShardInfoResponse{Tail: 10})
+		}
+	}))
+	h.Shards = []*actor.PID{shard}
+	frames := make(chan wire.Frame, 64)
+	lane := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*WriteFrame); ok {
+			f, err := wire.ReadFrame(bytes.NewReader(m.Frame), 1<<20)
+			if err != nil {
+				t.Error(err)
+			}
+			frames <- f
+		}
+	}))
+	var zero atomic.Int64
+	now := time.Unix(1_800_000_000, 0)
+	after := func(d time.Duration, f func()) func() bool {
+		if d <= 0 {
+			zero.Add(1)
+			f()
+		}
+		return func() bool { return true }
+	}
+	coord := sys.Root.Spawn(NewGroupCoordinatorProps(GroupCoordinatorConfig{Stream: h, Group: "g", Writer: writer,
+		Now: func() time.Time { return now }, AfterFunc: after}))
+	t.Cleanup(func() { close(log.release) })
+	target := func(id uint64) GroupTarget { return GroupTarget{Stream: h, Group: "g", ReplyTo: lane, ReqID: id} }
+	sys.Root.Send(coord, &GroupPollRequest{GroupTarget: target(1), Shard: 0, Max: 1})            // its read stalls
+	sys.Root.Send(coord, &GroupPollRequest{GroupTarget: target(2), Shard: 0, Max: 1, Wait: 0}) // waits behind it
+	for id := uint64(10); id < 60; id++ {
+		sys.Root.Send(coord, &GroupDescribeRequest{GroupTarget: target(id)})
+		select {
+		case f := <-frames:
+			if f.Header.RequestID != id {
+				t.Fatalf("answer to request %d while the read stalls, want the describe %d", f.Header.RequestID, id)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer to a describe while the read stalls")
+		}
+	}
+	if n := zero.Load(); n > 1 {
+		t.Fatalf("the coordinator armed %d timers due at once while the read stalled (a busy loop)", n)
+	}
+}
+
+// A coordinator still loading (its writer has not answered yet, as after a
+// restart) gets a TailAdvanced its failed instance asked for: it must not
+// fail on it (found in review).
+func TestCoordinatorIgnoresTailNoticesWhileLoading(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	writer := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})) // never answers: the coordinator stays loading
+	shard := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	h := &StreamHandle{ID: 7, Log: storage.NewMemoryLog(storage.MemoryOptions{}), Shards: []*actor.PID{shard}, Progress: []*ShardProgress{{}}}
+	var failures atomic.Int32
+	coordPID := make(chan *actor.PID, 1)
+	sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*actor.Started); ok {
+			coordPID <- ctx.Spawn(NewGroupCoordinatorProps(GroupCoordinatorConfig{Stream: h, Group: "g", Writer: writer}))
+		}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Second, func(reason any) actor.Directive {
+		failures.Add(1)
+		return actor.RestartDirective
+	}))))
+	coord := <-coordPID
+	sys.Root.Send(coord, &TailAdvanced{Shard: 0, Tail: 5})
+	// The poison pill is handled after the notice.
+	if err := sys.Root.PoisonFuture(coord).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n := failures.Load(); n > 0 {
+		t.Fatalf("the loading coordinator failed %d times on a TailAdvanced", n)
+	}
+}

@@ -132,7 +132,7 @@ func TestCoordinatorPollBehindAStalledReadDoesNotSpin(t *testing.T) {
 		Now: func() time.Time { return now }, AfterFunc: after}))
 	t.Cleanup(func() { close(log.release) })
 	target := func(id uint64) GroupTarget { return GroupTarget{Stream: h, Group: "g", ReplyTo: lane, ReqID: id} }
-	sys.Root.Send(coord, &GroupPollRequest{GroupTarget: target(1), Shard: 0, Max: 1})            // its read stalls
+	sys.Root.Send(coord, &GroupPollRequest{GroupTarget: target(1), Shard: 0, Max: 1})          // its read stalls
 	sys.Root.Send(coord, &GroupPollRequest{GroupTarget: target(2), Shard: 0, Max: 1, Wait: 0}) // waits behind it
 	for id := uint64(10); id < 60; id++ {
 		sys.Root.Send(coord, &GroupDescribeRequest{GroupTarget: target(id)})

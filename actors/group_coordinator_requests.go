@@ -426,6 +426,11 @@ func (g *groupCoordinator) onTick(ctx actor.Context) {
 	if n := g.core.expire(now); n > 0 {
 		g.cfg.Stats.add(&g.cfg.Stats.GroupRedelivered, uint64(n))
 	}
+	for _, id := range g.core.lapsedIdle() {
+		if pid := g.memberPIDs[id]; pid != nil {
+			ctx.Send(pid, &GroupClaimsLapsed{})
+		}
+	}
 	for _, mem := range g.core.expireMembers(now) {
 		if pid, ok := g.memberPIDs[mem.id]; ok {
 			ctx.Unwatch(pid)

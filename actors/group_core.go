@@ -33,8 +33,13 @@ type groupCore struct {
 	// generation it joined at.
 	generation uint64
 	members    map[string]*groupMember
-	// claimCount is the number of claims across shards.
-	claimCount int
+	// claimCount is the number of claims across shards; memberClaims
+	// counts the claims of each push member.
+	claimCount   int
+	memberClaims map[string]int
+	// lapsed are the push members whose claims a visibility timeout
+	// released since lapsedIdle last ran.
+	lapsed map[string]struct{}
 	// deadlines orders claims by visibility deadline (lazily: entries of
 	// settled or re-claimed claims are skipped).
 	deadlines deadlineHeap
@@ -186,7 +191,8 @@ func (h *deadlineHeap) Pop() any {
 }
 
 func newGroupCore(stream uint64, group string, shards int, cfg GroupLimits) *groupCore {
-	c := &groupCore{stream: stream, group: group, cfg: cfg.withDefaults(), members: map[string]*groupMember{}}
+	c := &groupCore{stream: stream, group: group, cfg: cfg.withDefaults(), members: map[string]*groupMember{},
+		memberClaims: map[string]int{}, lapsed: map[string]struct{}{}}
 	c.shards = make([]*groupShard, shards)
 	for i := range c.shards {
 		c.shards[i] = &groupShard{index: uint32(i), done: map[uint64]bool{}, staged: map[uint64]stagedAck{}, claims: map[uint64]*groupClaim{},
@@ -504,6 +510,9 @@ func (c *groupCore) addClaim(s *groupShard, off uint64, owner string, now time.T
 	cl := &groupClaim{owner: owner, deadline: now.Add(c.cfg.Visibility), seq: c.claimSeq}
 	s.claims[off] = cl
 	c.claimCount++
+	if owner != "" {
+		c.memberClaims[owner]++
+	}
 	heap.Push(&c.deadlines, deadlineEntry{at: cl.deadline, shard: s.index, offset: off, seq: cl.seq})
 	if len(c.deadlines) > 2*c.claimCount+1024 {
 		c.compactDeadlines()
@@ -527,9 +536,14 @@ func (c *groupCore) compactDeadlines() {
 
 // unclaim gives a claim up (the caller decides what follows).
 func (c *groupCore) unclaim(s *groupShard, off uint64) {
-	if _, ok := s.claims[off]; ok {
+	if cl, ok := s.claims[off]; ok {
 		delete(s.claims, off)
 		c.claimCount--
+		if cl.owner != "" {
+			if c.memberClaims[cl.owner]--; c.memberClaims[cl.owner] <= 0 {
+				delete(c.memberClaims, cl.owner)
+			}
+		}
 	}
 }
 
@@ -830,11 +844,29 @@ func (c *groupCore) expire(now time.Time) int {
 		e := heap.Pop(&c.deadlines).(deadlineEntry)
 		s := c.shards[e.shard]
 		if cl, ok := s.claims[e.offset]; ok && cl.seq == e.seq {
+			if cl.owner != "" {
+				c.lapsed[cl.owner] = struct{}{}
+			}
 			c.release(s, e.offset, "visibility timeout", now)
 			n++
 		}
 	}
 	return n
+}
+
+// lapsedIdle returns the push members a visibility timeout released claims
+// of since it last ran, and that hold no claim now: whatever they hold
+// pushed and not acked is owed to the group again.
+func (c *groupCore) lapsedIdle() []string {
+	var out []string
+	for id := range c.lapsed {
+		if c.memberClaims[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	clear(c.lapsed)
+	sort.Strings(out)
+	return out
 }
 
 // nextDeadline returns the earliest live claim deadline.

@@ -752,6 +752,22 @@ func (p *propRun) check() {
 	if claims != c.claimCount {
 		p.fatalf("claimCount %d, claims %d", c.claimCount, claims)
 	}
+	byOwner := map[string]int{}
+	for _, s := range c.shards {
+		for _, cl := range s.claims {
+			if cl.owner != "" {
+				byOwner[cl.owner]++
+			}
+		}
+	}
+	if !maps.Equal(byOwner, c.memberClaims) {
+		p.fatalf("memberClaims %v, the claims' owners %v", c.memberClaims, byOwner)
+	}
+	for _, id := range c.lapsedIdle() {
+		if byOwner[id] != 0 {
+			p.fatalf("lapsedIdle names %s, which holds %d claims", id, byOwner[id])
+		}
+	}
 	// Members: the same set; their shards split the stream without overlap.
 	if len(c.members) != len(p.model.members) {
 		p.fatalf("members %d, want %d", len(c.members), len(p.model.members))

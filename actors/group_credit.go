@@ -25,6 +25,11 @@ import (
 // visibility timeout lapses); an ack whose count is not its delivery's, or
 // of a cursor the member does not hold, returns nothing.
 //
+// The same records pushed again in one membership (their visibility
+// timeout lapsed) carry the same cursor: the member holds each push as a
+// copy, and the durable commit of the cursor returns every copy's credit,
+// since it commits all their records.
+//
 // Invariant, at every moment (checkInvariant):
 //
 //	inFlight == Σ count × copies over held deliveries
@@ -43,9 +48,16 @@ type memberCredit struct {
 	// acked (and credited) once each.
 	held map[string]*heldDelivery
 	// commits are the commits sent to the coordinator and not yet
-	// answered, by their sequence number.
-	commits map[uint64]string
+	// answered, by their sequence number: the cursor and its held
+	// deliveries as they were when the ack was sent.
+	commits map[uint64]commitOf
 	seq     uint64
+}
+
+// commitOf is what a commit outstanding acks.
+type commitOf struct {
+	key string
+	d   *heldDelivery
 }
 
 // heldDelivery is one cursor's deliveries.
@@ -61,7 +73,7 @@ func newMemberCredit(window, maxPerPush uint32) *memberCredit {
 	if maxPerPush == 0 || maxPerPush > window {
 		maxPerPush = window
 	}
-	return &memberCredit{window: window, maxPerPush: maxPerPush, held: map[string]*heldDelivery{}, commits: map[uint64]string{}}
+	return &memberCredit{window: window, maxPerPush: maxPerPush, held: map[string]*heldDelivery{}, commits: map[uint64]commitOf{}}
 }
 
 // budget is min(maxPerPush, window − inFlight − asked): what one more push
@@ -159,30 +171,49 @@ func (c *memberCredit) ack(cursor []byte, count uint32) ackDecision {
 	}
 	d.committing++
 	c.seq++
-	c.commits[c.seq] = string(cursor)
+	c.commits[c.seq] = commitOf{key: string(cursor), d: d}
 	return ackDecision{kind: ackCommit, seq: c.seq}
 }
 
 // committed takes the coordinator's answer to commit seq: durable (ok)
-// returns the delivery's credit, anything else returns none and leaves the
-// delivery held, to be acked again. It returns the credit returned.
+// returns the credit of every copy of the delivery (its records are
+// committed, however many times they were pushed), anything else returns
+// none and leaves the delivery held, to be acked again. It returns the
+// credit returned.
 func (c *memberCredit) committed(seq uint64, ok bool) uint32 {
-	key, found := c.commits[seq]
+	cm, found := c.commits[seq]
 	if !found {
 		return 0
 	}
 	delete(c.commits, seq)
-	d := c.held[key]
+	d := cm.d
+	if c.held[cm.key] != d {
+		return 0 // another ack of the cursor was committed first
+	}
 	d.committing--
 	if !ok {
 		return 0
 	}
-	d.copies--
-	if d.copies == 0 {
-		delete(c.held, key)
+	delete(c.held, cm.key)
+	credit := d.count * uint32(d.copies)
+	c.inFlight -= credit
+	return credit
+}
+
+// stalled reports whether the window is full and no commit is out: no
+// push can come until the client acks, and none of its acks is on its way.
+// Told that its last claims lapsed, such a member holds a whole window of
+// records the group hands out again, and would hold its shards for good.
+func (c *memberCredit) stalled() bool {
+	if c.inFlight < c.window {
+		return false
 	}
-	c.inFlight -= d.count
-	return d.count
+	for _, cm := range c.commits {
+		if c.held[cm.key] == cm.d {
+			return false
+		}
+	}
+	return true
 }
 
 // checkInvariant returns an error if the invariant does not hold (tests).
@@ -204,8 +235,14 @@ func (c *memberCredit) checkInvariant() error {
 	for _, d := range c.held {
 		committing += d.committing
 	}
-	if committing != len(c.commits) {
-		return fmt.Errorf("%d commits outstanding, held deliveries count %d", len(c.commits), committing)
+	live := 0
+	for _, cm := range c.commits {
+		if c.held[cm.key] == cm.d {
+			live++
+		}
+	}
+	if committing != live {
+		return fmt.Errorf("%d commits outstanding of held deliveries, held deliveries count %d", live, committing)
 	}
 	return nil
 }

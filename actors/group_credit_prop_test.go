@@ -292,14 +292,29 @@ func (r *creditRun) answer(m *creditMember) {
 		r.coord.applyCursor(c.ranges)
 		got := m.credit.committed(seq, true)
 		m.returned += uint64(got)
-		m.want += uint64(c.d.count)
-		c.d.credited, c.d.committing = true, 0
+		if !c.d.credited {
+			// Every copy of the cursor is committed: all their credit
+			// comes back.
+			copies := 0
+			for _, x := range m.deliveries {
+				if x.epoch == m.epoch && !x.credited && bytes.Equal(x.cursor, c.d.cursor) {
+					x.credited, x.committing = true, 0
+					m.want += uint64(x.count)
+					copies++
+				}
+			}
+			if copies > 1 {
+				r.counts["copies credited at once"]++
+			}
+		}
 		r.note("commit %s seq=%d durable -> %d credit", m.id, seq, got)
 		r.counts["commit durable"]++
 	case outcome < 9:
 		got := m.credit.committed(seq, false)
 		m.returned += uint64(got)
-		c.d.committing = 0 // held still, to be acked again
+		if c.d.committing == seq {
+			c.d.committing = 0 // held still, to be acked again
+		}
 		r.note("commit %s seq=%d failed -> %d credit", m.id, seq, got)
 		r.counts["commit failed"]++
 	default:
@@ -331,6 +346,16 @@ func (r *creditRun) check() {
 		}
 		if m.returned != m.want {
 			r.fatalf("%s: %d credit returned, durable commits account for %d", m.id, m.returned, m.want)
+		}
+		committing := false
+		for _, d := range m.deliveries {
+			committing = committing || d.epoch == m.epoch && !d.credited && d.committing != 0
+		}
+		if want := c.inFlight >= m.window && !committing; c.stalled() != want {
+			r.fatalf("%s: stalled %v, want %v (in flight %d of %d, a commit out: %v)", m.id, c.stalled(), want, c.inFlight, m.window, committing)
+		}
+		if c.stalled() {
+			r.counts["stalled"]++
 		}
 		if c.asked == 0 {
 			want := uint32(0)
@@ -408,7 +433,7 @@ func TestMemberCreditMatchesModel(t *testing.T) {
 	}
 	for _, k := range []string{"ack right", "ack oversized", "ack undersized", "ack forged", "ack tampered", "ack heartbeat",
 		"ack no cursor", "verify invalid_cursor", "verify stale_cursor", "verify invalid_request", "commit durable",
-		"commit failed", "commit lost", "oversized push", "unasked push", "same cursor pushed again"} {
+		"commit failed", "commit lost", "oversized push", "unasked push", "same cursor pushed again", "copies credited at once", "stalled"} {
 		if counts[k] == 0 {
 			t.Errorf("no %q in %d seeds", k, seeds)
 		}

@@ -102,6 +102,8 @@ func (a *groupMemberActor) Receive(ctx actor.Context) {
 		a.onCommitted(ctx, m)
 	case *GroupMemberEnded:
 		a.onMemberEnded(ctx, m)
+	case *GroupClaimsLapsed:
+		a.onClaimsLapsed(ctx)
 	case *memberStreamEnded:
 		a.onStreamEnded(ctx)
 	case *LaneFailed:
@@ -243,6 +245,19 @@ func (a *groupMemberActor) onCommitted(ctx actor.Context, m *GroupCommitResponse
 func (a *groupMemberActor) onMemberEnded(ctx actor.Context, m *GroupMemberEnded) {
 	a.coordinator = nil // it has forgotten us already
 	a.end(ctx, m.Err, 0)
+}
+
+// onClaimsLapsed ends a member that holds a whole window of deliveries the
+// visibility timeout gave back to the group, acking none: no push could
+// come until it acks, and its shards would wait on it for good. Its stream
+// ends with session_expired; it joins again and its shards' records flow.
+func (a *groupMemberActor) onClaimsLapsed(ctx actor.Context) {
+	if a.closed || a.credit == nil || !a.credit.stalled() {
+		return
+	}
+	a.end(ctx, wire.Errorf(wire.CodeSessionExpired,
+		"member %s held its whole window of %d records unacked past the visibility timeout: they are delivered again; join again, and ack within the timeout",
+		a.cfg.Member, a.credit.window), 0)
 }
 
 // onStreamEnded ends the member: the client closed or reset its side of

@@ -155,6 +155,12 @@ type GroupCommitResponse struct {
 	Shards     []uint32
 }
 
+// GroupClaimsLapsed tells a push member that the visibility timeout
+// released its last claims: every delivery it holds unacked is owed to the
+// group again. A member whose window is full of them (and that commits
+// nothing) would never be pushed again: it ends.
+type GroupClaimsLapsed struct{}
+
 // GroupMemberEnded tells a member actor that the coordinator removed it
 // (session timeout) or is going away; it ends its stream with Err.
 type GroupMemberEnded struct {

@@ -102,8 +102,10 @@ type GroupAssignment struct {
 // their records within its credit window, and expects each Delivery to be
 // acked. Records pushed to it and not acked are delivered again (to it or
 // another member) after the group's visibility timeout, or at once when the
-// member leaves. Its methods are safe for concurrent use; Close it when
-// done.
+// member leaves; a Delivery not acked keeps its place in the window until it
+// is, and a member that holds its whole window unacked past the visibility
+// timeout is removed (Next returns ErrSessionExpired; subscribe again). Its
+// methods are safe for concurrent use; Close it when done.
 type GroupMember struct {
 	subscriptionHandle
 	// stream names the stream in spans; traces remembers each recent

@@ -423,3 +423,33 @@ func TestGroupLagReportedAfterRestartWithoutConsumers(t *testing.T) {
 		t.Fatalf("after the restart %s = %v (present %v), want %v", series, got, ok, want)
 	}
 }
+
+// A push member that holds its whole window unacked past the visibility
+// timeout (its handler never acks: push has no nack) is removed with
+// session_expired, so its shards do not wait on it for good: the records go
+// to the member that is left.
+func TestGroupMemberHoldingALapsedWindowIsRemoved(t *testing.T) {
+	clk := newFakeClock()
+	n := testNode(t, t.TempDir(), withFakeGroupClock(clk), func(c *Config, _ *Options) {
+		c.GroupSessionTimeout = time.Hour // only the visibility timeout lapses
+	})
+	c := dialRaw(t, n)
+	c.createDurable(jobs, 1)
+	c.publishN(jobs, 0, 4)
+	stuck := joinPush(t, c, "live", "stuck", 2, 2)
+	stuck.take(c.read(stuck.s))
+	if stuck.inFlight != 2 {
+		t.Fatalf("pushed %d", stuck.inFlight)
+	}
+	// A second member joins with no shards to take (one shard): it waits.
+	other := joinPush(t, c, "live", "x-other", 4, 4)
+	clk.Advance(31 * time.Second)
+	wantErrCode(t, c.read(stuck.s), wire.CodeSessionExpired)
+	// The shard goes to the other member, and with it every record.
+	for other.inFlight < 4 {
+		other.take(c.read(other.s))
+	}
+	if got := other.held[0].Records[0]; got.Offset != 0 || got.Attempts != 2 {
+		t.Fatalf("the other member's first record %+v, want offset 0 on its second attempt", got)
+	}
+}

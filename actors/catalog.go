@@ -360,10 +360,7 @@ func (c *catalog) newHandle(st storedStream) *StreamHandle {
 	if st.Durable {
 		h.Log = c.cfg.Durable
 	}
-	h.Progress = make([]*ShardProgress, st.Shards)
-	for i := range h.Progress {
-		h.Progress[i] = &ShardProgress{}
-	}
+	h.Progress = c.cfg.Stats.StreamProgress(st.ID, int(st.Shards))
 	return h
 }
 
@@ -563,6 +560,7 @@ func (c *catalog) onPersisted(ctx actor.Context, m *streamPersisted) {
 	if m.err != nil {
 		ctx.Logger().Error("catalog: cannot persist stream", slog.String("stream", m.key), slog.Any("error", m.err))
 		resp = &LookupStreamResponse{Err: storageError(m.err)}
+		c.cfg.Stats.DropProgress(cr.handle.ID)
 	} else {
 		c.spawnShards(ctx, cr.handle)
 		c.streams[m.key] = cr.handle
@@ -609,6 +607,7 @@ func (c *catalog) onDelete(ctx actor.Context, sender *actor.PID, m *DeleteStream
 	delete(c.streams, key)
 	h.deleted.Store(true)
 	c.cfg.Stats.DropStream(h.Name.String())
+	c.cfg.Stats.DropProgress(h.ID)
 	keys := make([]storage.ShardKey, len(h.Shards))
 	for i := range h.Shards {
 		keys[i] = h.ShardKey(uint32(i))

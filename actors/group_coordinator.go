@@ -60,8 +60,9 @@ type groupCoordinator struct {
 	ready bool
 	stash []stashed
 	// stopped is set when this instance stops or restarts: callbacks it
-	// registered before must do nothing after.
-	stopped bool
+	// registered before must do nothing after. leaving is set once it has
+	// poisoned itself (its stream's shards stopped).
+	stopped, leaving bool
 	// exists is false until the group has state (a poll or a join creates
 	// it).
 	exists bool
@@ -349,6 +350,7 @@ func (g *groupCoordinator) onLoaded(ctx actor.Context, m *groupLoaded) {
 	g.core, g.exists = m.core, m.found
 	if g.gauges != nil && len(h.Progress) == len(h.Shards) {
 		g.committed = g.gauges.trackLag(h.Progress)
+		g.updateGauges() // the loaded cursors, not zeros, from the first scrape on
 	}
 	g.shardPIDs = make(map[string]bool, len(h.Shards))
 	waiting := len(h.Shards)
@@ -475,8 +477,14 @@ func (g *groupCoordinator) refuse(ctx actor.Context, from *actor.PID, msg any, e
 func (g *groupCoordinator) onTerminated(ctx actor.Context, m *actor.Terminated) bool {
 	if g.shardPIDs[m.Who.Id] {
 		// The stream's shards are gone: this coordinator's handle is
-		// stale. The registry spawns a new one on the next request.
-		ctx.Stop(ctx.Self())
+		// stale. The registry spawns a new one on the next request. A
+		// poison pill, not a stop: the requests already queued are served
+		// first (Terminated, a system message, overtook them), and those
+		// that come after it are answered as dead letters.
+		if !g.leaving {
+			g.leaving = true
+			ctx.Poison(ctx.Self())
+		}
 		return false
 	}
 	if g.pollerLanes[m.Who.Id] != nil {

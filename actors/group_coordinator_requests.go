@@ -66,9 +66,9 @@ func (g *groupCoordinator) onPoll(ctx actor.Context, m *GroupPollRequest) {
 		return
 	}
 	wait := min(m.Wait, g.cfg.Limits.MaxPollWait)
-	if wait > 0 && !g.core.claimable(m.Shard) && len(g.pollers) >= maxWaitingPolls {
+	if len(g.pollers) >= maxWaitingPolls {
 		g.replyErr(ctx, m.ReplyTo, m.ReqID, wire.Errorf(wire.CodeOverloaded,
-			"group %s has %d polls waiting for work already; poll with a shorter wait or retry later", g.cfg.Group, len(g.pollers)))
+			"group %s has %d polls waiting already; poll with a shorter wait or retry later", g.cfg.Group, len(g.pollers)))
 		return
 	}
 	p := &groupPoller{replyTo: m.ReplyTo, reqID: m.ReqID, shard: m.Shard, max: m.Max, deadline: g.cfg.Now().Add(max(wait, 0))}
@@ -120,7 +120,7 @@ func (g *groupCoordinator) dropPollersOf(lane *actor.PID) {
 }
 
 // maxWaitingPolls bounds the polls one group holds while they wait for
-// work (the rest are refused as overloaded).
+// work or for a read of their shard (the rest are refused as overloaded).
 const maxWaitingPolls = 4096
 
 // onAck nacks at once, or acks once durable: the ack's writes are staged

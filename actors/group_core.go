@@ -347,9 +347,15 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		if start := max(s.committed, min(s.floor, s.next)); start > s.committed {
 			s.committed, s.dirty = start, true
 		}
-		for off := range s.done {
+		for off, marked := range s.done {
 			if off < s.committed || off >= s.next {
 				delete(s.done, off)
+				if marked {
+					// A crash left it behind a cursor that moved past it
+					// before the tidy writes went: delete it with the first
+					// flush.
+					c.put('k', s.index, off, nil)
+				}
 			}
 		}
 		if unsettled := s.next - s.committed - uint64(len(s.done)); unsettled > maxLoadedUnsettled {
@@ -384,18 +390,23 @@ func (c *groupCore) saveGeneration() {
 	c.puts = append(c.puts, storage.MetaPut{Key: c.key('g', 0, 0, false), Value: binary.BigEndian.AppendUint64(nil, c.generation)})
 }
 
-// flushPuts returns the pending puts, adding each dirty shard's cursor.
+// flushPuts returns the pending puts, each dirty shard's cursor first: a
+// commit too large for one transaction is written in several, and a crash
+// between them then leaves settled markers behind the cursor (which load
+// deletes), never a cursor behind deleted markers (acked records delivered
+// again).
 func (c *groupCore) flushPuts() []storage.MetaPut {
+	var p []storage.MetaPut
 	for _, s := range c.shards {
 		if s.dirty {
 			s.dirty = false
 			v := binary.BigEndian.AppendUint64(nil, s.persisted())
 			v = binary.BigEndian.AppendUint64(v, s.next)
 			v = binary.BigEndian.AppendUint64(v, s.floor)
-			c.puts = append(c.puts, storage.MetaPut{Key: c.key('c', s.index, 0, false), Value: v})
+			p = append(p, storage.MetaPut{Key: c.key('c', s.index, 0, false), Value: v})
 		}
 	}
-	p := c.puts
+	p = append(p, c.puts...)
 	c.puts, c.eager = nil, false
 	return p
 }
@@ -791,7 +802,8 @@ func (c *groupCore) checkDelivered(s *groupShard, offsets []uint64) *wire.Error 
 }
 
 // nack hands claimed records back for immediate redelivery (or dead-letters
-// them past max attempts).
+// them past max attempts). A record whose ack is being committed is left
+// to the ack.
 func (c *groupCore) nack(shard uint32, offsets []uint64, now time.Time) (int, *wire.Error) {
 	s := c.shards[shard]
 	if werr := c.checkDelivered(s, offsets); werr != nil {
@@ -799,7 +811,8 @@ func (c *groupCore) nack(shard uint32, offsets []uint64, now time.Time) (int, *w
 	}
 	n := 0
 	for _, off := range offsets {
-		if _, ok := s.claims[off]; ok {
+		_, claimed := s.claims[off]
+		if _, acking := s.staged[off]; claimed && !acking {
 			c.release(s, off, "nacked", now)
 			n++
 		}

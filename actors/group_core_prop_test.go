@@ -344,8 +344,9 @@ func (p *propRun) ack(si int, nack bool) {
 		if r == nil {
 			continue
 		}
+		_, acking := p.staged[si][off]
 		switch {
-		case nack && r.st == mClaimed:
+		case nack && r.st == mClaimed && !acking: // a record being acked is left to its ack
 			p.release(r)
 			want++
 		case !nack && (r.st == mClaimed || r.st == mOwed):

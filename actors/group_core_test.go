@@ -2,6 +2,7 @@ package actors
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"testing"
@@ -352,5 +353,35 @@ func TestGroupCoreAckAppliesOnceDurable(t *testing.T) {
 	h.reload(3)
 	if s := h.core.shards[0]; s.committed != 1 || !slices.Equal(s.owed, []uint64{1}) {
 		t.Fatalf("after the crash: committed %d, owed %v", s.committed, s.owed)
+	}
+}
+
+// A crash after a staged cursor moved past a settled marker, before the
+// writes that tidy it went: the restarted group deletes the marker with its
+// first flush (found in review: it stayed in storage for good).
+func TestGroupCoreLoadDeletesMarkersBehindTheCursor(t *testing.T) {
+	h := newCoreHarness(t, 1, 4, GroupLimits{})
+	h.poll("", 0, 4)
+	h.flush()
+	if _, err := h.core.stageAck(0, []uint64{2}); err != nil { // out of order: a marker
+		t.Fatal(err)
+	}
+	if _, err := h.core.stageAck(0, []uint64{0, 1}); err != nil { // the run to 3: the cursor
+		t.Fatal(err)
+	}
+	h.flush()
+	marker := groupPrefix(7, "g")
+	marker = append(marker, 'k', 0, 0, 0, 0)
+	marker = binary.BigEndian.AppendUint64(marker, 2)
+	if _, err := h.log.GetMeta(marker); err != nil {
+		t.Fatalf("the out-of-order ack's marker: %v", err)
+	}
+	h.reload(4) // the crash: nothing was applied; reload flushes what load wrote
+	if s := h.core.shards[0]; s.committed != 3 || !slices.Equal(s.owed, []uint64{3}) {
+		t.Fatalf("after the crash: committed %d, owed %v", s.committed, s.owed)
+	}
+	h.flush()
+	if _, err := h.log.GetMeta(marker); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the marker behind the cursor is still stored (%v)", err)
 	}
 }

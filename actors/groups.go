@@ -62,8 +62,10 @@ type groups struct {
 	// drops are the stream deletions waiting for coordinators to stop.
 	drops []*groupsDrop
 	// token marks this instance's listings (a restarted registry keeps its
-	// pid).
-	token uint64
+	// pid); stopped is set when it stops or restarts, for the callbacks it
+	// registered before.
+	token   uint64
+	stopped bool
 	log   *slog.Logger
 }
 
@@ -300,6 +302,9 @@ func (r *groups) onListed(ctx actor.Context, m *groupsListed) {
 // catalog has loaded its streams.
 func (r *groups) onStartAll(ctx actor.Context, m *GroupsStartAll) {
 	ctx.ReenterAfter(ctx.RequestFuture(m.Catalog, &AllStreamsRequest{}, time.Minute), func(res any, err error) {
+		if r.stopped {
+			return // a restarted registry's: its coordinators would be nobody's
+		}
 		all, ok := res.(*AllStreamsResponse)
 		if err != nil || !ok {
 			r.log.Warn("groups: the catalog did not list its streams; groups start on their first request", slog.Any("error", err))
@@ -356,6 +361,7 @@ func (r *groups) onTerminated(ctx actor.Context, m *actor.Terminated) {
 
 // onStopping answers what waits: nothing will serve it.
 func (r *groups) onStopping(ctx actor.Context) {
+	r.stopped = true
 	err := wire.Errorf(wire.CodeShuttingDown, "the node is stopping")
 	for _, waiting := range r.listing {
 		for _, st := range waiting {

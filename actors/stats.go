@@ -137,8 +137,36 @@ func (g *GroupGauges) trackLag(shards []*ShardProgress) []atomic.Uint64 {
 // labelled are the per-stream and per-group gauges and counters; streams
 // and groups come and go, so they live in maps the metrics walk.
 type labelled struct {
-	streams sync.Map // stream name → *StreamCounters
-	groups  sync.Map // stream name + "\x00" + group → *GroupGauges
+	streams  sync.Map // stream name → *StreamCounters
+	groups   sync.Map // stream name + "\x00" + group → *GroupGauges
+	progress sync.Map // stream id → []*ShardProgress
+}
+
+// StreamProgress returns where the shards of stream id publish their
+// progress: the same objects for every handle of the stream, so a lag
+// computed from an old handle's (a catalog that restarted hands out new
+// ones) keeps following the tails.
+func (s *Stats) StreamProgress(id uint64, shards int) []*ShardProgress {
+	if s != nil {
+		if v, ok := s.labels.progress.Load(id); ok && len(v.([]*ShardProgress)) == shards {
+			return v.([]*ShardProgress)
+		}
+	}
+	p := make([]*ShardProgress, shards)
+	for i := range p {
+		p[i] = &ShardProgress{}
+	}
+	if s != nil {
+		s.labels.progress.Store(id, p)
+	}
+	return p
+}
+
+// DropProgress forgets a deleted stream's shard progress.
+func (s *Stats) DropProgress(id uint64) {
+	if s != nil {
+		s.labels.progress.Delete(id)
+	}
 }
 
 // Stream returns the counters of stream (created on first use).

@@ -66,7 +66,7 @@ type groups struct {
 	// registered before.
 	token   uint64
 	stopped bool
-	log   *slog.Logger
+	log     *slog.Logger
 }
 
 type groupKey struct {

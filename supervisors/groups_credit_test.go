@@ -453,3 +453,47 @@ func TestGroupMemberHoldingALapsedWindowIsRemoved(t *testing.T) {
 		t.Fatalf("the other member's first record %+v, want offset 0 on its second attempt", got)
 	}
 }
+
+// After the catalog restarts (new handles, new shard actors, the group's
+// coordinator stopped with its shards), the lag of a group nobody consumes
+// still follows the tail (found in review: it froze at the old shards').
+func TestGroupLagFollowsTheTailAfterACatalogRestart(t *testing.T) {
+	var armed atomic.Bool
+	n := testNode(t, t.TempDir(), func(_ *Config, o *Options) {
+		o.CatalogProps = panicOnce(&armed, "*actors.ListStreamsRequest")
+		o.RequestTimeout = time.Second
+	})
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "acme", Namespace: "lag", Stream: "catalog"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishBatch(ctx, name, [][]byte{[]byte("a"), []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Group(name, "idle").Poll(ctx, 0, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	series := `herald_group_lag{group="idle",stream="acme/lag/catalog"}`
+	if got := scrapeSeries(t, n)[series]; got != 2 {
+		t.Fatalf("%s = %v, want 2", series, got)
+	}
+	armed.Store(true)
+	if _, err := c.ListStreams(ctx, "acme", ""); err == nil {
+		t.Fatal("the list whose handling panicked succeeded")
+	}
+	// The restarted catalog serves again: publish through it.
+	var err error
+	for range 100 {
+		if _, err = c.Publish(ctx, name, []byte("c")); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("publish after the catalog restart: %v", err)
+	}
+	if got := scrapeSeries(t, n)[series]; got != 3 {
+		t.Fatalf("after the catalog restart %s = %v, want 3", series, got)
+	}
+}

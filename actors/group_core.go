@@ -606,7 +606,9 @@ func (c *groupCore) settleAs(s *groupShard, off uint64, mode settleMode, marked 
 			c.put('k', s.index, off, []byte{})
 		}
 	case settleDead:
-		marked = false
+		// Its 'd' key is its marker, and a settled marker written for an
+		// ack staged before it lapsed is still stored.
+		marked = s.staged[off].marked
 	}
 	s.done[off] = marked
 	if off == s.committed {
@@ -747,8 +749,8 @@ func (c *groupCore) stageAck(shard uint32, offsets []uint64) (uint64, *wire.Erro
 // durable, and returns how many records it settled. Offsets the stage did
 // not stage (settled already, staged by another ack, or cancelled by a
 // redrive) are left as they are. A record dead-lettered while the commit
-// ran (its visibility lapsed) stays a dead letter, and the settled marker
-// written for it is deleted: a redrive must find it owed.
+// ran (its visibility lapsed) stays a dead letter: a redrive deletes the
+// settled marker written for it, and finds it owed.
 // What applying writes only tidies storage (lazy): the state it leaves is
 // the one load rebuilds from the staged writes.
 func (c *groupCore) applyAck(shard uint32, offsets []uint64, stage uint64) int {
@@ -768,13 +770,9 @@ func (c *groupCore) applyAck(shard uint32, offsets []uint64, stage uint64) int {
 			n++
 			continue
 		}
-		if _, dead := s.dead[off]; dead && st.marked {
-			c.put('k', shard, off, nil)
-			if _, ok := s.done[off]; ok {
-				s.done[off] = false
-			}
-			c.eager = true // a crash must not leave the marker: it would settle a redriven record
-		}
+		// Settled meanwhile: dead-lettered (its visibility lapsed while the
+		// commit ran). It stays a dead letter; the marker written for it is
+		// deleted when committed passes it, or by a redrive or a discard.
 	}
 	return n
 }

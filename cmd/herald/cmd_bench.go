@@ -16,9 +16,60 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/heraldmq/herald/client"
 	"github.com/heraldmq/herald/supervisors"
 )
+
+// benchScenarios are the scenarios of `herald bench`, with what each
+// measures.
+var benchScenarios = []struct{ name, short string }{
+	{"isolation", "nine fast subscribers beside one that never reads"},
+	{"publish", "the publish matrix: durable and ephemeral, batch sizes, payloads"},
+	{"fanout", "delivery rate to 1..N subscribers of one stream"},
+	{"latency", "publish-to-delivery latency at a paced rate"},
+	{"groups", "consumer groups: push members with credit windows"},
+	{"replay", "reading a durable stream back from its start"},
+	{"idle", "memory and goroutines of many idle subscriptions"},
+	{"ceiling", "the machine's ceilings: disk syncs and QUIC throughput"},
+}
+
+func newBenchCmd(env *cliEnv) *cobra.Command {
+	c := parentCmd("bench SCENARIO", "Run a benchmark scenario against an in-process node",
+		`Run a benchmark scenario. Scenarios start a node on a temporary data dir (so the whole run
+is one command) and print a human summary, or JSON with --json. docs/benchmarks.md
+describes each and its results. --cpuprofile FILE, before the scenario, profiles the
+whole run.`,
+		`  herald bench isolation
+  herald bench publish --json > publish.json
+  herald bench --cpuprofile cpu.out fanout --fanouts 1,10`)
+	c.PersistentFlags().String("cpuprofile", "", "write a CPU profile of the scenario's run to `file` (give it before the scenario)")
+	for _, sc := range benchScenarios {
+		name := sc.name
+		s := &cobra.Command{
+			Use:                name + " [flags]",
+			Short:              sc.short,
+			Long:               sc.short + ". herald bench " + name + " --help lists its flags.",
+			Example:            stdFlagExamples["herald bench "+name],
+			DisableFlagParsing: true,
+			RunE: func(_ *cobra.Command, args []string) error {
+				// A --cpuprofile FILE given before the scenario arrives first.
+				if len(args) >= 2 && (args[0] == "--cpuprofile" || args[0] == "-cpuprofile") {
+					args = append([]string{args[0], args[1], name}, args[2:]...)
+				} else {
+					args = append([]string{name}, args...)
+				}
+				return exitCode(runBench(args, env.stdout, env.stderr)).asError()
+			},
+		}
+		s.SetHelpFunc(func(c *cobra.Command, _ []string) {
+			runBench([]string{name, "--help"}, c.OutOrStdout(), env.stderr)
+		})
+		c.AddCommand(s)
+	}
+	return c
+}
 
 // runBench runs `herald bench SCENARIO`. Scenarios start a node in this
 // process on a temporary data dir (so the whole run is one command) and
@@ -119,8 +170,8 @@ func runBenchIsolation(args []string, stdout, stderr io.Writer) int {
 	egress := fs.Int64("egress-max-bytes", 8<<20, "subscriber_egress_max_bytes for the run")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the stalled phase to `file`")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	dir, err := os.MkdirTemp("", "herald-bench-")
 	if err != nil {

@@ -68,8 +68,8 @@ func runBenchCeiling(args []string, stdout, stderr io.Writer) int {
 	size := fs.Int("payload", 128, "payload bytes per record (Badger, Herald publish cell, QUIC frames)")
 	publish := fs.Bool("publish", true, "also run Herald's durable publish cell of the same shape and print it as a fraction of the Badger ceiling")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if *d <= 0 || *groupCommit < 1 || *batch < 1 || *size < 1 {
 		fmt.Fprintln(stderr, "herald bench ceiling: --duration, --group-commit, --batch and --payload must be positive")

@@ -99,8 +99,8 @@ func runBenchFanout(args []string, stdout, stderr io.Writer) int {
 	inflight := fs.Int("inflight", defaultPublishInflight, "most publishes unacked at once")
 	queue := fs.Uint("queue", defaultFanoutQueue, "subscription queue each subscriber asks for, in batches (the node clamps it)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	fanouts, err := parseFanouts(*fanoutsFlag)
 	if err != nil {

@@ -76,8 +76,8 @@ func runBenchGroups(args []string, stdout, stderr io.Writer) int {
 	pull := fs.Bool("pull", true, "also run pull with an ack per record")
 	acksInflight := fs.Int("acks-inflight", 64, "most Group.Ack calls in flight when pulling")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	var pushWindows []int
 	if strings.TrimSpace(*windows) != "" {

@@ -189,8 +189,8 @@ func runBenchIdle(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	memProfile := fs.String("memprofile", "", "write a heap profile with every subscription open to `file`")
 	inProcess := fs.Bool("in-process", false, "run the node in this process (figures then include the clients); by default it is a child `herald node` process")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if *subs < 1 || *per < 1 || *timeout <= 0 {
 		fmt.Fprintln(stderr, "herald bench idle: --subscriptions, --per-connection and --timeout must be positive")

@@ -116,8 +116,8 @@ func runBenchLatency(args []string, stdout, stderr io.Writer) int {
 	conns := fs.Int("conns", defaultLatencyConns, "most client connections the subscribers share (one each up to it)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	traceFile := fs.String("trace", "", "write a Go execution trace of the paced phases to `file` (go tool trace -pprof=sched shows where deliveries wait)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	fanouts, err := parseFanouts(*fanoutsFlag)
 	if err != nil {

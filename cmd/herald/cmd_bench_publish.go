@@ -98,8 +98,8 @@ func runBenchPublish(args []string, stdout, stderr io.Writer) int {
 	inflight := fs.Int("inflight", defaultPublishInflight, "most publishes unacked at once")
 	inflightBytes := fs.Int64("client-inflight-bytes", 0, "client bound on publish bytes in flight (0: client default)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	durables, err := parseDurability(*durableFlag)
 	if err != nil {

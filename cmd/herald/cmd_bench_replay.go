@@ -83,8 +83,8 @@ func runBenchReplay(args []string, stdout, stderr io.Writer) int {
 	queue := fs.Uint("queue", defaultReplayQueue, "subscription queue to ask for, in batches (the node clamps it)")
 	timeout := fs.Duration("timeout", defaultReplayTimeout, "bound on the whole run")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if *records < 1 || *size < 1 || *batch < 1 || *inflight < 1 || *timeout <= 0 || *queue > 1<<32-1 {
 		fmt.Fprintln(stderr, "herald bench replay: --records, --size, --batch, --inflight and --timeout must be positive")

@@ -172,16 +172,6 @@ func parseDurability(s string) ([]bool, error) {
 	return nil, fmt.Errorf("invalid --durable %q (want true, false or both)", s)
 }
 
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
 // progressInterval is how often the progress line is redrawn.
 const progressInterval = 250 * time.Millisecond
 

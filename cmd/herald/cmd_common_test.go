@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,40 +21,35 @@ func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
-func TestParseInterleaved(t *testing.T) {
+// Flags may come before, between or after the positional arguments, "--"
+// ends the flags, and Go-style single-dash long flags (-count 3) keep
+// working, as they did before the CLI moved to cobra.
+func TestFlagsAnywhere(t *testing.T) {
 	tests := []struct {
-		args    []string
-		wantPos []string
-		wantN   int
-		wantV   bool
+		args      []string
+		wantMsgs  []string
+		wantKey   string
+		wantBatch int
 	}{
-		{args: []string{"a", "b"}, wantPos: []string{"a", "b"}},
-		{args: []string{"-n", "3", "a"}, wantPos: []string{"a"}, wantN: 3},
-		{args: []string{"a", "--n", "3", "b", "-v"}, wantPos: []string{"a", "b"}, wantN: 3, wantV: true},
-		{args: []string{"a", "b", "--n=4"}, wantPos: []string{"a", "b"}, wantN: 4},
-		{args: []string{"a", "--", "-v", "--n", "5"}, wantPos: []string{"a", "-v", "--n", "5"}},
-		{args: []string{"-v", "--", "-x"}, wantPos: []string{"-x"}, wantV: true},
-		{args: nil, wantPos: nil},
+		{args: []string{"orders", "a", "b"}, wantMsgs: []string{"a", "b"}, wantBatch: 1},
+		{args: []string{"--batch", "3", "orders", "a"}, wantMsgs: []string{"a"}, wantBatch: 3},
+		{args: []string{"orders", "a", "--batch", "3", "b", "--key", "k"}, wantMsgs: []string{"a", "b"}, wantKey: "k", wantBatch: 3},
+		{args: []string{"orders", "a", "b", "--batch=4"}, wantMsgs: []string{"a", "b"}, wantBatch: 4},
+		{args: []string{"orders", "--", "--key", "-batch", "5"}, wantMsgs: []string{"--key", "-batch", "5"}, wantBatch: 1},
+		{args: []string{"-key", "k", "orders", "-batch=2", "m"}, wantMsgs: []string{"m"}, wantKey: "k", wantBatch: 2},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			n := fs.Int("n", 0, "")
-			v := fs.Bool("v", false, "")
-			pos, err := parseInterleaved(fs, tc.args)
+			cmd, err := parsePubCmd(tc.args, io.Discard, env(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fmt.Sprint(pos) != fmt.Sprint(tc.wantPos) || *n != tc.wantN || *v != tc.wantV {
-				t.Fatalf("pos %q n %d v %v; want %q %d %v", pos, *n, *v, tc.wantPos, tc.wantN, tc.wantV)
+			if fmt.Sprint(cmd.messages) != fmt.Sprint(tc.wantMsgs) || cmd.key != tc.wantKey || cmd.batch != tc.wantBatch {
+				t.Fatalf("messages %q key %q batch %d; want %q %q %d", cmd.messages, cmd.key, cmd.batch, tc.wantMsgs, tc.wantKey, tc.wantBatch)
 			}
 		})
 	}
-
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	if _, err := parseInterleaved(fs, []string{"a", "--nope"}); !errors.Is(err, errFlagsReported) {
+	if _, err := parsePubCmd([]string{"orders", "--nope"}, io.Discard, env(nil)); !errors.Is(err, errBadFlag) {
 		t.Fatalf("unknown flag: %v", err)
 	}
 }
@@ -61,20 +57,18 @@ func TestParseInterleaved(t *testing.T) {
 func TestClientFlags(t *testing.T) {
 	parse := func(e map[string]string, args ...string) *clientFlags {
 		t.Helper()
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		f := registerClientFlags(fs, env(e))
-		if _, err := parseInterleaved(fs, args); err != nil {
+		cmd, err := parseSubCmd(append([]string{"orders"}, args...), io.Discard, env(e))
+		if err != nil {
 			t.Fatal(err)
 		}
-		return f
+		return cmd.conn
 	}
 	f := parse(nil)
-	if f.server != "127.0.0.1:7400" || f.token != "" || f.ca != "" || f.insecure || f.timeout != 10*time.Second {
+	if f.server != "127.0.0.1:7400" || f.token != "" || f.ca != "" || f.insecure || f.timeout != 10*time.Second || f.tenant != "default" {
 		t.Fatalf("defaults: %+v", f)
 	}
-	f = parse(map[string]string{"HERALD_SERVER": "node:1", "HERALD_TOKEN": "s3cr3t-tok"})
-	if f.server != "node:1" {
+	f = parse(map[string]string{"HERALD_SERVER": "node:1", "HERALD_TOKEN": "s3cr3t-tok", "HERALD_CA": "env.pem"})
+	if f.server != "node:1" || f.ca != "env.pem" || f.caFrom != "HERALD_CA" {
 		t.Fatalf("from env: %+v", f)
 	}
 	// HERALD_TOKEN is used (one more Dial option than without it) but is
@@ -84,15 +78,16 @@ func TestClientFlags(t *testing.T) {
 	if len(withEnv) != len(without)+1 {
 		t.Fatalf("HERALD_TOKEN not used: %d options with it, %d without", len(withEnv), len(without))
 	}
-	var usage strings.Builder
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.SetOutput(&usage)
-	registerClientFlags(fs, env(map[string]string{"HERALD_TOKEN": "s3cr3t-tok"}))
-	fs.PrintDefaults()
+	var usage bytes.Buffer
+	e := processEnv(strings.NewReader(""), &usage, io.Discard)
+	e.getenv = env(map[string]string{"HERALD_TOKEN": "s3cr3t-tok"})
+	if code := runEnv(e, []string{"sub", "--help"}); code != 0 || !strings.Contains(usage.String(), "--token") {
+		t.Fatalf("sub --help: exit %d\n%s", code, usage.String())
+	}
 	if strings.Contains(usage.String(), "s3cr3t-tok") {
 		t.Fatalf("usage prints the token:\n%s", usage.String())
 	}
-	f = parse(map[string]string{"HERALD_SERVER": "node:1"}, "x", "--server", "other:2", "--insecure", "--timeout", "3s", "--ca", "my.pem")
+	f = parse(map[string]string{"HERALD_SERVER": "node:1", "HERALD_CA": "env.pem"}, "--server", "other:2", "--insecure", "--timeout", "3s", "--ca", "my.pem")
 	if f.server != "other:2" || !f.insecure || f.timeout != 3*time.Second || f.ca != "my.pem" {
 		t.Fatalf("flags over env: %+v", f)
 	}
@@ -203,7 +198,7 @@ func TestParseStreamCmd(t *testing.T) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
-	if _, err := parseStreamCmd([]string{"create", "orders", "--retention-age", "soon"}, io.Discard, env(nil)); !errors.Is(err, errFlagsReported) {
+	if _, err := parseStreamCmd([]string{"create", "orders", "--retention-age", "soon"}, io.Discard, env(nil)); !errors.Is(err, errBadFlag) {
 		t.Errorf("bad duration: %v", err)
 	}
 }
@@ -320,7 +315,7 @@ func TestParseSubCmd(t *testing.T) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
-	if _, err := parseSubCmd([]string{"orders", "--groups", "g"}, io.Discard, env(nil)); !errors.Is(err, errFlagsReported) {
+	if _, err := parseSubCmd([]string{"orders", "--groups", "g"}, io.Discard, env(nil)); !errors.Is(err, errBadFlag) {
 		t.Errorf("unknown flag: %v", err)
 	}
 }
@@ -340,12 +335,23 @@ func TestExitStatus(t *testing.T) {
 	if got := buf.String(); got != "herald sub: connect: stream_not_found\n" {
 		t.Fatalf("message %q", got)
 	}
+	// A usage error is one line, then where to get help.
 	buf.Reset()
-	if got := exitStatus(&buf, "pub", fmt.Errorf("%w: %w", errFlagsReported, errors.New("bad flag"))); got != 2 || buf.Len() != 0 {
-		t.Fatalf("reported flag error: %d %q", got, buf.String())
+	if got := exitStatus(&buf, "pub", fmt.Errorf("%w: %w", errBadFlag, errors.New("unknown flag: --bad"))); got != 2 ||
+		buf.String() != "herald pub: unknown flag: --bad\nRun 'herald pub --help' for usage.\n" {
+		t.Fatalf("flag error: %d %q", got, buf.String())
 	}
-	if got := exitStatus(&buf, "pub", fmt.Errorf("%w: %w", errFlagsReported, flag.ErrHelp)); got != 0 {
+	buf.Reset()
+	if got := exitStatus(&buf, "stream create", usageErrorf("--shards must be at least 1")); got != 2 ||
+		buf.String() != "herald stream create: --shards must be at least 1\nRun 'herald stream create --help' for usage.\n" {
+		t.Fatalf("usage error: %d %q", got, buf.String())
+	}
+	if got := exitStatus(&buf, "pub", fmt.Errorf("%w: %w", errBadFlag, flag.ErrHelp)); got != 0 {
 		t.Fatalf("help: %d", got)
+	}
+	buf.Reset()
+	if got := exitStatus(&buf, "node", exitCode(1)); got != 1 || buf.Len() != 0 {
+		t.Fatalf("a command's own exit status: %d %q", got, buf.String())
 	}
 	buf.Reset()
 	if got := exitStatus(&buf, "pub", errRefused); got != 1 || buf.Len() != 0 {
@@ -357,15 +363,43 @@ func TestOutputFormats(t *testing.T) {
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	info := client.StreamInfo{Name: client.StreamName{Tenant: "a", Namespace: "b", Stream: "c"},
 		Config: client.StreamConfig{Shards: 2, Durable: true}, Created: ts, Tails: []uint64{10, 0}}
-	if got, want := formatStreamInfo(info), "a/b/c shards=2 routing=hash durable=true overflow=drop_new queue_capacity=0 queue_max_bytes=0 "+
-		"retention_age=0s retention_bytes=0 created=2026-01-02T03:04:05Z tails=10,0"; got != want {
-		t.Fatalf("stream info %q, want %q", got, want)
+	var table bytes.Buffer
+	if err := writeStreamInfo(&table, info); err != nil {
+		t.Fatal(err)
+	}
+	if want := "STREAM           a/b/c\n" +
+		"SHARDS           2\n" +
+		"DURABLE          true\n" +
+		"ROUTING          hash\n" +
+		"OVERFLOW         drop_new\n" +
+		"QUEUE_CAPACITY   default (512)\n" +
+		"QUEUE_MAX_BYTES  default (128MiB)\n" +
+		"RETENTION_AGE    forever\n" +
+		"RETENTION_BYTES  no bound\n" +
+		"CREATED          2026-01-02T03:04:05Z\n" +
+		"\n" +
+		"SHARD  TAIL\n" +
+		"0      10\n" +
+		"1      0\n"; table.String() != want {
+		t.Fatalf("stream info:\n%s\nwant:\n%s", table.String(), want)
 	}
 	info.Config = client.StreamConfig{Shards: 2, Routing: client.RoutingJump, Overflow: client.OverflowDropOld,
 		QueueCapacity: 64, QueueMaxBytes: 4096, RetentionAge: 90 * time.Minute, RetentionBytes: 1 << 20}
-	if got, want := formatStreamInfo(info), "a/b/c shards=2 routing=jump durable=false overflow=drop_old queue_capacity=64 queue_max_bytes=4096 "+
-		"retention_age=1h30m0s retention_bytes=1048576 created=2026-01-02T03:04:05Z tails=10,0"; got != want {
-		t.Fatalf("stream info %q, want %q", got, want)
+	table.Reset()
+	_ = writeStreamInfo(&table, info)
+	for _, want := range []string{"ROUTING          jump", "DURABLE          false", "OVERFLOW         drop_old", "QUEUE_CAPACITY   64\n",
+		"QUEUE_MAX_BYTES  4KiB\n", "RETENTION_AGE    1h30m0s\n", "RETENTION_BYTES  1MiB\n"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("stream info lacks %q:\n%s", want, table.String())
+		}
+	}
+	b, err := json.Marshal(streamInfoJSONOf(info))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"stream":"a/b/c","shards":2,"routing":"jump","durable":false,"overflow":"drop_old","queue_capacity":64,` +
+		`"queue_max_bytes":4096,"retention_age_ms":5400000,"retention_bytes":1048576,"created":"2026-01-02T03:04:05.000000006Z","tails":[10,0]}`; string(b) != want {
+		t.Fatalf("stream info JSON %s, want %s", b, want)
 	}
 
 	var buf bytes.Buffer
@@ -383,11 +417,20 @@ func TestOutputFormats(t *testing.T) {
 		t.Fatalf("events:\n%s\nwant:\n%s", buf.String(), want)
 	}
 
+	// Every record's offset: a batch's records are contiguous, those of
+	// AckPerMessage need not be.
 	buf.Reset()
-	_ = printAck(&buf, client.PublishAck{Shard: 3, Offset: 5, Count: 2})
-	_ = printAck(&buf, client.PublishAck{Shard: 3, Offset: 7, Count: 2, Offsets: []uint64{7, 9}})
-	if got := buf.String(); got != "3 5\n3 7\n3 9\n" {
+	_ = printAck(&buf, nil, client.PublishAck{Shard: 3, Offset: 5, Count: 2})
+	_ = printAck(&buf, nil, client.PublishAck{Shard: 3, Offset: 7, Count: 2, Offsets: []uint64{7, 9}})
+	if got := buf.String(); got != "3 5\n3 6\n3 7\n3 9\n" {
 		t.Fatalf("acks %q", got)
+	}
+	buf.Reset()
+	rw := &recordWriter{format: outputJSON, w: bufio.NewWriter(&buf)}
+	_ = printAck(&buf, rw, client.PublishAck{Shard: 3, Offset: 5, Count: 2})
+	rw.w.Flush()
+	if got := buf.String(); got != `{"shard":3,"offset":5}`+"\n"+`{"shard":3,"offset":6}`+"\n" {
+		t.Fatalf("acks as JSON %q", got)
 	}
 }
 

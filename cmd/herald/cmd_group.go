@@ -10,45 +10,51 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/heraldmq/herald/client"
 )
 
-const groupUsage = `poll|ack|nack|dead-letters|redrive|discard|describe STREAM --group G ...
-
-  poll STREAM --group G --shard N [--max N] [--wait DURATION] [--ack] [--json]
-       claim up to --max records of the shard and print "shard offset attempts payload";
-       unsettled claims are delivered again after the group's visibility timeout; --ack acks
-       every printed record and says on stderr how many the node settled
-  ack|nack STREAM --group G --shard N OFFSET...
-       settle claimed records: ack (done) or nack (deliver again now, counting an attempt);
-       prints how many the node settled, e.g. "acked 2 of 3 offsets; 1 was settled already"
-  dead-letters STREAM --group G [--shard N] [--from OFFSET] [--limit N] [--json]
-       print "shard offset attempts dead_at reason" per dead letter (every shard unless --shard)
-  redrive|discard STREAM --group G [--shard N] [OFFSET...]
-       give dead letters back to the group with fresh attempts (redrive), or drop them for good
-       (discard); without OFFSETs every dead letter of the shard, without --shard of every shard
-       (OFFSETs need --shard); prints how many changed
-  describe STREAM --group G [--json]
-       the group's generation, each shard's committed/delivered/tail/claims/owed/dead letters,
-       and its push members`
-
-// groupOps are the subcommands of `herald group` and the flags (besides
-// --group and the connection flags) each takes.
-var groupOps = map[string][]string{
-	"poll":         {"shard", "max", "wait", "ack", "json"},
-	"ack":          {"shard"},
-	"nack":         {"shard"},
-	"dead-letters": {"shard", "from", "limit", "json"},
-	"redrive":      {"shard"},
-	"discard":      {"shard"},
-	"describe":     {"json"},
+// groupOpHelp describes each subcommand of `herald group`.
+var groupOpHelp = map[string][3]string{
+	"poll": {"poll STREAM --group G --shard N", "Claim records of a shard for the group and print them",
+		`Claim up to --max records of the shard for the group and print "shard offset attempts
+payload" per record. Claims not settled are delivered again after the group's visibility
+timeout. --ack acks every printed record and says on stderr how many the node settled.`},
+	"ack": {"ack STREAM --group G --shard N OFFSET...", "Ack claimed records: done",
+		`Ack records: they are done. Prints how many the node settled, e.g. "acked 2 of 3 offsets;
+1 was settled already".`},
+	"nack": {"nack STREAM --group G --shard N OFFSET...", "Nack claimed records: deliver them again now",
+		`Nack claimed records: deliver them again now, counting an attempt. Prints how many the
+node settled.`},
+	"dead-letters": {"dead-letters STREAM --group G", "List the group's dead letters",
+		`Print "shard offset attempts dead_at reason" per dead letter (every shard unless --shard).`},
+	"redrive": {"redrive STREAM --group G [--shard N] [OFFSET...]", "Give dead letters back to the group with fresh attempts",
+		`Give dead letters back to the group with fresh attempts: without OFFSETs every dead letter
+of the shard, without --shard of every shard (OFFSETs need --shard). Prints how many changed.`},
+	"discard": {"discard STREAM --group G [--shard N] [OFFSET...]", "Drop dead letters for good",
+		`Drop dead letters for good: without OFFSETs every dead letter of the shard, without
+--shard of every shard (OFFSETs need --shard). Prints how many changed.`},
+	"describe": {"describe STREAM --group G", "Describe a group: position, lag and members per shard",
+		`Print the group's generation, settings and lag, a table of its shards (committed,
+delivered, tail, lag, claims, owed, dead letters) and a table of its push members.`},
 }
 
-// groupOpFlags are the flags some subcommand of `herald group` takes.
-var groupOpFlags = []string{"shard", "max", "wait", "ack", "from", "limit", "json"}
+// groupOpExamples are each subcommand's examples.
+var groupOpExamples = map[string]string{
+	"poll":         "  herald group poll orders --group fulfilment --shard 0 --max 10 --wait 5s\n  herald group poll orders --group fulfilment --shard 0 --ack --json",
+	"ack":          "  herald group ack orders --group fulfilment --shard 0 3 4 5",
+	"nack":         "  herald group nack orders --group fulfilment --shard 0 6",
+	"dead-letters": "  herald group dead-letters orders --group fulfilment\n  herald group dead-letters orders --group fulfilment --shard 2 --from 1000 --limit 20 --json",
+	"redrive":      "  herald group redrive orders --group fulfilment --shard 2 1041\n  herald group redrive orders --group fulfilment",
+	"discard":      "  herald group discard orders --group fulfilment --shard 2 1041",
+	"describe":     "  herald group describe orders --group fulfilment\n  herald group describe orders --group fulfilment -o json",
+}
+
+// groupOps are the subcommands of `herald group`, in help order.
+var groupOps = []string{"poll", "ack", "nack", "dead-letters", "redrive", "discard", "describe"}
 
 // Defaults of `herald group poll`.
 const (
@@ -59,7 +65,7 @@ const (
 // groupCmd is a parsed `herald group` command line.
 type groupCmd struct {
 	conn *clientFlags
-	// op is the subcommand, a key of groupOps.
+	// op is the subcommand, one of groupOps.
 	op   string
 	name client.StreamName
 	// group is the consumer group (--group).
@@ -78,121 +84,145 @@ type groupCmd struct {
 	from uint64
 	// limit prints at most this many dead letters; 0 means all (--limit).
 	limit int
-	// json prints JSON (--json).
+	// json and yaml select the output (--output, --json) of poll,
+	// dead-letters and describe.
 	json bool
+	yaml bool
 }
 
-// parseGroupCmd parses the arguments of `herald group`.
-func parseGroupCmd(args []string, stderr io.Writer, getenv func(string) string) (*groupCmd, error) {
-	fs := newFlagSet("group", groupUsage, stderr)
-	cmd := &groupCmd{conn: registerClientFlags(fs, getenv)}
-	fs.StringVar(&cmd.group, "group", "", "the consumer `group` (required)")
-	shard := fs.Uint("shard", 0, "the shard (poll, ack, nack: required; dead-letters, redrive, discard: default every shard)")
-	fs.IntVar(&cmd.max, "max", defaultPollMax, "claim at most this many records (poll)")
-	fs.DurationVar(&cmd.wait, "wait", defaultPollWait, "wait this long for records when there are none; the node caps it (poll)")
-	fs.BoolVar(&cmd.ack, "ack", false, "ack every record printed (poll)")
-	fs.Uint64Var(&cmd.from, "from", 0, "list dead letters at this `offset` and above, on every shard listed (dead-letters)")
-	fs.IntVar(&cmd.limit, "limit", 0, "list at most this many dead letters (0: all) (dead-letters)")
-	fs.BoolVar(&cmd.json, "json", false, "print JSON: a line per record or dead letter, one object for describe (poll, dead-letters, describe)")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return nil, err
+func newGroupCmd(env *cliEnv) *cobra.Command {
+	c := parentCmd("group", "Inspect, consume from and repair a consumer group",
+		`Inspect, consume from and repair a consumer group on a durable stream. (herald sub
+STREAM --group G runs a push member.)
+
+`+streamArgHelp,
+		`  herald group describe orders --group fulfilment
+  herald group poll orders --group fulfilment --shard 0 --max 10
+  herald group dead-letters orders --group fulfilment`)
+	conn := registerClientFlags(c.PersistentFlags())
+	var group string
+	c.PersistentFlags().StringVar(&group, "group", "", "the consumer `group` (required)")
+	for _, op := range groupOps {
+		c.AddCommand(newGroupOpCmd(env, conn, &group, op))
 	}
-	if len(pos) == 0 {
-		return nil, usageErrorf("missing subcommand: poll, ack, nack, dead-letters, redrive, discard or describe")
+	return c
+}
+
+// newGroupOpCmd returns `herald group op`.
+func newGroupOpCmd(env *cliEnv, conn *clientFlags, group *string, op string) *cobra.Command {
+	help := groupOpHelp[op]
+	c := &cobra.Command{Use: help[0], Short: help[1], Long: help[2] + "\n\n" + streamArgHelp, Example: groupOpExamples[op], Args: cobra.ArbitraryArgs}
+	cmd := &groupCmd{op: op, conn: conn}
+	var shard uint
+	var out outputFlags
+	f := c.Flags()
+	switch op {
+	case "poll":
+		f.UintVar(&shard, "shard", 0, "the shard (required)")
+		f.IntVar(&cmd.max, "max", defaultPollMax, "claim at most this many records")
+		f.DurationVar(&cmd.wait, "wait", defaultPollWait, "wait this long for records when there are none; the node caps it")
+		f.BoolVar(&cmd.ack, "ack", false, "ack every record printed")
+		addOutputFlags(c, &out, "a line per record, as herald sub --group prints")
+	case "ack", "nack":
+		f.UintVar(&shard, "shard", 0, "the shard (required)")
+	case "dead-letters":
+		f.UintVar(&shard, "shard", 0, "the shard (default every shard)")
+		f.Uint64Var(&cmd.from, "from", 0, "list dead letters at this `offset` and above, on every shard listed")
+		f.IntVar(&cmd.limit, "limit", 0, "list at most this many dead letters (0: all)")
+		addOutputFlags(c, &out, `a line {"shard","offset","attempts","dead_at","reason"} per dead letter`)
+	case "redrive", "discard":
+		f.UintVar(&shard, "shard", 0, "the shard (default every shard)")
+	case "describe":
+		addOutputFlags(c, &out, "one object: stream, group, generation, visibility_ms, session_ms, max_attempts, lag, shards, members")
 	}
-	cmd.op = pos[0]
-	allowed, ok := groupOps[cmd.op]
-	if !ok {
-		return nil, usageErrorf("unknown subcommand %q: want poll, ack, nack, dead-letters, redrive, discard or describe", cmd.op)
-	}
-	if len(pos) < 2 {
-		return nil, usageErrorf("missing STREAM")
-	}
-	if cmd.name, err = parseStreamArg(pos[1]); err != nil {
-		return nil, err
-	}
-	for _, f := range groupOpFlags {
-		if setFlag(fs, f) != "" && !contains(allowed, f) {
-			return nil, usageErrorf("--%s is not a flag of group %s", f, cmd.op)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if err := conn.resolve(c.Flags(), env); err != nil {
+			return err
 		}
+		if c.Flags().Lookup("output") != nil {
+			fm, err := out.resolve(c)
+			if err != nil {
+				return err
+			}
+			setFormat(fm, &cmd.json, &cmd.yaml)
+		}
+		cmd.group = *group
+		if err := cmd.parseArgs(c, args, shard); err != nil {
+			return err
+		}
+		return parsedOrRun(env, cmd, func() error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return cmd.run(ctx, env.stdout, env.stderr)
+		})
 	}
-	if setFlag(fs, "group") == "" {
-		return nil, usageErrorf("--group is required")
+	return c
+}
+
+// parseArgs checks the arguments and flags of the subcommand.
+func (cmd *groupCmd) parseArgs(c *cobra.Command, args []string, shard uint) error {
+	if len(args) < 1 {
+		return usageErrorf("missing STREAM")
+	}
+	var err error
+	if cmd.name, err = parseStreamArg(args[0], cmd.conn.tenant); err != nil {
+		return err
+	}
+	if !c.Flags().Changed("group") {
+		return usageErrorf("--group is required")
 	}
 	if err := checkGroupName("group", cmd.group); err != nil {
-		return nil, err
+		return err
 	}
-	if *shard > 1<<32-2 { // 1<<32-1 is client.AllShards
-		return nil, usageErrorf("--shard %d is out of range", *shard)
+	if shard > 1<<32-2 { // 1<<32-1 is client.AllShards
+		return usageErrorf("--shard %d is out of range", shard)
 	}
-	hasShard := setFlag(fs, "shard") != ""
+	hasShard := c.Flags().Changed("shard")
 	cmd.shard = client.AllShards
 	if hasShard {
-		cmd.shard = uint32(*shard)
+		cmd.shard = uint32(shard)
 	}
 	switch cmd.op {
 	case "ack", "nack", "redrive", "discard":
-		for _, a := range pos[2:] {
+		for _, a := range args[1:] {
 			off, err := strconv.ParseUint(a, 10, 64)
 			if err != nil {
-				return nil, usageErrorf("OFFSET %q: want an offset", a)
+				return usageErrorf("OFFSET %q: want an offset", a)
 			}
 			cmd.offsets = append(cmd.offsets, off)
 		}
 	default:
-		if len(pos) > 2 {
-			return nil, usageErrorf("unexpected argument %q", pos[2])
+		if len(args) > 1 {
+			return usageErrorf("unexpected argument %q", args[1])
 		}
 	}
 	switch cmd.op {
 	case "poll":
 		switch {
 		case !hasShard:
-			return nil, usageErrorf("poll needs --shard")
+			return usageErrorf("poll needs --shard")
 		case cmd.max < 1:
-			return nil, usageErrorf("--max must be at least 1")
+			return usageErrorf("--max must be at least 1")
 		case cmd.wait < 0:
-			return nil, usageErrorf("--wait must not be negative")
+			return usageErrorf("--wait must not be negative")
 		}
 	case "ack", "nack":
 		switch {
 		case !hasShard:
-			return nil, usageErrorf("%s needs --shard", cmd.op)
+			return usageErrorf("%s needs --shard", cmd.op)
 		case len(cmd.offsets) == 0:
-			return nil, usageErrorf("%s needs at least one OFFSET", cmd.op)
+			return usageErrorf("%s needs at least one OFFSET", cmd.op)
 		}
 	case "redrive", "discard":
 		if len(cmd.offsets) > 0 && !hasShard {
-			return nil, usageErrorf("OFFSETs need --shard")
+			return usageErrorf("OFFSETs need --shard")
 		}
 	case "dead-letters":
 		if cmd.limit < 0 {
-			return nil, usageErrorf("--limit must not be negative")
+			return usageErrorf("--limit must not be negative")
 		}
 	}
-	return cmd, nil
-}
-
-// contains reports whether list holds s.
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// runGroup runs `herald group`; see groupUsage.
-func runGroup(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd, err := parseGroupCmd(args, stderr, os.Getenv)
-	if err != nil {
-		return exitStatus(stderr, "group", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return exitStatus(stderr, "group "+cmd.op, cmd.run(ctx, stdout, stderr))
+	return nil
 }
 
 func (cmd *groupCmd) run(ctx context.Context, stdout, stderr io.Writer) error {
@@ -262,8 +292,8 @@ func (cmd *groupCmd) do(ctx context.Context, c *client.Client, out *bufio.Writer
 		if err != nil {
 			return err
 		}
-		if cmd.json {
-			return writeJSONLine(out, groupInfoJSONOf(cmd.name, info))
+		if f := format(cmd.json, cmd.yaml); f.structured() {
+			return writeValue(out, f, groupInfoJSONOf(cmd.name, info))
 		}
 		return writeGroupInfo(out, cmd.name, info)
 	}
@@ -282,9 +312,10 @@ func (cmd *groupCmd) poll(ctx context.Context, c *client.Client, out *bufio.Writ
 	if err != nil {
 		return err
 	}
+	rw := &recordWriter{format: format(cmd.json, cmd.yaml), w: out}
 	for _, rec := range recs {
-		if cmd.json {
-			err = writeGroupRecordJSON(out, rec)
+		if rw.format.structured() {
+			err = rw.write(groupRecordJSONOf(rec))
 		} else {
 			err = writeGroupRecordText(out, rec)
 		}
@@ -408,11 +439,15 @@ func (cmd *groupCmd) listDeadLetters(ctx context.Context, list deadLetterLister,
 }
 
 // writeDeadLetter prints "shard offset attempts dead_at reason", or a JSON
-// line with --json.
+// line or YAML document (each after "---").
 func (cmd *groupCmd) writeDeadLetter(w *bufio.Writer, dl client.DeadLetter) error {
-	if cmd.json {
-		return writeJSONLine(w, deadLetterJSON{Shard: dl.Shard, Offset: dl.Offset, Attempts: dl.Attempts,
-			DeadAt: dl.DeadAt.UTC().Format(time.RFC3339Nano), Reason: dl.Reason})
+	if cmd.json || cmd.yaml {
+		j := deadLetterJSON{Shard: dl.Shard, Offset: dl.Offset, Attempts: dl.Attempts,
+			DeadAt: dl.DeadAt.UTC().Format(time.RFC3339Nano), Reason: dl.Reason}
+		if cmd.yaml {
+			return writeYAMLDoc(w, j, true)
+		}
+		return writeJSONLine(w, j)
 	}
 	_, err := fmt.Fprintf(w, "%d %d %d %s %s\n", dl.Shard, dl.Offset, dl.Attempts, dl.DeadAt.UTC().Format(time.RFC3339), dl.Reason)
 	return err
@@ -432,24 +467,23 @@ type deadLetterJSON struct {
 func writeGroupInfo(w io.Writer, name client.StreamName, info client.GroupInfo) error {
 	fmt.Fprintf(w, "group %s on %s: generation=%d visibility=%s session=%s max_attempts=%d lag=%d\n",
 		info.Group, name, info.Generation, info.Visibility, info.Session, info.MaxAttempts, info.Lag())
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tCOMMITTED\tDELIVERED\tTAIL\tLAG\tCLAIMS\tOWED\tDEAD_LETTERS")
+	t := newTable("SHARD", "COMMITTED", "DELIVERED", "TAIL", "LAG", "CLAIMS", "OWED", "DEAD_LETTERS")
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	for _, s := range info.Shards {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.Shard, s.Committed, s.Delivered, s.Tail, s.Lag(), s.Claims, s.Owed, s.DeadLetters)
+		appendRow(t, u(uint64(s.Shard)), u(s.Committed), u(s.Delivered), u(s.Tail), u(s.Lag()), u(uint64(s.Claims)), u(uint64(s.Owed)), u(uint64(s.DeadLetters)))
 	}
-	if err := tw.Flush(); err != nil {
+	if err := writeTable(w, t); err != nil {
 		return err
 	}
 	if len(info.Members) == 0 {
 		_, err := fmt.Fprintln(w, "no push members")
 		return err
 	}
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tSHARDS\tWINDOW\tIN_FLIGHT\tIDLE")
+	t = newTable("MEMBER", "SHARDS", "WINDOW", "IN_FLIGHT", "IDLE")
 	for _, m := range info.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", m.ID, formatShards(m.Shards), m.Window, m.InFlight, m.Idle)
+		appendRow(t, m.ID, formatShards(m.Shards), u(uint64(m.Window)), u(uint64(m.InFlight)), m.Idle.String())
 	}
-	return tw.Flush()
+	return writeTable(w, t)
 }
 
 // formatShards prints shards as "0,1,2", or "-" for none.

@@ -63,7 +63,7 @@ func TestParseSubGroupCmd(t *testing.T) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
-	if _, err := parseSubCmd([]string{"orders", "--group", "g", "--heartbeat", "often"}, io.Discard, env(nil)); !errors.Is(err, errFlagsReported) {
+	if _, err := parseSubCmd([]string{"orders", "--group", "g", "--heartbeat", "often"}, io.Discard, env(nil)); !errors.Is(err, errBadFlag) {
 		t.Errorf("bad --heartbeat: %v", err)
 	}
 }
@@ -152,7 +152,7 @@ func TestParseGroupCmd(t *testing.T) {
 		{"poll", "orders", "--group", "g", "--shard", "-1"},
 		{"nack", "orders", "--group", "g", "--shard", "0", "-1"},
 	} {
-		if _, err := parseGroupCmd(args, io.Discard, env(nil)); !errors.Is(err, errFlagsReported) {
+		if _, err := parseGroupCmd(args, io.Discard, env(nil)); !errors.Is(err, errBadFlag) {
 			t.Errorf("%q: %v, want a flag error", args, err)
 		}
 	}

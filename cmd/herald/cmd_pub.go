@@ -2,20 +2,20 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/heraldmq/herald/client"
 	"github.com/heraldmq/herald/net/wire"
 )
-
-const pubUsage = `STREAM [MESSAGE...] [--key K] [--ack none|message|batch] [--batch N] [--count N --size B] [--if-offset N]
-       (no MESSAGE and no --count: one record per line of standard input;
-       --if-offset publishes every record as one batch, only if the key's shard's tail is N)`
 
 // Defaults of `herald pub`.
 const (
@@ -24,6 +24,8 @@ const (
 	// pubPipeline bounds the publishes waiting for their ack (the client's
 	// byte budget bounds them too).
 	pubPipeline = 1024
+	// progressEvery is how often the --count progress bar is redrawn.
+	progressEvery = 200 * time.Millisecond
 )
 
 // pubCmd is a parsed `herald pub` command line.
@@ -34,61 +36,152 @@ type pubCmd struct {
 	messages []string
 	// key routes every record (--key).
 	key string
+	// headers go on every record (-H key=value).
+	headers client.Headers
 	// ack is the ack mode (--ack).
 	ack client.AckMode
 	// batch is the records per publish (--batch).
 	batch int
 	// count and size generate count payloads of size bytes (--count, --size).
 	count, size int
+	// raw publishes all of standard input as one record (--raw).
+	raw bool
 	// conditional publishes every record as one batch, only at the tail
 	// ifOffset (--if-offset).
 	conditional bool
 	ifOffset    uint64
+	// json and yaml select the output (--output, --json).
+	json, yaml bool
+	// progress, when set, receives a progress bar for --count (a terminal's
+	// stderr).
+	progress io.Writer
 }
 
-// parsePubCmd parses the arguments of `herald pub`.
-func parsePubCmd(args []string, stderr io.Writer, getenv func(string) string) (*pubCmd, error) {
-	fs := newFlagSet("pub", pubUsage, stderr)
-	cmd := &pubCmd{conn: registerClientFlags(fs, getenv)}
-	fs.StringVar(&cmd.key, "key", "", "record `key`: records with one key go to one shard")
-	ack := fs.String("ack", "batch", "ack `mode`: none, message (one publish and ack per record) or batch")
-	fs.IntVar(&cmd.batch, "batch", 1, "records per publish")
-	fs.IntVar(&cmd.count, "count", 0, "generate this many records instead of reading messages; prints a summary")
-	fs.IntVar(&cmd.size, "size", defaultPubSize, "payload `bytes` of each generated record (with --count)")
-	fs.Uint64Var(&cmd.ifOffset, "if-offset", 0, "publish every record as one batch, only if the key's shard's tail is this `offset`; prints \"written at OFFSET\" or \"refused: tail is T\" (exit status 1)")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return nil, err
+func newPubCmd(env *cliEnv) *cobra.Command {
+	var out outputFlags
+	var (
+		ack     string
+		size    sizeFlag = defaultPubSize
+		headers []string
+	)
+	cmd := &pubCmd{}
+	c := &cobra.Command{
+		Use:   "pub STREAM [MESSAGE...]",
+		Short: "Publish records: the MESSAGE arguments, standard input, or generated ones",
+		Long: `Publish records to a stream and print, for each record acknowledged, its shard and offset
+("shard offset"; with --ack none, nothing).
+
+The records are the MESSAGE arguments; without any, one record per line of standard input
+(a line may be as long as the frame limit, --max-frame-bytes; a trailing \r is dropped); with
+--raw, all of standard input as one record, byte for byte; with --count, N generated
+records, followed by a summary (and, on a terminal, a progress bar with the rate).
+
+--batch N publishes N records per request; every record's offset is printed.
+--if-offset N publishes every record as one batch, only if the key's shard's tail is N:
+it prints "written at OFFSET", or "refused: tail is T" and exits with status 1.
+
+A stream that does not exist is created on its first publish when the node has
+auto_create_streams on (the dev default).
+
+` + streamArgHelp,
+		Example: `  herald pub orders "hello" "world"                 # prints 0 0 and 0 1
+  seq 1 5 | herald pub orders --batch 5              # five records, one request
+  herald pub orders -H source=web -H trace=abc "x"   # with headers
+  herald pub acme/shop/images --raw < photo.jpg      # one binary record
+  herald pub orders --count 200000 --size 1KiB       # generated load, with a summary
+  herald pub orders --key k1 --if-offset 12 "tick"   # only if shard's tail is 12`,
+		Args: cobra.ArbitraryArgs,
 	}
-	if len(pos) == 0 {
-		return nil, usageErrorf("missing STREAM")
+	cmd.conn = registerClientFlags(c.Flags())
+	f := c.Flags()
+	f.StringVar(&cmd.key, "key", "", "record `key`: records with one key go to one shard")
+	f.StringArrayVarP(&headers, "header", "H", nil, "a header `key=value` on every record (repeatable)")
+	f.StringVar(&ack, "ack", "batch", "ack `mode`: none, message (one publish and ack per record) or batch")
+	f.IntVar(&cmd.batch, "batch", 1, "records per publish")
+	f.IntVar(&cmd.count, "count", 0, "generate this many records instead of reading messages; prints a summary")
+	f.Var(&size, "size", "payload bytes of each generated record, e.g. 128 or 1KiB (with --count)")
+	f.BoolVar(&cmd.raw, "raw", false, "publish all of standard input as one record (binary safe)")
+	f.Uint64Var(&cmd.ifOffset, "if-offset", 0, "publish every record as one batch, only if the key's shard's tail is this `offset`")
+	addOutputFlags(c, &out, `a line {"shard","offset"} per record; with --count a summary object`)
+	completeWords(c, "ack", "none", "message", "batch")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if err := cmd.conn.resolve(c.Flags(), env); err != nil {
+			return err
+		}
+		fm, err := out.resolve(c)
+		if err != nil {
+			return err
+		}
+		setFormat(fm, &cmd.json, &cmd.yaml)
+		if len(args) == 0 {
+			return usageErrorf("missing STREAM")
+		}
+		if cmd.name, err = parseStreamArg(args[0], cmd.conn.tenant); err != nil {
+			return err
+		}
+		cmd.messages = args[1:]
+		cmd.size = int(size)
+		if cmd.ack, err = parseAckMode(ack); err != nil {
+			return err
+		}
+		if cmd.headers, err = parseHeaders(headers); err != nil {
+			return err
+		}
+		if err := cmd.check(c); err != nil {
+			return err
+		}
+		if cmd.count > 0 && env.isTerminal(env.stderr) {
+			cmd.progress = env.stderr
+		}
+		return parsedOrRun(env, cmd, func() error { return cmd.run(context.Background(), env.stdin, env.stdout) })
 	}
-	if cmd.name, err = parseStreamArg(pos[0]); err != nil {
-		return nil, err
-	}
-	cmd.messages = pos[1:]
-	if cmd.ack, err = parseAckMode(*ack); err != nil {
-		return nil, err
-	}
+	return c
+}
+
+// check checks the flags together.
+func (cmd *pubCmd) check(c *cobra.Command) error {
 	switch {
 	case cmd.batch < 1:
-		return nil, usageErrorf("--batch must be at least 1")
+		return usageErrorf("--batch must be at least 1")
 	case cmd.count < 0:
-		return nil, usageErrorf("--count must not be negative")
+		return usageErrorf("--count must not be negative")
 	case cmd.size < 0:
-		return nil, usageErrorf("--size must not be negative")
+		return usageErrorf("--size must not be negative")
 	case cmd.count > 0 && len(cmd.messages) > 0:
-		return nil, usageErrorf("give either MESSAGE arguments or --count, not both")
+		return usageErrorf("give either MESSAGE arguments or --count, not both")
+	case cmd.raw && (cmd.count > 0 || len(cmd.messages) > 0):
+		return usageErrorf("--raw publishes standard input: it does not go with MESSAGE arguments or --count")
 	case len(cmd.key) > wire.MaxKeyBytes:
-		return nil, usageErrorf("--key is longer than %d bytes", wire.MaxKeyBytes)
+		return usageErrorf("--key is longer than %d bytes", wire.MaxKeyBytes)
 	}
-	if setFlag(fs, "if-offset") != "" {
+	if c.Flags().Changed("if-offset") {
 		cmd.conditional = true
-		if f := setFlag(fs, "count", "batch", "ack"); f != "" {
-			return nil, usageErrorf("--if-offset publishes one acked batch: it does not take --%s", f)
+		for _, f := range []string{"count", "batch", "ack"} {
+			if c.Flags().Changed(f) {
+				return usageErrorf("--if-offset publishes one acked batch: it does not take --%s", f)
+			}
 		}
 	}
-	return cmd, nil
+	return nil
+}
+
+// parseHeaders parses the -H key=value flags.
+func parseHeaders(kvs []string) (client.Headers, error) {
+	if len(kvs) > wire.MaxHeaders {
+		return nil, usageErrorf("at most %d headers (-H) on a record, got %d", wire.MaxHeaders, len(kvs))
+	}
+	var h client.Headers
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || k == "":
+			return nil, usageErrorf("-H %q: want key=value", kv)
+		case len(k) > wire.MaxHeaderKeyBytes:
+			return nil, usageErrorf("-H %q: a header name has at most %d bytes", kv, wire.MaxHeaderKeyBytes)
+		}
+		h = append(h, client.Header{Key: k, Value: []byte(v)})
+	}
+	return h, nil
 }
 
 // parseAckMode parses --ack.
@@ -104,18 +197,13 @@ func parseAckMode(s string) (client.AckMode, error) {
 	return 0, usageErrorf("--ack %q: want none, message or batch", s)
 }
 
-// runPub runs `herald pub`: it publishes the MESSAGE arguments, the lines of
-// stdin, or --count generated payloads, --batch records per publish, and
-// prints each ack as "shard offset" lines (one per record with --ack
-// message; none with --ack none), or a summary with --count. With
-// --if-offset it publishes every record as one conditional batch and prints
-// "written at OFFSET", or "refused: tail is T" and exits 1.
-func runPub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd, err := parsePubCmd(args, stderr, os.Getenv)
-	if err != nil {
-		return exitStatus(stderr, "pub", err)
+// frameLimit is the largest record the command reads from standard input:
+// one frame.
+func (cmd *pubCmd) frameLimit() int {
+	if cmd.conn != nil {
+		return int(cmd.conn.maxFrame)
 	}
-	return exitStatus(stderr, "pub", cmd.run(context.Background(), stdin, stdout))
+	return wire.DefaultMaxFrameBytes
 }
 
 // source returns the function that yields the records to publish, in
@@ -140,18 +228,55 @@ func (cmd *pubCmd) source(stdin io.Reader) func() ([]byte, bool, error) {
 			i++
 			return []byte(cmd.messages[i-1]), true, nil
 		}
-	default:
-		limit := wire.DefaultMaxFrameBytes // a line is at most one frame
-		if cmd.conn != nil {
-			limit = int(cmd.conn.maxFrame)
-		}
-		sc := bufio.NewScanner(stdin)
-		sc.Buffer(make([]byte, 64<<10), limit)
+	case cmd.raw:
+		done := false
 		return func() ([]byte, bool, error) {
-			if !sc.Scan() {
-				return nil, false, sc.Err()
+			if done {
+				return nil, false, nil
 			}
-			return append([]byte(nil), sc.Bytes()...), true, nil
+			done = true
+			limit := cmd.frameLimit()
+			b, err := io.ReadAll(io.LimitReader(stdin, int64(limit)+1))
+			if err != nil {
+				return nil, false, err
+			}
+			if len(b) > limit {
+				return nil, false, fmt.Errorf("standard input is longer than the frame limit (--max-frame-bytes %s)", formatSize(int64(limit)))
+			}
+			return b, true, nil
+		}
+	default:
+		return lineSource(stdin, cmd.frameLimit())
+	}
+}
+
+// lineSource yields the lines of r without their "\n" or "\r\n", each at
+// most limit bytes.
+func lineSource(r io.Reader, limit int) func() ([]byte, bool, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	line := 0
+	return func() ([]byte, bool, error) {
+		line++
+		var buf []byte
+		for {
+			chunk, err := br.ReadSlice('\n')
+			buf = append(buf, chunk...)
+			if len(bytes.TrimRight(buf, "\r\n")) > limit {
+				return nil, false, fmt.Errorf("line %d is longer than the frame limit (--max-frame-bytes %s; --raw publishes a whole file as one record)", line, formatSize(int64(limit)))
+			}
+			switch {
+			case errors.Is(err, bufio.ErrBufferFull):
+				continue
+			case errors.Is(err, io.EOF):
+				if len(buf) == 0 {
+					return nil, false, nil
+				}
+			case err != nil:
+				return nil, false, err
+			}
+			buf = bytes.TrimSuffix(buf, []byte("\n"))
+			buf = bytes.TrimSuffix(buf, []byte("\r"))
+			return buf, true, nil
 		}
 	}
 }
@@ -170,8 +295,24 @@ func generatedPayload(i, size int) []byte {
 // pendingPublish is a publish waiting for its ack.
 type pendingPublish struct {
 	fut *client.PublishFuture
+	// records and bytes are what the publish holds, for the progress bar.
+	records, bytes int
 }
 
+// publishOptions returns the options of every publish.
+func (cmd *pubCmd) publishOptions() []client.PublishOption {
+	var opts []client.PublishOption
+	if cmd.key != "" {
+		opts = append(opts, client.WithKey([]byte(cmd.key)))
+	}
+	if len(cmd.headers) > 0 {
+		opts = append(opts, client.WithHeaders(cmd.headers...))
+	}
+	return opts
+}
+
+// run publishes the records --batch a publish, pipelined, and prints each
+// ack's records ("shard offset", or JSON/YAML), or a summary with --count.
 func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	c, err := cmd.conn.dial(ctx)
 	if err != nil {
@@ -182,14 +323,17 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 		return cmd.runConditional(ctx, c, stdin, stdout)
 	}
 
-	opts := []client.PublishOption{client.WithAck(cmd.ack)}
-	if cmd.key != "" {
-		opts = append(opts, client.WithKey([]byte(cmd.key)))
-	}
+	opts := append(cmd.publishOptions(), client.WithAck(cmd.ack))
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
+	f := format(cmd.json, cmd.yaml)
+	rw := &recordWriter{format: f, w: out}
+	var bar *progressBar
+	if cmd.progress != nil {
+		bar = startProgress(cmd.progress, cmd.count, progressEvery)
+	}
 
 	// The printer waits for the acks in order while the loop below keeps
 	// publishing: one goroutine pipelines, the other reports.
@@ -207,8 +351,11 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 				cancel(err)
 				return
 			}
+			if bar != nil {
+				bar.add(p.records, p.bytes)
+			}
 			if cmd.count == 0 && cmd.ack != client.AckNone {
-				if err := printAck(out, ack); err != nil {
+				if err := printAck(out, rw, ack); err != nil {
 					cancel(err)
 					return
 				}
@@ -223,6 +370,7 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 	var loopErr error
 	for done := false; !done && loopErr == nil; {
 		batch := make([][]byte, 0, cmd.batch)
+		size := 0
 		for len(batch) < cmd.batch {
 			p, ok, err := next()
 			if err != nil {
@@ -233,7 +381,7 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 				break
 			}
 			batch = append(batch, p)
-			bytes += len(p)
+			size += len(p)
 		}
 		if len(batch) == 0 || loopErr != nil {
 			break
@@ -244,14 +392,18 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 			break
 		}
 		records += len(batch)
+		bytes += size
 		select {
-		case pending <- pendingPublish{fut: fut}:
+		case pending <- pendingPublish{fut: fut, records: len(batch), bytes: size}:
 		case <-ctx.Done():
 			loopErr = ctx.Err()
 		}
 	}
 	close(pending)
 	<-printed
+	if bar != nil {
+		bar.finish()
+	}
 	if cause := context.Cause(ctx); cause != nil {
 		return cause
 	}
@@ -260,25 +412,56 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 	}
 	if cmd.count > 0 {
 		d := time.Since(start)
+		sum := pubSummaryJSON{Records: records, Bytes: bytes, Seconds: d.Seconds(),
+			RecordsPerSec: float64(records) / d.Seconds(), MBPerSec: float64(bytes) / d.Seconds() / 1e6}
+		if f.structured() {
+			out.Flush()
+			return writeValue(stdout, f, sum)
+		}
 		fmt.Fprintf(out, "published %d records (%d payload bytes) in %v: %.0f records/s, %.1f MB/s\n",
-			records, bytes, d.Round(time.Millisecond), float64(records)/d.Seconds(), float64(bytes)/d.Seconds()/1e6)
+			records, bytes, d.Round(time.Millisecond), sum.RecordsPerSec, sum.MBPerSec)
 	}
 	return nil
 }
 
-// printAck prints an ack as "shard offset" lines: one per record for
-// AckPerMessage (which may not be contiguous), one per batch otherwise.
-func printAck(w io.Writer, ack client.PublishAck) error {
-	if ack.Offsets != nil {
-		for _, o := range ack.Offsets {
-			if _, err := fmt.Fprintf(w, "%d %d\n", ack.Shard, o); err != nil {
-				return err
-			}
+// pubSummaryJSON is the json and yaml form of the --count summary.
+type pubSummaryJSON struct {
+	Records       int     `json:"records"`
+	Bytes         int     `json:"payload_bytes"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+}
+
+// ackJSON is the json and yaml form of one acknowledged record.
+type ackJSON struct {
+	Shard  uint32 `json:"shard"`
+	Offset uint64 `json:"offset"`
+}
+
+// printAck prints a line "shard offset" per record of an ack (or, when rw
+// is structured, a JSON line or YAML document): AckPerMessage lists each
+// record's offset, which need not be contiguous; a batch's records have
+// Count offsets from Offset.
+func printAck(w io.Writer, rw *recordWriter, ack client.PublishAck) error {
+	offsets := ack.Offsets
+	if offsets == nil {
+		for i := range max(ack.Count, 1) {
+			offsets = append(offsets, ack.Offset+uint64(i))
 		}
-		return nil
 	}
-	_, err := fmt.Fprintf(w, "%d %d\n", ack.Shard, ack.Offset)
-	return err
+	for _, o := range offsets {
+		var err error
+		if rw != nil && rw.format.structured() {
+			err = rw.write(ackJSON{Shard: ack.Shard, Offset: o})
+		} else {
+			_, err = fmt.Fprintf(w, "%d %d\n", ack.Shard, o)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runConditional publishes every record as one batch with PublishIf and
@@ -305,9 +488,24 @@ func (cmd *pubCmd) runConditional(ctx context.Context, c *client.Client, stdin i
 	if cmd.key != "" {
 		key = []byte(cmd.key)
 	}
-	res, err := c.PublishIf(ctx, cmd.name, batch, cmd.ifOffset, client.WithKey(key))
+	opts := []client.PublishOption{client.WithKey(key)}
+	if len(cmd.headers) > 0 {
+		opts = append(opts, client.WithHeaders(cmd.headers...))
+	}
+	res, err := c.PublishIf(ctx, cmd.name, batch, cmd.ifOffset, opts...)
 	if err != nil {
 		return err
+	}
+	f := format(cmd.json, cmd.yaml)
+	if f.structured() {
+		v := map[string]any{"written": res.Written, "offset": res.Offset, "tail": res.Tail}
+		if err := writeValue(stdout, f, v); err != nil {
+			return err
+		}
+		if !res.Written {
+			return errRefused
+		}
+		return nil
 	}
 	if !res.Written {
 		if _, err := fmt.Fprintf(stdout, "refused: tail is %d\n", res.Tail); err != nil {

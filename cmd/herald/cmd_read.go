@@ -9,11 +9,10 @@ import (
 	"os/signal"
 	"strconv"
 
+	"github.com/spf13/cobra"
+
 	"github.com/heraldmq/herald/client"
 )
-
-const readUsage = `STREAM --shard N --from OFFSET [--to OFFSET] [--limit N] [--json]
-       (reads committed records from OFFSET up to --to, or to the shard's tail; never waits)`
 
 // readCmd is a parsed `herald read` command line.
 type readCmd struct {
@@ -28,67 +27,80 @@ type readCmd struct {
 	to uint64
 	// limit stops after this many records; 0 means no limit (--limit).
 	limit int
-	// json prints JSON lines (--json).
-	json bool
+	// json and yaml select the output (--output, --json).
+	json, yaml bool
 }
 
-// parseReadCmd parses the arguments of `herald read`.
-func parseReadCmd(args []string, stderr io.Writer, getenv func(string) string) (*readCmd, error) {
-	fs := newFlagSet("read", readUsage, stderr)
-	cmd := &readCmd{conn: registerClientFlags(fs, getenv), to: client.ReadToTail}
-	shard := fs.Uint("shard", 0, "shard to read (required)")
-	fs.Uint64Var(&cmd.from, "from", 0, "first `offset` to read (required)")
-	to := fs.String("to", "", "stop before this `offset` (default: the shard's tail when read)")
-	fs.IntVar(&cmd.limit, "limit", 0, "read at most this many records (0: no limit)")
-	fs.BoolVar(&cmd.json, "json", false, `print JSON lines {"shard","offset","timestamp","key","payload"}, as herald sub does`)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	switch len(pos) {
-	case 0:
-		return nil, usageErrorf("missing STREAM")
-	case 1:
-	default:
-		return nil, usageErrorf("unexpected argument %q", pos[1])
-	}
-	if cmd.name, err = parseStreamArg(pos[0]); err != nil {
-		return nil, err
-	}
-	if setFlag(fs, "shard") == "" || setFlag(fs, "from") == "" {
-		return nil, usageErrorf("--shard and --from are required")
-	}
-	if *shard > 1<<32-1 {
-		return nil, usageErrorf("--shard must fit in 32 bits")
-	}
-	cmd.shard = uint32(*shard)
-	if *to != "" {
-		if cmd.to, err = strconv.ParseUint(*to, 10, 64); err != nil {
-			return nil, usageErrorf("--to %q: want an offset", *to)
-		}
-		if cmd.to < cmd.from {
-			return nil, usageErrorf("--to %d is before --from %d", cmd.to, cmd.from)
-		}
-	}
-	if cmd.limit < 0 {
-		return nil, usageErrorf("--limit must not be negative")
-	}
-	return cmd, nil
-}
+func newReadCmd(env *cliEnv) *cobra.Command {
+	var out outputFlags
+	var shard uint
+	var to string
+	cmd := &readCmd{}
+	c := &cobra.Command{
+		Use:   "read STREAM --shard N --from OFFSET",
+		Short: "Read a range of a shard's committed records (never waits for more)",
+		Long: `Read a shard's committed records from --from up to --to, or to the shard's tail, page by
+page, and print one line per record ("shard offset payload", or JSON with --json). It
+never waits for more records. Last, it prints "next OFFSET" on stderr: where to read on
+from.
 
-// runRead runs `herald read`: it reads the shard's committed records in
-// [--from, --to) page by page, stopping at the shard's tail (it never waits
-// for more) or after --limit records, prints one line per record ("shard
-// offset payload", or JSON with --json) to stdout and, last, "next OFFSET"
-// (where to read on from) to stderr.
-func runRead(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd, err := parseReadCmd(args, stderr, os.Getenv)
-	if err != nil {
-		return exitStatus(stderr, "read", err)
+` + streamArgHelp,
+		Example: `  herald read orders --shard 0 --from 100 --to 200 --limit 50
+  herald read acme/shop/orders --shard 2 --from 1041 --limit 1 --json`,
+		Args: cobra.ArbitraryArgs,
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	return exitStatus(stderr, "read", cmd.run(ctx, stdout, stderr))
+	cmd.conn = registerClientFlags(c.Flags())
+	f := c.Flags()
+	f.UintVar(&shard, "shard", 0, "shard to read (required)")
+	f.Uint64Var(&cmd.from, "from", 0, "first `offset` to read (required)")
+	f.StringVar(&to, "to", "", "stop before this `offset` (default: the shard's tail when read)")
+	f.IntVar(&cmd.limit, "limit", 0, "read at most this many records (0: no limit)")
+	addOutputFlags(c, &out, `a line {"shard","offset","timestamp","key","headers","payload"} per record, as herald sub prints`)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if err := cmd.conn.resolve(c.Flags(), env); err != nil {
+			return err
+		}
+		fm, err := out.resolve(c)
+		if err != nil {
+			return err
+		}
+		setFormat(fm, &cmd.json, &cmd.yaml)
+		cmd.to = client.ReadToTail
+		switch len(args) {
+		case 0:
+			return usageErrorf("missing STREAM")
+		case 1:
+		default:
+			return usageErrorf("unexpected argument %q", args[1])
+		}
+		if cmd.name, err = parseStreamArg(args[0], cmd.conn.tenant); err != nil {
+			return err
+		}
+		if !c.Flags().Changed("shard") || !c.Flags().Changed("from") {
+			return usageErrorf("--shard and --from are required")
+		}
+		if shard > 1<<32-1 {
+			return usageErrorf("--shard must fit in 32 bits")
+		}
+		cmd.shard = uint32(shard)
+		if to != "" {
+			if cmd.to, err = strconv.ParseUint(to, 10, 64); err != nil {
+				return usageErrorf("--to %q: want an offset", to)
+			}
+			if cmd.to < cmd.from {
+				return usageErrorf("--to %d is before --from %d", cmd.to, cmd.from)
+			}
+		}
+		if cmd.limit < 0 {
+			return usageErrorf("--limit must not be negative")
+		}
+		return parsedOrRun(env, cmd, func() error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			return cmd.run(ctx, env.stdout, env.stderr)
+		})
+	}
+	return c
 }
 
 func (cmd *readCmd) run(ctx context.Context, stdout, stderr io.Writer) error {
@@ -120,6 +132,7 @@ type pageReader func(ctx context.Context, start uint64, opts ...client.ReadOptio
 // and returns the offset to read on from.
 func (cmd *readCmd) readPages(ctx context.Context, read pageReader, out *bufio.Writer) (uint64, error) {
 	next, printed := cmd.from, 0
+	rw := &recordWriter{format: format(cmd.json, cmd.yaml), w: out}
 	for cmd.to == client.ReadToTail || next < cmd.to {
 		var opts []client.ReadOption
 		if cmd.limit > 0 {
@@ -132,8 +145,8 @@ func (cmd *readCmd) readPages(ctx context.Context, read pageReader, out *bufio.W
 			return next, err
 		}
 		for _, ev := range page.Records {
-			if cmd.json {
-				err = writeEventJSON(out, ev)
+			if rw.format.structured() {
+				err = rw.write(eventJSONOf(ev))
 			} else {
 				err = writeEventText(out, ev)
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -42,7 +43,7 @@ func TestParseReadCmd(t *testing.T) {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
 	}
-	if _, err := parseReadCmd([]string{"orders", "--shard", "1", "--from", "-1"}, io.Discard, env(nil)); !errors.Is(err, errFlagsReported) {
+	if _, err := parseReadCmd([]string{"orders", "--shard", "1", "--from", "-1"}, io.Discard, env(nil)); !errors.Is(err, errBadFlag) {
 		t.Errorf("negative --from: %v", err)
 	}
 }
@@ -120,10 +121,11 @@ func TestCLIAgainstNode(t *testing.T) {
 	const name = "acme/shop/orders"
 
 	code, out, errOut := run(runStream, "create", name, "--shards", "4", "--routing", "jump", "--overflow", "drop_old",
-		"--queue-capacity", "64", "--retention-age", "72h")
-	if code != 0 || !strings.Contains(out, "shards=4 routing=jump durable=true overflow=drop_old queue_capacity=64") ||
-		!strings.Contains(out, "retention_age=72h0m0s") {
-		t.Fatalf("stream create: %d %q %q", code, out, errOut)
+		"--queue-capacity", "64", "--retention-age", "72h", "-o", "json")
+	var created streamInfoJSON
+	if err := json.Unmarshal([]byte(out), &created); code != 0 || err != nil || created.Shards != 4 || created.Routing != "jump" ||
+		!created.Durable || created.Overflow != "drop_old" || created.QueueCapacity != 64 || created.RetentionAgeMS != 72*3600*1000 {
+		t.Fatalf("stream create: %d %q %q %v", code, out, errOut, err)
 	}
 	shard := wire.ShardFor([]byte("k1"), 4, wire.RoutingJump)
 	code, out, errOut = run(runPub, name, "a", "b", "c", "--key", "k1")
@@ -162,10 +164,15 @@ func TestCLIAgainstNode(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("%d 0 z\n", other)) || !strings.Contains(out, fmt.Sprintf("%d 3 x\n", shard)) {
 		t.Fatalf("sub over every shard printed %q", out)
 	}
-	if code, out, errOut = run(runStream, "describe", name); code != 0 || !strings.Contains(out, "tails=") {
+	if code, out, errOut = run(runStream, "describe", name); code != 0 || !strings.Contains(out, "RETENTION_AGE    3d\n") ||
+		!strings.Contains(out, "SHARD  TAIL\n") {
 		t.Fatalf("describe: %d %q %q", code, out, errOut)
 	}
-	if code, out, errOut = run(runStream, "delete", name); code != 0 || out != "deleted "+name+"\n" {
+	// Without a terminal to ask on, delete wants --force.
+	if code, out, errOut = run(runStream, "delete", name); code != 2 || out != "" || !strings.Contains(errOut, "pass --force") {
+		t.Fatalf("delete without --force: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = run(runStream, "delete", name, "--force"); code != 0 || out != "deleted "+name+"\n" {
 		t.Fatalf("delete: %d %q %q", code, out, errOut)
 	}
 	if code, _, errOut = run(runStream, "describe", name); code != 1 || !strings.Contains(errOut, "stream_not_found") {

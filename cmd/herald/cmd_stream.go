@@ -1,22 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/heraldmq/herald/client"
-)
+	"github.com/spf13/cobra"
 
-const streamUsage = `create|describe|list|delete STREAM [--shards N] [--routing hash|jump]
-       [--ephemeral] [--overflow drop_new|drop_old|block] [--queue-capacity N] [--queue-max-bytes N]
-       [--retention-age D] [--retention-bytes N]
-       (the config flags are for create; list takes an optional TENANT or TENANT/NAMESPACE instead of STREAM)`
+	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/supervisors"
+)
 
 // streamCmd is a parsed `herald stream` command line.
 type streamCmd struct {
@@ -25,100 +24,251 @@ type streamCmd struct {
 	op string
 	// name is the stream (create, describe, delete).
 	name client.StreamName
-	// tenant and namespace filter list.
+	// tenant and namespace filter list; tenant "" lets the node pick the
+	// credentials' own.
 	tenant, namespace string
+	// allTenants lists every tenant the CLI knows of (list --all-tenants).
+	allTenants bool
 	// config is the stream config for create.
 	config client.StreamConfig
+	// force deletes without asking (delete --force).
+	force bool
+	// json and yaml select the output (--output, --json); neither is a
+	// table.
+	json, yaml bool
 }
 
-// configFlags are the flags that set a created stream's config.
-var configFlags = []string{"shards", "routing", "ephemeral", "overflow", "queue-capacity", "queue-max-bytes", "retention-age", "retention-bytes"}
+// setFormat sets json and yaml from an output format.
+func setFormat(f outputFormat, json, yaml *bool) {
+	*json, *yaml = f == outputJSON, f == outputYAML
+}
 
-// parseStreamCmd parses the arguments of `herald stream`.
-func parseStreamCmd(args []string, stderr io.Writer, getenv func(string) string) (*streamCmd, error) {
-	fs := newFlagSet("stream", streamUsage, stderr)
-	cmd := &streamCmd{conn: registerClientFlags(fs, getenv)}
-	shards := fs.Int("shards", 1, "number of shards (create)")
-	routing := fs.String("routing", "hash", "how a key picks its shard: hash (hash % shards) or jump (jump consistent hashing) (create)")
-	ephemeral := fs.Bool("ephemeral", false, "keep the stream in memory only (create)")
-	overflow := fs.String("overflow", "drop_new", "what a full subscriber queue does to a live batch: drop_new, drop_old or block (create)")
-	queueCap := fs.Int("queue-capacity", 0, "subscriber queue capacity in batches (0: the node's default) (create)")
-	queueBytes := fs.Int64("queue-max-bytes", 0, "subscriber queue bound in payload bytes (0: the node's default) (create)")
-	retentionAge := fs.Duration("retention-age", 0, "delete whole batches older than this, e.g. 72h (0: keep forever) (create)")
-	retentionBytes := fs.Int64("retention-bytes", 0, "delete a shard's oldest whole batches past this many bytes (0: no bound) (create)")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return nil, err
+// format returns the output format json and yaml select.
+func format(json, yaml bool) outputFormat {
+	switch {
+	case json:
+		return outputJSON
+	case yaml:
+		return outputYAML
 	}
-	if len(pos) == 0 {
-		return nil, usageErrorf("missing subcommand: create, describe, list or delete")
+	return outputTable
+}
+
+// queueDefaultsHelp says what "default" means in a stream's description.
+var queueDefaultsHelp = fmt.Sprintf(`A queue bound of 0 is shown as "default": the node's subscriber_queue_capacity and
+subscriber_queue_max_bytes, whose built-in values are shown beside it (%d batches, %s);
+a node configured otherwise applies its own.`, supervisors.DefaultConfig().SubscriberQueueCapacity,
+	formatSize(supervisors.DefaultConfig().SubscriberQueueMaxBytes))
+
+func newStreamCmd(env *cliEnv) *cobra.Command {
+	c := parentCmd("stream", "Create, describe, list and delete streams",
+		"Create, describe, list and delete streams.\n\n"+streamArgHelp,
+		`  herald stream create acme/shop/orders --shards 4 --retention-age 7d --retention-bytes 10GiB
+  herald stream describe acme/shop/orders
+  herald stream list acme
+  herald stream delete acme/shop/orders --force`)
+	conn := registerClientFlags(c.PersistentFlags())
+	c.AddCommand(newStreamCreateCmd(env, conn), newStreamDescribeCmd(env, conn), newStreamListCmd(env, conn), newStreamDeleteCmd(env, conn))
+	return c
+}
+
+// streamOp is the RunE of a stream subcommand: it resolves the connection
+// flags and the output, lets parse fill in the rest, and runs the command.
+func streamOp(env *cliEnv, conn *clientFlags, out *outputFlags, op string, parse func(*cobra.Command, *streamCmd, []string) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, args []string) error {
+		cmd := &streamCmd{conn: conn, op: op}
+		if err := conn.resolve(c.Flags(), env); err != nil {
+			return err
+		}
+		f, err := out.resolve(c)
+		if err != nil {
+			return err
+		}
+		setFormat(f, &cmd.json, &cmd.yaml)
+		if err := parse(c, cmd, args); err != nil {
+			return err
+		}
+		return parsedOrRun(env, cmd, func() error { return cmd.run(context.Background(), env) })
 	}
-	cmd.op = pos[0]
-	switch cmd.op {
-	case "create", "describe", "delete":
-		if len(pos) != 2 {
-			return nil, usageErrorf("%s takes one STREAM argument", cmd.op)
+}
+
+// oneStream parses the single STREAM argument of op.
+func (cmd *streamCmd) oneStream(args []string) error {
+	if len(args) != 1 {
+		return usageErrorf("%s takes one STREAM argument", cmd.op)
+	}
+	var err error
+	cmd.name, err = parseStreamArg(args[0], cmd.conn.tenant)
+	return err
+}
+
+func newStreamCreateCmd(env *cliEnv, conn *clientFlags) *cobra.Command {
+	var out outputFlags
+	var (
+		shards                     int
+		routing, overflow          string
+		ephemeral                  bool
+		queueCap                   int
+		queueBytes, retentionBytes sizeFlag
+		retentionAge               durationFlag
+	)
+	c := &cobra.Command{
+		Use:   "create STREAM [flags]",
+		Short: "Create a stream (or check that it exists with this configuration)",
+		Long: `Create a stream and print its description. Creating a stream that exists with the same
+configuration succeeds; with another, it fails with stream_exists.
+
+Sizes take KiB, MiB or GiB (10GiB) and durations d, h, m, s (7d, 1d12h, 90m), as in the
+node's config file.
+
+` + streamArgHelp,
+		Example: `  herald stream create orders                                  # default/default/orders: 1 shard, durable
+  herald stream create acme/shop/orders --shards 4 --routing jump
+  herald stream create acme/shop/events --ephemeral --overflow drop_old
+  herald stream create acme/shop/audit --retention-age 7d --retention-bytes 10GiB`,
+	}
+	f := c.Flags()
+	f.IntVar(&shards, "shards", 1, "number of shards")
+	f.StringVar(&routing, "routing", "hash", "how a key picks its shard: hash (hash % shards) or jump (jump consistent hashing)")
+	f.BoolVar(&ephemeral, "ephemeral", false, "keep the stream in memory only")
+	f.StringVar(&overflow, "overflow", "drop_new", "what a full subscriber queue does to a live batch: drop_new, drop_old or block")
+	f.IntVar(&queueCap, "queue-capacity", 0, "subscriber queue capacity in batches (0: the node's default)")
+	f.Var(&queueBytes, "queue-max-bytes", "subscriber queue bound in payload bytes, e.g. 64MiB (0: the node's default)")
+	f.Var(&retentionAge, "retention-age", "delete whole batches older than this, e.g. 7d or 72h (0: keep forever)")
+	f.Var(&retentionBytes, "retention-bytes", "delete a shard's oldest whole batches past this size, e.g. 10GiB (0: no bound)")
+	addOutputFlags(c, &out, "the stream's description, as stream describe prints it")
+	completeWords(c, "routing", "hash", "jump")
+	completeWords(c, "overflow", "drop_new", "drop_old", "block")
+	c.RunE = streamOp(env, conn, &out, "create", func(_ *cobra.Command, cmd *streamCmd, args []string) error {
+		if err := cmd.oneStream(args); err != nil {
+			return err
 		}
-		if cmd.name, err = parseStreamArg(pos[1]); err != nil {
-			return nil, err
+		cfg := client.StreamConfig{Shards: shards, Durable: !ephemeral, QueueCapacity: queueCap,
+			QueueMaxBytes: int64(queueBytes), RetentionAge: time.Duration(retentionAge), RetentionBytes: int64(retentionBytes)}
+		var err error
+		if cfg.Routing, err = parseRouting(routing); err != nil {
+			return err
 		}
-	case "list":
-		switch len(pos) {
+		if cfg.Overflow, err = parseOverflow(overflow); err != nil {
+			return err
+		}
+		switch {
+		case cfg.Shards < 1:
+			return usageErrorf("--shards must be at least 1")
+		case cfg.QueueCapacity < 0 || int64(cfg.QueueCapacity) > 1<<32-1:
+			return usageErrorf("--queue-capacity must be between 0 and %d", uint32(1<<32-1))
+		case cfg.QueueMaxBytes < 0:
+			return usageErrorf("--queue-max-bytes must not be negative")
+		case cfg.RetentionAge < 0:
+			return usageErrorf("--retention-age must not be negative")
+		case cfg.RetentionBytes < 0:
+			return usageErrorf("--retention-bytes must not be negative")
+		}
+		cmd.config = cfg
+		return nil
+	})
+	return c
+}
+
+func newStreamDescribeCmd(env *cliEnv, conn *clientFlags) *cobra.Command {
+	var out outputFlags
+	c := &cobra.Command{
+		Use:   "describe STREAM",
+		Short: "Describe a stream: its configuration and each shard's tail",
+		Long: `Describe a stream: its configuration, when it was created, and each shard's tail (the
+offset its next record will get).
+
+` + queueDefaultsHelp + `
+
+` + streamArgHelp,
+		Example: `  herald stream describe orders
+  herald stream describe acme/shop/orders -o json`,
+	}
+	addOutputFlags(c, &out, "an object: stream, shards, routing, durable, overflow, queue_capacity, queue_max_bytes, retention_age_ms, retention_bytes, created, tails")
+	c.RunE = streamOp(env, conn, &out, "describe", func(_ *cobra.Command, cmd *streamCmd, args []string) error {
+		return cmd.oneStream(args)
+	})
+	return c
+}
+
+func newStreamListCmd(env *cliEnv, conn *clientFlags) *cobra.Command {
+	var out outputFlags
+	var allTenants bool
+	c := &cobra.Command{
+		Use:     "list [TENANT[/NAMESPACE]]",
+		Aliases: []string{"ls"},
+		Short:   "List the streams of a tenant",
+		Long: `List the streams of a tenant, or of one namespace of it, as a table: the first line says
+which tenant is listed.
+
+Without TENANT it lists the current context's tenant; without a tenant in a context, the
+tenant the credentials are bound to ("default" on a dev node, which has no credentials).
+A credential bound to a tenant may list only that tenant.
+
+--all-tenants lists every tenant the CLI knows of: "default" and the tenants of your saved
+contexts, skipping those the credentials may not list. (The node has no request that
+enumerates tenants, so tenants the CLI has never been told of are not listed.)`,
+		Example: `  herald stream list
+  herald stream list acme
+  herald stream list acme/shop -o json
+  herald stream list --all-tenants`,
+	}
+	c.Flags().BoolVarP(&allTenants, "all-tenants", "A", false, `list "default" and every saved context's tenant`)
+	addOutputFlags(c, &out, `an object: {"tenants": [...], "namespace": "", "streams": [each as stream describe prints it]}`)
+	c.RunE = streamOp(env, conn, &out, "list", func(_ *cobra.Command, cmd *streamCmd, args []string) error {
+		cmd.allTenants = allTenants
+		switch len(args) {
+		case 0:
+			if conn.context != nil && conn.context.Tenant != "" {
+				cmd.tenant = conn.context.Tenant
+			}
+			// Otherwise the node lists the credentials' tenant ("default"
+			// on a dev node).
 		case 1:
-			// The node lists the tenant of the credentials ("default"
-			// without authentication).
-		case 2:
-			cmd.tenant, cmd.namespace, _ = strings.Cut(pos[1], "/")
+			if allTenants {
+				return usageErrorf("--all-tenants does not take a TENANT argument")
+			}
+			cmd.tenant, cmd.namespace, _ = strings.Cut(args[0], "/")
 			if cmd.tenant == "" || strings.Contains(cmd.namespace, "/") {
-				return nil, usageErrorf("list takes TENANT or TENANT/NAMESPACE, got %q", pos[1])
+				return usageErrorf("list takes TENANT or TENANT/NAMESPACE, got %q", args[0])
 			}
 		default:
-			return nil, usageErrorf("list takes at most one TENANT[/NAMESPACE] argument")
+			return usageErrorf("list takes at most one TENANT[/NAMESPACE] argument")
 		}
-	default:
-		return nil, usageErrorf("unknown subcommand %q: want create, describe, list or delete", cmd.op)
-	}
-	if cmd.op != "create" {
-		if f := setFlag(fs, configFlags...); f != "" {
-			return nil, usageErrorf("--%s only applies to create", f)
-		}
-		return cmd, nil
-	}
-	cfg := client.StreamConfig{Shards: *shards, Durable: !*ephemeral, QueueCapacity: *queueCap,
-		QueueMaxBytes: *queueBytes, RetentionAge: *retentionAge, RetentionBytes: *retentionBytes}
-	if cfg.Routing, err = parseRouting(*routing); err != nil {
-		return nil, err
-	}
-	if cfg.Overflow, err = parseOverflow(*overflow); err != nil {
-		return nil, err
-	}
-	switch {
-	case cfg.Shards < 1:
-		return nil, usageErrorf("--shards must be at least 1")
-	case cfg.QueueCapacity < 0 || int64(cfg.QueueCapacity) > 1<<32-1:
-		return nil, usageErrorf("--queue-capacity must be between 0 and %d", uint32(1<<32-1))
-	case cfg.QueueMaxBytes < 0:
-		return nil, usageErrorf("--queue-max-bytes must not be negative")
-	case cfg.RetentionAge < 0:
-		return nil, usageErrorf("--retention-age must not be negative")
-	case cfg.RetentionBytes < 0:
-		return nil, usageErrorf("--retention-bytes must not be negative")
-	}
-	cmd.config = cfg
-	return cmd, nil
+		return nil
+	})
+	return c
 }
 
-// setFlag returns the first of names that was set on the command line, or
-// "".
-func setFlag(fs *flag.FlagSet, names ...string) string {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, n := range names {
-		if set[n] {
-			return n
-		}
+func newStreamDeleteCmd(env *cliEnv, conn *clientFlags) *cobra.Command {
+	var out outputFlags
+	var force bool
+	c := &cobra.Command{
+		Use:   "delete STREAM",
+		Short: "Delete a stream and all its records",
+		Long: `Delete a stream and all its records, for good.
+
+On a terminal it asks for confirmation first, unless --force. When standard input is not
+a terminal (a script, a pipe) it deletes nothing without --force: there is nobody to ask.
+
+` + streamArgHelp,
+		Example: `  herald stream delete acme/shop/orders          # asks: Delete stream acme/shop/orders ...? [y/N]
+  herald stream delete acme/shop/orders --force  # in scripts`,
 	}
-	return ""
+	c.Flags().BoolVarP(&force, "force", "f", false, "delete without asking for confirmation")
+	addOutputFlags(c, &out, `an object: {"deleted": "TENANT/NAMESPACE/STREAM"}`)
+	c.RunE = streamOp(env, conn, &out, "delete", func(_ *cobra.Command, cmd *streamCmd, args []string) error {
+		cmd.force = force
+		return cmd.oneStream(args)
+	})
+	return c
+}
+
+// completeWords offers words as the completions of flag name.
+func completeWords(c *cobra.Command, name string, words ...string) {
+	_ = c.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return words, cobra.ShellCompDirectiveNoFileComp
+	})
 }
 
 // parseRouting parses --routing.
@@ -145,18 +295,15 @@ func parseOverflow(s string) (client.Overflow, error) {
 	return 0, usageErrorf("--overflow %q: want drop_new, drop_old or block", s)
 }
 
-// runStream runs `herald stream create|describe|list|delete`: create,
-// describe and list print one line per stream (name, config, creation time,
-// shard tails) to stdout; delete prints "deleted STREAM".
-func runStream(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd, err := parseStreamCmd(args, stderr, os.Getenv)
-	if err != nil {
-		return exitStatus(stderr, "stream", err)
-	}
-	return exitStatus(stderr, "stream "+cmd.op, cmd.run(context.Background(), stdout))
-}
+// errNotConfirmed is the error of a delete the user did not confirm.
+var errNotConfirmed = errors.New("not confirmed: nothing deleted")
 
-func (cmd *streamCmd) run(ctx context.Context, stdout io.Writer) error {
+// run runs the stream command: create and describe print the stream's
+// description, list a table of streams, delete "deleted STREAM".
+func (cmd *streamCmd) run(ctx context.Context, env *cliEnv) error {
+	if cmd.op == "delete" && !cmd.force && !env.isTerminal(env.stdin) {
+		return usageErrorf("not deleting %s: standard input is not a terminal, so nobody can confirm; pass --force to delete it", cmd.name)
+	}
 	c, err := cmd.conn.dial(ctx)
 	if err != nil {
 		return err
@@ -164,52 +311,243 @@ func (cmd *streamCmd) run(ctx context.Context, stdout io.Writer) error {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
 	defer cancel()
+	f := format(cmd.json, cmd.yaml)
 
-	var infos []client.StreamInfo
 	switch cmd.op {
-	case "create":
-		info, err := c.CreateStream(ctx, cmd.name, cmd.config)
+	case "create", "describe":
+		var info client.StreamInfo
+		if cmd.op == "create" {
+			info, err = c.CreateStream(ctx, cmd.name, cmd.config)
+		} else {
+			info, err = c.DescribeStream(ctx, cmd.name)
+		}
 		if err != nil {
 			return err
 		}
-		infos = append(infos, info)
-	case "describe":
-		info, err := c.DescribeStream(ctx, cmd.name)
-		if err != nil {
-			return err
+		if f.structured() {
+			return writeValue(env.stdout, f, streamInfoJSONOf(info))
 		}
-		infos = append(infos, info)
+		return writeStreamInfo(env.stdout, info)
 	case "list":
-		if infos, err = c.ListStreams(ctx, cmd.tenant, cmd.namespace); err != nil {
-			return err
-		}
+		return cmd.list(ctx, c, env, f)
 	case "delete":
+		if !cmd.force {
+			info, err := c.DescribeStream(ctx, cmd.name)
+			if err != nil {
+				return err
+			}
+			var records uint64
+			for _, t := range info.Tails {
+				records += t
+			}
+			fmt.Fprintf(env.stderr, "Delete stream %s (%d shards, %d records written) and all its records? [y/N] ", cmd.name, len(info.Tails), records)
+			answer, _ := bufio.NewReader(env.stdin).ReadString('\n')
+			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+				return errNotConfirmed
+			}
+		}
 		if err := c.DeleteStream(ctx, cmd.name); err != nil {
 			return err
 		}
-		_, err := fmt.Fprintf(stdout, "deleted %s\n", cmd.name)
+		if f.structured() {
+			return writeValue(env.stdout, f, map[string]string{"deleted": cmd.name.String()})
+		}
+		_, err := fmt.Fprintf(env.stdout, "deleted %s\n", cmd.name)
 		return err
 	}
-	for _, info := range infos {
-		if _, err := fmt.Fprintln(stdout, formatStreamInfo(info)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return fmt.Errorf("unknown stream operation %q", cmd.op)
 }
 
-// formatStreamInfo renders a stream as one line of key=value fields (0 for
-// a queue bound means the node's default; 0 for retention, none):
-//
-//	acme/shop/orders shards=4 routing=hash durable=true overflow=drop_new queue_capacity=0
-//	  queue_max_bytes=0 retention_age=72h0m0s retention_bytes=0 created=2026-01-02T03:04:05Z tails=10,0,7,3
-func formatStreamInfo(info client.StreamInfo) string {
-	tails := make([]string, len(info.Tails))
-	for i, t := range info.Tails {
-		tails[i] = strconv.FormatUint(t, 10)
+// list lists one tenant's streams, or with --all-tenants those of every
+// tenant the CLI knows of.
+func (cmd *streamCmd) list(ctx context.Context, c *client.Client, env *cliEnv, f outputFormat) error {
+	tenants := []string{cmd.tenant}
+	if cmd.allTenants {
+		tenants = knownTenants(env)
 	}
+	var infos []client.StreamInfo
+	var listed []string
+	for _, tenant := range tenants {
+		list, err := c.ListStreams(ctx, tenant, cmd.namespace)
+		if cmd.allTenants && errors.Is(err, client.ErrPermissionDenied) {
+			fmt.Fprintf(env.stderr, "herald stream list: skipped tenant %s: the credentials may not list it\n", tenant)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case tenant != "":
+		case len(list) > 0:
+			tenant = list[0].Name.Tenant
+		case !cmd.conn.hasCredentials():
+			tenant = "default" // a node that took no credentials is in dev mode
+		}
+		listed = append(listed, tenant)
+		infos = append(infos, list...)
+	}
+	if f.structured() {
+		j := streamListJSON{Tenants: listed, Namespace: cmd.namespace, Streams: make([]streamInfoJSON, len(infos))}
+		for i, info := range infos {
+			j.Streams[i] = streamInfoJSONOf(info)
+		}
+		return writeValue(env.stdout, f, j)
+	}
+	return writeStreamList(env.stdout, listed, cmd.namespace, cmd.allTenants, infos)
+}
+
+// knownTenants returns "default" and the tenant of every saved context, in
+// that order, each once.
+func knownTenants(env *cliEnv) []string {
+	tenants := []string{"default"}
+	dir, err := configDir(env.getenv, env.userConfigDir)
+	if err != nil {
+		return tenants
+	}
+	s, err := loadContexts(dir)
+	if err != nil {
+		return tenants
+	}
+	for _, c := range s.Contexts {
+		if c.Tenant != "" && !slices.Contains(tenants, c.Tenant) {
+			tenants = append(tenants, c.Tenant)
+		}
+	}
+	return tenants
+}
+
+// writeStreamList prints a caption saying what is listed, then a table of
+// the streams.
+func writeStreamList(w io.Writer, tenants []string, namespace string, all bool, infos []client.StreamInfo) error {
+	what := "tenant " + strings.Join(tenants, ", ")
+	switch {
+	case len(tenants) == 1 && tenants[0] == "":
+		what = "the credentials' tenant"
+	case len(tenants) > 1:
+		what = "tenants " + strings.Join(tenants, ", ")
+	}
+	if all {
+		what += ` ("default" and your contexts' tenants: the node cannot enumerate tenants)`
+	}
+	if namespace != "" {
+		what += ", namespace " + namespace
+	}
+	if len(infos) == 0 {
+		_, err := fmt.Fprintf(w, "No streams in %s.\n", what)
+		return err
+	}
+	noun := "streams"
+	if len(infos) == 1 {
+		noun = "stream"
+	}
+	fmt.Fprintf(w, "%d %s in %s:\n", len(infos), noun, what)
+	t := newTable("STREAM", "SHARDS", "DURABLE", "ROUTING", "OVERFLOW", "RETENTION", "RECORDS", "CREATED")
+	for _, info := range infos {
+		cfg := info.Config
+		var records uint64
+		for _, tail := range info.Tails {
+			records += tail
+		}
+		appendRow(t, info.Name.String(), strconv.Itoa(cfg.Shards), strconv.FormatBool(cfg.Durable), cfg.Routing.String(),
+			cfg.Overflow.String(), formatRetention(cfg), strconv.FormatUint(records, 10), info.Created.UTC().Format(time.RFC3339))
+	}
+	return writeTable(w, t)
+}
+
+// formatRetention prints a stream's retention bounds: "7d", "10GiB",
+// "7d, 10GiB" or "none".
+func formatRetention(cfg client.StreamConfig) string {
+	var parts []string
+	if cfg.RetentionAge > 0 {
+		parts = append(parts, formatDuration(cfg.RetentionAge))
+	}
+	if cfg.RetentionBytes > 0 {
+		parts = append(parts, formatSize(cfg.RetentionBytes))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeStreamInfo prints a stream's description: a table of its settings,
+// then one of its shards' tails.
+func writeStreamInfo(w io.Writer, info client.StreamInfo) error {
 	cfg := info.Config
-	return fmt.Sprintf("%s shards=%d routing=%s durable=%t overflow=%s queue_capacity=%d queue_max_bytes=%d retention_age=%s retention_bytes=%d created=%s tails=%s",
-		info.Name, cfg.Shards, cfg.Routing, cfg.Durable, cfg.Overflow, cfg.QueueCapacity, cfg.QueueMaxBytes,
-		cfg.RetentionAge, cfg.RetentionBytes, info.Created.UTC().Format(time.RFC3339), strings.Join(tails, ","))
+	defaults := supervisors.DefaultConfig()
+	queueCap := strconv.Itoa(cfg.QueueCapacity)
+	if cfg.QueueCapacity == 0 {
+		queueCap = fmt.Sprintf("default (%d)", defaults.SubscriberQueueCapacity)
+	}
+	queueBytes := formatSize(cfg.QueueMaxBytes)
+	if cfg.QueueMaxBytes == 0 {
+		queueBytes = fmt.Sprintf("default (%s)", formatSize(defaults.SubscriberQueueMaxBytes))
+	}
+	age, bytes := "forever", "no bound"
+	if cfg.RetentionAge > 0 {
+		age = formatDuration(cfg.RetentionAge)
+	}
+	if cfg.RetentionBytes > 0 {
+		bytes = formatSize(cfg.RetentionBytes)
+	}
+	t := newTable()
+	for _, row := range [][2]string{
+		{"STREAM", info.Name.String()},
+		{"SHARDS", strconv.Itoa(cfg.Shards)},
+		{"DURABLE", strconv.FormatBool(cfg.Durable)},
+		{"ROUTING", cfg.Routing.String()},
+		{"OVERFLOW", cfg.Overflow.String()},
+		{"QUEUE_CAPACITY", queueCap},
+		{"QUEUE_MAX_BYTES", queueBytes},
+		{"RETENTION_AGE", age},
+		{"RETENTION_BYTES", bytes},
+		{"CREATED", info.Created.UTC().Format(time.RFC3339)},
+	} {
+		appendRow(t, row[0], row[1])
+	}
+	if err := writeTable(w, t); err != nil {
+		return err
+	}
+	t = newTable("SHARD", "TAIL")
+	for i, tail := range info.Tails {
+		appendRow(t, strconv.Itoa(i), strconv.FormatUint(tail, 10))
+	}
+	fmt.Fprintln(w)
+	return writeTable(w, t)
+}
+
+// streamInfoJSON is the json and yaml form of a stream's description. A
+// queue bound of 0 is the node's default; a retention bound of 0, none.
+type streamInfoJSON struct {
+	Stream         string   `json:"stream"`
+	Shards         int      `json:"shards"`
+	Routing        string   `json:"routing"`
+	Durable        bool     `json:"durable"`
+	Overflow       string   `json:"overflow"`
+	QueueCapacity  int      `json:"queue_capacity"`
+	QueueMaxBytes  int64    `json:"queue_max_bytes"`
+	RetentionAgeMS int64    `json:"retention_age_ms"`
+	RetentionBytes int64    `json:"retention_bytes"`
+	Created        string   `json:"created"`
+	Tails          []uint64 `json:"tails"`
+}
+
+// streamListJSON is the json and yaml form of a listing.
+type streamListJSON struct {
+	Tenants   []string         `json:"tenants"`
+	Namespace string           `json:"namespace"`
+	Streams   []streamInfoJSON `json:"streams"`
+}
+
+// streamInfoJSONOf returns the json form of info.
+func streamInfoJSONOf(info client.StreamInfo) streamInfoJSON {
+	cfg := info.Config
+	tails := info.Tails
+	if tails == nil {
+		tails = []uint64{}
+	}
+	return streamInfoJSON{Stream: info.Name.String(), Shards: cfg.Shards, Routing: cfg.Routing.String(), Durable: cfg.Durable,
+		Overflow: cfg.Overflow.String(), QueueCapacity: cfg.QueueCapacity, QueueMaxBytes: cfg.QueueMaxBytes,
+		RetentionAgeMS: cfg.RetentionAge.Milliseconds(), RetentionBytes: cfg.RetentionBytes,
+		Created: info.Created.UTC().Format(time.RFC3339Nano), Tails: tails}
 }

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,17 +14,17 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
+
 	"github.com/heraldmq/herald/client"
 	"github.com/heraldmq/herald/net/wire"
 )
 
-const subUsage = `STREAM [--from earliest|latest|OFFSET] [--shard N] [--count N] [--queue N] [--json]
-       (without --shard: every shard of the stream, merged)
-   or: herald sub STREAM --group G [--member M] [--window N] [--max N] [--heartbeat DURATION] [--count N] [--json]
-       (joins consumer group G as a push member: the node assigns it shards and it resumes at the
-       group's committed position, so --from, --shard and --queue do not apply; each delivery is
-       acked once all its records are printed; with --count, a delivery cut short by the count is
-       not acked and all its records go back to the group, to be delivered again)`
+// Bounds of the wait for a stream that does not exist yet.
+const (
+	streamWaitFirst = 100 * time.Millisecond
+	streamWaitMax   = 2 * time.Second
+)
 
 // subCmd is a parsed `herald sub` command line.
 type subCmd struct {
@@ -42,8 +40,11 @@ type subCmd struct {
 	count int
 	// queue asks the node for a queue of this many batches (--queue).
 	queue uint32
-	// json prints JSON lines (--json).
-	json bool
+	// json and yaml select the output (--output, --json).
+	json, yaml bool
+	// noWait fails at once on a stream that does not exist (--no-wait);
+	// otherwise sub waits for it to be created.
+	noWait bool
 
 	// group is the consumer group to join as a push member (--group);
 	// empty means a plain subscription. The fields below apply only to a
@@ -65,69 +66,116 @@ type subCmd struct {
 // takes.
 var groupMemberFlags = []string{"member", "window", "max", "heartbeat"}
 
-// parseSubCmd parses the arguments of `herald sub`.
-func parseSubCmd(args []string, stderr io.Writer, getenv func(string) string) (*subCmd, error) {
-	fs := newFlagSet("sub", subUsage, stderr)
-	cmd := &subCmd{conn: registerClientFlags(fs, getenv)}
-	from := fs.String("from", "earliest", "where to start: earliest, latest or an `offset` (of every subscribed shard)")
-	shard := fs.Uint("shard", 0, "subscribe to this shard only (default: every shard)")
-	fs.IntVar(&cmd.count, "count", 0, "exit after this many records (0: run until interrupted)")
-	queue := fs.Uint("queue", 0, "queue capacity in batches to ask the node for (0: the stream's default)")
-	fs.BoolVar(&cmd.json, "json", false, `print JSON lines {"shard","offset","timestamp","key","payload"} (with --group also "attempts"); a key or payload that is not UTF-8 is printed as "key_base64"/"payload_base64"`)
-	fs.StringVar(&cmd.group, "group", "", "join this consumer `group` as a push member instead of subscribing to the stream")
-	fs.StringVar(&cmd.member, "member", "", "member `id` in the group (default: the node names the member) (--group)")
-	fs.IntVar(&cmd.window, "window", client.DefaultGroupWindow, "credit window: at most this many records delivered and not yet acked; with --count, at most the count (--group)")
-	fs.IntVar(&cmd.maxPerPush, "max", 0, "at most this many records per delivery (0: the node decides) (--group)")
-	fs.DurationVar(&cmd.heartbeat, "heartbeat", 0, "send a heartbeat after this long without an ack (0: a third of the group's session timeout) (--group)")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return nil, err
+func newSubCmd(env *cliEnv) *cobra.Command {
+	var out outputFlags
+	var from string
+	var shard, queue uint
+	cmd := &subCmd{}
+	c := &cobra.Command{
+		Use:   "sub STREAM",
+		Short: "Subscribe to a stream and print its records, or consume as a group member",
+		Long: `Subscribe to a stream and print one line per record, "shard offset payload" (or JSON lines
+with --json), until --count records or Ctrl-C (exit status 0). Without --shard it
+subscribes to every shard, merged; a shard that falls behind its queue on a durable stream
+is resubscribed where it stopped, so the output has no gap.
+
+A stream that does not exist yet is waited for (polling with backoff up to 2s, and saying
+so on stderr): it appears when someone creates it or, on a node with auto_create_streams
+(the dev default), publishes to it. Ctrl-C ends the wait; --no-wait fails at once with
+stream_not_found instead.
+
+With --group G it joins consumer group G as a push member instead: the node assigns it
+shards and it resumes at the group's committed position, so --from, --shard and --queue
+do not apply. Each delivery is acked once all its records are printed; with --count, a
+delivery cut short by the count is not acked and all its records go back to the group.
+
+` + streamArgHelp,
+		Example: `  herald sub orders --count 2                      # 0 0 hello, 0 1 world
+  herald sub orders --from latest                  # follow new records until Ctrl-C
+  herald sub acme/shop/orders --shard 2 --from 100 --json
+  herald sub orders --group workers --count 10     # a group member: print, then ack`,
+		Args: cobra.ArbitraryArgs,
 	}
-	switch len(pos) {
-	case 0:
-		return nil, usageErrorf("missing STREAM")
-	case 1:
-	default:
-		return nil, usageErrorf("unexpected argument %q", pos[1])
+	cmd.conn = registerClientFlags(c.Flags())
+	f := c.Flags()
+	f.StringVar(&from, "from", "earliest", "where to start: earliest, latest or an `offset` (of every subscribed shard)")
+	f.UintVar(&shard, "shard", 0, "subscribe to this shard only (default: every shard)")
+	f.IntVar(&cmd.count, "count", 0, "exit after this many records (0: run until interrupted)")
+	f.UintVar(&queue, "queue", 0, "queue capacity in batches to ask the node for (0: the stream's default)")
+	f.BoolVar(&cmd.noWait, "no-wait", false, "fail with stream_not_found if the stream does not exist, instead of waiting for it")
+	f.StringVar(&cmd.group, "group", "", "join this consumer `group` as a push member instead of subscribing to the stream")
+	f.StringVar(&cmd.member, "member", "", "member `id` in the group (default: the node names the member) (--group)")
+	f.IntVar(&cmd.window, "window", client.DefaultGroupWindow, "credit window: at most this many records delivered and not yet acked; with --count, at most the count (--group)")
+	f.IntVar(&cmd.maxPerPush, "max", 0, "at most this many records per delivery (0: the node decides) (--group)")
+	f.DurationVar(&cmd.heartbeat, "heartbeat", 0, "send a heartbeat after this long without an ack (0: a third of the group's session timeout) (--group)")
+	addOutputFlags(c, &out, `a line {"shard","offset","timestamp","key","headers","payload"} per record, with --group also "attempts"; a key or payload that is not UTF-8 goes in "key_base64"/"payload_base64"`)
+	completeWords(c, "from", "earliest", "latest")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if err := cmd.conn.resolve(c.Flags(), env); err != nil {
+			return err
+		}
+		fm, err := out.resolve(c)
+		if err != nil {
+			return err
+		}
+		setFormat(fm, &cmd.json, &cmd.yaml)
+		switch len(args) {
+		case 0:
+			return usageErrorf("missing STREAM")
+		case 1:
+		default:
+			return usageErrorf("unexpected argument %q", args[1])
+		}
+		if cmd.name, err = parseStreamArg(args[0], cmd.conn.tenant); err != nil {
+			return err
+		}
+		if cmd.from, err = parseFrom(from); err != nil {
+			return err
+		}
+		if shard > 1<<32-1 || queue > 1<<32-1 {
+			return usageErrorf("--shard and --queue must fit in 32 bits")
+		}
+		cmd.shard, cmd.queue = uint32(shard), uint32(queue)
+		cmd.oneShard = c.Flags().Changed("shard")
+		if cmd.count < 0 {
+			return usageErrorf("--count must not be negative")
+		}
+		if err := cmd.checkGroupFlags(c); err != nil {
+			return err
+		}
+		return parsedOrRun(env, cmd, func() error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if cmd.group != "" {
+				return cmd.runGroup(ctx, env.stdout, env.stderr)
+			}
+			return cmd.run(ctx, env.stdout, env.stderr)
+		})
 	}
-	if cmd.name, err = parseStreamArg(pos[0]); err != nil {
-		return nil, err
-	}
-	if cmd.from, err = parseFrom(*from); err != nil {
-		return nil, err
-	}
-	if *shard > 1<<32-1 || *queue > 1<<32-1 {
-		return nil, usageErrorf("--shard and --queue must fit in 32 bits")
-	}
-	cmd.shard, cmd.queue = uint32(*shard), uint32(*queue)
-	cmd.oneShard = setFlag(fs, "shard") != ""
-	if cmd.count < 0 {
-		return nil, usageErrorf("--count must not be negative")
-	}
-	if err := cmd.checkGroupFlags(fs); err != nil {
-		return nil, err
-	}
-	return cmd, nil
+	return c
 }
 
 // checkGroupFlags checks that the group member flags come with --group and
 // the plain subscription's flags without it.
-func (cmd *subCmd) checkGroupFlags(fs *flag.FlagSet) error {
+func (cmd *subCmd) checkGroupFlags(c *cobra.Command) error {
+	fs := c.Flags()
 	if cmd.group == "" {
-		if f := setFlag(fs, groupMemberFlags...); f != "" {
-			return usageErrorf("--%s needs --group", f)
+		for _, f := range groupMemberFlags {
+			if fs.Changed(f) {
+				return usageErrorf("--%s needs --group", f)
+			}
 		}
-		if setFlag(fs, "group") != "" {
+		if fs.Changed("group") {
 			return usageErrorf("--group must not be empty")
 		}
 		return nil
 	}
-	switch setFlag(fs, "from", "shard", "queue") {
-	case "from":
+	switch {
+	case fs.Changed("from"):
 		return usageErrorf("--from does not go with --group: a group member resumes at the group's committed position")
-	case "shard":
+	case fs.Changed("shard"):
 		return usageErrorf("--shard does not go with --group: the node assigns the group's shards to its members")
-	case "queue":
+	case fs.Changed("queue"):
 		return usageErrorf("--queue does not go with --group: --window bounds what a group member has in flight")
 	}
 	if err := checkGroupName("group", cmd.group); err != nil {
@@ -149,7 +197,7 @@ func (cmd *subCmd) checkGroupFlags(fs *flag.FlagSet) error {
 	// With --count and no --window, hold no more than the count in flight:
 	// no delivery is then cut short by the count, so each is printed whole
 	// and acked, and the group's cursor moves past what was printed.
-	if cmd.count > 0 && setFlag(fs, "window") == "" {
+	if cmd.count > 0 && !fs.Changed("window") {
 		cmd.window = min(cmd.window, cmd.count)
 	}
 	return nil
@@ -182,35 +230,16 @@ func parseFrom(s string) (client.SubscribeOption, error) {
 	return client.WithStartOffset(off), nil
 }
 
-// runSub runs `herald sub`: it prints one line per record ("shard offset
-// payload", or JSON with --json) until --count records or an interrupt
-// (SIGINT or SIGTERM, exit status 0), and exits non-zero with a one-line
-// message on error. Without --shard it subscribes to every shard of the
-// stream; a shard that falls behind its queue on a durable stream is
-// resubscribed where it stopped, so the output has no gap. With --group it
-// is a member of a consumer group instead (cmd_sub_group.go).
-func runSub(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd, err := parseSubCmd(args, stderr, os.Getenv)
-	if err != nil {
-		return exitStatus(stderr, "sub", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if cmd.group != "" {
-		return exitStatus(stderr, "sub", cmd.runGroup(ctx, stdout, stderr))
-	}
-	return exitStatus(stderr, "sub", cmd.run(ctx, stdout))
-}
-
-func (cmd *subCmd) run(ctx context.Context, stdout io.Writer) error {
+// run prints the records of a plain subscription until --count records
+// or an interrupt (SIGINT or SIGTERM, a clean exit), and returns an error
+// otherwise.
+func (cmd *subCmd) run(ctx context.Context, stdout, stderr io.Writer) error {
 	c, err := cmd.conn.dial(ctx)
 	if err != nil {
 		return interrupted(ctx, err)
 	}
 	defer c.Close()
-	sctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
-	sub, err := c.Subscribe(sctx, cmd.name, cmd.subscribeOptions()...)
-	cancel()
+	sub, err := cmd.subscribe(ctx, c, stderr)
 	if err != nil {
 		return interrupted(ctx, err)
 	}
@@ -218,13 +247,14 @@ func (cmd *subCmd) run(ctx context.Context, stdout io.Writer) error {
 
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
+	rw := &recordWriter{format: format(cmd.json, cmd.yaml), w: out}
 	for n := 0; cmd.count == 0 || n < cmd.count; n++ {
 		ev, err := sub.Next(ctx)
 		if err != nil {
 			return interrupted(ctx, err)
 		}
-		if cmd.json {
-			err = writeEventJSON(out, ev)
+		if rw.format.structured() {
+			err = rw.write(eventJSONOf(ev))
 		} else {
 			err = writeEventText(out, ev)
 		}
@@ -236,6 +266,45 @@ func (cmd *subCmd) run(ctx context.Context, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// subscribe subscribes, waiting for the stream if it does not exist yet
+// (unless --no-wait): it says so once on stderr and tries again with
+// backoff until the stream is there or ctx ends.
+func (cmd *subCmd) subscribe(ctx context.Context, c *client.Client, stderr io.Writer) (*client.Subscription, error) {
+	var sub *client.Subscription
+	err := cmd.waitForStream(ctx, stderr, func() error {
+		sctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+		defer cancel()
+		var err error
+		sub, err = c.Subscribe(sctx, cmd.name, cmd.subscribeOptions()...)
+		return err
+	})
+	return sub, err
+}
+
+// waitForStream calls try until it returns anything but stream_not_found,
+// with a backoff from streamWaitFirst to streamWaitMax between calls,
+// saying once on stderr that it waits. With --no-wait it calls try once.
+func (cmd *subCmd) waitForStream(ctx context.Context, stderr io.Writer, try func() error) error {
+	wait := streamWaitFirst
+	for said := false; ; said = true {
+		err := try()
+		if cmd.noWait || !errors.Is(err, client.ErrStreamNotFound) {
+			return err
+		}
+		if !said {
+			fmt.Fprintf(stderr, "herald sub: stream %s does not exist yet; waiting for it to be created (Ctrl-C to stop)\n", cmd.name)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, streamWaitMax)
+	}
 }
 
 // subscribeOptions returns the Subscribe options the flags ask for.
@@ -266,15 +335,24 @@ func writeEventText(w *bufio.Writer, ev client.Event) error {
 	return w.WriteByte('\n')
 }
 
-// eventJSON is the --json form of an event.
+// eventJSON is the json and yaml form of an event.
 type eventJSON struct {
-	Shard         uint32  `json:"shard"`
-	Offset        uint64  `json:"offset"`
-	Timestamp     string  `json:"timestamp"`
-	Key           *string `json:"key"`
-	KeyBase64     string  `json:"key_base64,omitempty"`
-	Payload       *string `json:"payload,omitempty"`
-	PayloadBase64 string  `json:"payload_base64,omitempty"`
+	Shard         uint32       `json:"shard"`
+	Offset        uint64       `json:"offset"`
+	Timestamp     string       `json:"timestamp"`
+	Key           *string      `json:"key"`
+	KeyBase64     string       `json:"key_base64,omitempty"`
+	Headers       []headerJSON `json:"headers,omitempty"`
+	Payload       *string      `json:"payload,omitempty"`
+	PayloadBase64 string       `json:"payload_base64,omitempty"`
+}
+
+// headerJSON is one record header in eventJSON; a value that is not UTF-8
+// goes in value_base64.
+type headerJSON struct {
+	Key         string  `json:"key"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 string  `json:"value_base64,omitempty"`
 }
 
 // writeEventJSON prints an event as one JSON line; a key or payload that is
@@ -294,6 +372,16 @@ func eventJSONOf(ev client.Event) eventJSON {
 			j.KeyBase64 = base64.StdEncoding.EncodeToString(ev.Key)
 		}
 	}
+	for _, h := range ev.Headers {
+		hj := headerJSON{Key: h.Key}
+		if utf8.Valid(h.Value) {
+			v := string(h.Value)
+			hj.Value = &v
+		} else {
+			hj.ValueBase64 = base64.StdEncoding.EncodeToString(h.Value)
+		}
+		j.Headers = append(j.Headers, hj)
+	}
 	if utf8.Valid(ev.Payload) {
 		p := string(ev.Payload)
 		j.Payload = &p
@@ -301,14 +389,4 @@ func eventJSONOf(ev client.Event) eventJSON {
 		j.PayloadBase64 = base64.StdEncoding.EncodeToString(ev.Payload)
 	}
 	return j
-}
-
-// writeJSONLine prints v as one JSON line.
-func writeJSONLine(w *bufio.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode %T: %w", v, err)
-	}
-	w.Write(b)
-	return w.WriteByte('\n')
 }

@@ -35,9 +35,14 @@ func (cmd *subCmd) runGroup(ctx context.Context, stdout, stderr io.Writer) error
 		return interrupted(ctx, err)
 	}
 	defer c.Close()
-	jctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
-	m, err := c.Group(cmd.name, cmd.group).Subscribe(jctx, cmd.groupOptions()...)
-	cancel()
+	var m *client.GroupMember
+	err = cmd.waitForStream(ctx, stderr, func() error {
+		jctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+		defer cancel()
+		var err error
+		m, err = c.Group(cmd.name, cmd.group).Subscribe(jctx, cmd.groupOptions()...)
+		return err
+	})
 	if err != nil {
 		if err = interrupted(ctx, err); err != nil {
 			return fmt.Errorf("join group %s on %s: %w", cmd.group, cmd.name, err)
@@ -69,6 +74,7 @@ func (cmd *subCmd) groupOptions() []client.GroupSubscribeOption {
 // again.
 func (cmd *subCmd) consumeGroup(ctx context.Context, m groupMember, out *bufio.Writer, stderr io.Writer) error {
 	printed := 0
+	rw := &recordWriter{format: format(cmd.json, cmd.yaml), w: out}
 	for cmd.count == 0 || printed < cmd.count {
 		d, err := m.Next(ctx)
 		if err != nil {
@@ -79,8 +85,8 @@ func (cmd *subCmd) consumeGroup(ctx context.Context, m groupMember, out *bufio.W
 			n = min(n, cmd.count-printed)
 		}
 		for _, rec := range d.Records[:n] {
-			if cmd.json {
-				err = writeGroupRecordJSON(out, rec)
+			if rw.format.structured() {
+				err = rw.write(groupRecordJSONOf(rec))
 			} else {
 				err = writeEventText(out, eventOf(rec))
 			}
@@ -122,7 +128,12 @@ type groupRecordJSON struct {
 	Attempts uint32 `json:"attempts"`
 }
 
+// groupRecordJSONOf returns the json and yaml form of rec.
+func groupRecordJSONOf(rec client.GroupRecord) groupRecordJSON {
+	return groupRecordJSON{eventJSON: eventJSONOf(eventOf(rec)), Attempts: rec.Attempts}
+}
+
 // writeGroupRecordJSON prints rec as one JSON line.
 func writeGroupRecordJSON(w *bufio.Writer, rec client.GroupRecord) error {
-	return writeJSONLine(w, groupRecordJSON{eventJSON: eventJSONOf(eventOf(rec)), Attempts: rec.Attempts})
+	return writeJSONLine(w, groupRecordJSONOf(rec))
 }

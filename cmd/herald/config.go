@@ -412,15 +412,15 @@ func kindName(n *yaml.Node) string {
 var durationType = reflect.TypeFor[time.Duration]()
 
 // setValue parses text for v's type and sets v. It accepts: any text for
-// strings; strconv.ParseBool spellings for bools; Go duration syntax
-// ("10s", "1m30s") for time.Duration; for integers a decimal number,
+// strings; strconv.ParseBool spellings for bools; Go duration syntax with
+// days ("10s", "1m30s", "7d", parseDuration) for time.Duration; for integers a decimal number,
 // optionally followed by KiB, MiB or GiB (case-insensitive, space allowed),
 // so byte sizes read naturally. Errors wrap errBadValue.
 func setValue(v reflect.Value, text string) error {
 	if v.Type() == durationType {
-		d, err := time.ParseDuration(strings.TrimSpace(text))
+		d, err := parseDuration(text)
 		if err != nil {
-			return fmt.Errorf("%w %q: want a duration such as 500ms, 10s or 1m30s", errBadValue, text)
+			return err
 		}
 		v.SetInt(int64(d))
 		return nil

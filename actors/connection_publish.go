@@ -167,9 +167,11 @@ func (cs *connSession) routePublish(lane *actor.PID, streams map[wire.StreamName
 	return nil
 }
 
-// tracePublish starts the node's receive span of a publish whose first
-// record carries trace context (the client's publish span): the span covers
-// the connection's part, and the shard's spans are its children.
+// tracePublish starts the node's receive span of a publish: a child of the
+// trace context its first record carries (the client's publish span), or,
+// for a publish with none, the root of a trace of the node's own when the
+// tracer starts roots and samples this one. The span covers the
+// connection's part, and the shard's spans are its children.
 func (cs *connSession) tracePublish(h *StreamHandle, shard uint32, p wire.Publish) oteltrace.Span {
 	var rec wire.Record
 	if !wire.NewRecordIter(p.Records).Next(&rec) {
@@ -182,8 +184,13 @@ func (cs *connSession) tracePublish(h *StreamHandle, shard uint32, p wire.Publis
 			break
 		}
 	}
-	return cs.cfg.Tracer.Start(parent, "herald.publish.receive", oteltrace.SpanKindServer,
-		attribute.String("messaging.system", "herald"), attribute.String("messaging.destination.name", h.Name.String()),
+	attrs := []attribute.KeyValue{attribute.String("messaging.system", "herald"), attribute.String("messaging.destination.name", h.Name.String()),
 		attribute.Int("herald.shard", int(shard)), attribute.Int("messaging.batch.message_count", int(p.Count)),
-		attribute.Int("herald.batch.bytes", len(p.Records)), attribute.Int("herald.ack", int(p.Ack)))
+		attribute.Int("herald.batch.bytes", len(p.Records)), attribute.Int("herald.ack", int(p.Ack))}
+	if parent == "" {
+		// No trace context: the node may start a trace of its own
+		// (trace_sample_ratio).
+		return cs.cfg.Tracer.StartRoot("herald.publish.receive", oteltrace.SpanKindServer, attrs...)
+	}
+	return cs.cfg.Tracer.Start(parent, "herald.publish.receive", oteltrace.SpanKindServer, attrs...)
 }

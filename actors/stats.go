@@ -56,6 +56,9 @@ type Stats struct {
 	// AuthFailures counts handshakes refused for their credentials;
 	// AuthDenied counts requests refused as permission_denied.
 	AuthFailures, AuthDenied atomic.Uint64
+	// DeadLetters counts actor messages that reached no actor (most are
+	// harmless: a notice to an actor that just stopped).
+	DeadLetters atomic.Uint64
 	// Hist are the distributions (set by the node before actors start).
 	Hist   Histograms
 	labels labelled

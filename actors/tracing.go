@@ -65,14 +65,33 @@ func Traceparent(sc trace.SpanContext) string {
 // Tracer starts the node's spans. The zero Tracer traces nothing.
 type Tracer struct {
 	t trace.Tracer
+	// roots: the node starts traces of its own for publishes that carry
+	// none (its provider's sampler decides which are kept).
+	roots bool
 }
 
 // NewTracer returns a Tracer over tp (nil: a Tracer that traces nothing).
-func NewTracer(tp trace.TracerProvider) *Tracer {
+// With roots, StartRoot starts traces; without, the node only continues
+// those publishers start.
+func NewTracer(tp trace.TracerProvider, roots bool) *Tracer {
 	if tp == nil {
 		return &Tracer{}
 	}
-	return &Tracer{t: tp.Tracer("github.com/heraldmq/herald")}
+	return &Tracer{t: tp.Tracer("github.com/heraldmq/herald"), roots: roots}
+}
+
+// StartRoot starts a trace of the node's own, when the Tracer starts
+// roots and the sampler keeps it; otherwise it returns nil.
+func (t *Tracer) StartRoot(name string, kind trace.SpanKind, attrs ...attribute.KeyValue) trace.Span {
+	if !t.Enabled() || !t.roots {
+		return nil
+	}
+	_, span := t.t.Start(context.Background(), name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	if !span.SpanContext().IsSampled() {
+		span.End()
+		return nil
+	}
+	return span
 }
 
 // Enabled reports whether the node traces at all.

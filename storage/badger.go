@@ -157,8 +157,10 @@ func (o BadgerOptions) badgerOptions() badger.Options {
 	return bo
 }
 
-// badgerLogger routes Badger's warnings and errors to a slog.Logger and drops
-// its info and debug messages.
+// badgerLogger routes Badger's warnings and errors to a slog.Logger, with
+// component=badger, and drops its info and debug messages. Its cache reports, which it logs as warnings once a minute
+// while the block or index cache's hit ratio is low (as it is for a log
+// read once, in order, on a healthy node), go at debug.
 type badgerLogger struct {
 	// l receives the messages.
 	l *slog.Logger
@@ -171,7 +173,12 @@ func (b badgerLogger) Errorf(format string, args ...any) {
 
 // Warningf implements badger.Logger.
 func (b badgerLogger) Warningf(format string, args ...any) {
-	b.l.Warn(strings.TrimSpace(fmt.Sprintf(format, args...)), "component", "badger")
+	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
+	if strings.HasPrefix(format, "%s might be too small. Metrics:") || strings.HasPrefix(format, "Cache life expectancy") {
+		b.l.Debug(msg, "component", "badger")
+		return
+	}
+	b.l.Warn(msg, "component", "badger")
 }
 
 // Infof implements badger.Logger; info messages are dropped.

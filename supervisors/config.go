@@ -166,6 +166,15 @@ type Config struct {
 	// OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, else http/protobuf. The endpoint
 	// and headers come from the standard OTEL_EXPORTER_OTLP_* variables.
 	TraceOTLPProtocol string `yaml:"trace_otlp_protocol"`
+	// TraceSampleRatio is the share of publishes that carry no trace
+	// context for which the node starts a trace of its own (0 to 1;
+	// publishes with trace context follow the publisher's decision). -1,
+	// the default, means 1 with trace_exporter stdout and 0 otherwise.
+	TraceSampleRatio float64 `yaml:"trace_sample_ratio"`
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on the
+	// HTTP listener. Off by default: profiles show the node's internals to
+	// whoever reaches the listener.
+	Pprof bool `yaml:"pprof"`
 	// ActorMetrics turns on protoactor's own metrics (message receive
 	// durations, spawns, futures, mailbox lengths) on /metrics. It registers
 	// a mailbox gauge callback per spawned actor that protoactor never
@@ -210,6 +219,7 @@ func DefaultConfig() Config {
 		HTTP:                          "127.0.0.1:7401",
 		LogLevel:                      "info",
 		LogFormat:                     "text",
+		TraceSampleRatio:              -1,
 		AutoCreateStreams:             true,
 		MaxFrameBytes:                 16 << 20,
 		PublishWindow:                 256,
@@ -397,6 +407,9 @@ func (c *Config) Validate() error {
 	case "", "grpc", "http/protobuf":
 	default:
 		bad("trace_otlp_protocol", "%q: want grpc or http/protobuf", c.TraceOTLPProtocol)
+	}
+	if r := c.TraceSampleRatio; r != -1 && (r < 0 || r > 1 || r != r) {
+		bad("trace_sample_ratio", "%v: want 0 to 1, or -1 (1 with trace_exporter stdout, else 0)", r)
 	}
 	if c.GroupMaxPoll > c.GroupMaxInFlight {
 		bad("group_max_poll", "%d exceeds group_max_in_flight %d", c.GroupMaxPoll, c.GroupMaxInFlight)

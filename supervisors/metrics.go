@@ -65,6 +65,14 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		})
 	counter("herald.subscriptions.lagged", "{subscription}", "Subscriptions ended with lagged (durable streams, drop_new).",
 		func(o metric.Int64Observer) { o.Observe(u(stats.Lagged.Load())) })
+	counter("herald.actor.dead_letters", "{message}", "Actor messages that reached no actor (mostly notices to actors that had just stopped; the node logs them at debug).",
+		func(o metric.Int64Observer) { o.Observe(u(stats.DeadLetters.Load())) })
+	build := ReadBuildInfo()
+	gauge("herald.build.info", "", "The node's build: 1, with its version, VCS revision and Go version as labels.",
+		func(o metric.Int64Observer) {
+			o.Observe(1, metric.WithAttributes(attribute.String("version", build.Version), attribute.String("revision", build.Revision),
+				attribute.String("go_version", build.GoVersion)))
+		})
 	counter("herald.publish.overloaded", "{publish}", "Publishes refused as overloaded after waiting for admission.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.Overloaded.Load())) })
 	limit := func(key string) metric.ObserveOption { return metric.WithAttributes(attribute.String("limit", key)) }

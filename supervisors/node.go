@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,6 +149,11 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 			_ = n.closeResources()
 		}
 	}()
+	// The sockets first: a bad or busy address fails before the data
+	// directory or a certificate is made.
+	if err := n.bind(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
@@ -170,20 +176,23 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	if n.metrics, err = newNodeMetrics(n.stats); err != nil {
 		return nil, err
 	}
-	tp := opts.TracerProvider
+	tp, roots := opts.TracerProvider, cfg.TraceSampleRatio > 0
 	if tp == nil {
 		stdout := opts.TraceStdout
 		if stdout == nil {
 			stdout = os.Stdout
 		}
-		if n.ownTP, err = newTracerProvider(context.Background(), cfg, n.nodeID, stdout, osGetenv); err != nil {
+		if n.ownTP, roots, err = newTracerProvider(context.Background(), cfg, n.nodeID, stdout, osGetenv); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 		if n.ownTP != nil {
 			tp = n.ownTP
+			// The exporter's failures go to OpenTelemetry's error handler:
+			// log when they begin, not only at shutdown.
+			otel.SetErrorHandler(newExportErrorLog(n.logger, time.Minute, time.Now))
 		}
 	}
-	n.tracer = actors.NewTracer(tp)
+	n.tracer = actors.NewTracer(tp, roots)
 
 	bo := storage.DefaultBadgerOptions(filepath.Join(cfg.DataDir, "badger"))
 	bo.MemTableSize = cfg.Badger.MemTableSize
@@ -193,7 +202,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	bo.ValueLogFileSize = cfg.Badger.ValueLogFileSize
 	bo.ValueThreshold = cfg.Badger.ValueThreshold
 	bo.NumCompactors = cfg.Badger.NumCompactors
-	bo.Logger = n.logger.With(slog.String("component", "badger"))
+	bo.Logger = n.logger // the storage adapter adds component=badger
 	openStart := time.Now()
 	if n.durable, err = storage.OpenBadger(bo); err != nil {
 		return nil, fmt.Errorf("node: open storage: %w", err)
@@ -208,7 +217,11 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 		n.ephemeral = opts.WrapMemoryLog(n.memory)
 	}
 
-	actorLogger := n.logger.With(slog.String("component", "actor"))
+	// protoactor logs every dead letter at info ("[DeadLetter]"): most are
+	// notices to actors that just stopped, and they read like lost
+	// messages. They are counted (herald_actor_dead_letters_total) and
+	// logged at debug.
+	actorLogger := slog.New(demoteHandler{Handler: n.logger.Handler(), message: "[DeadLetter]"}).With(slog.String("component", "actor"))
 	sysOpts := []actor.ConfigOption{
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }),
 		actor.WithDeadLetterThrottleCount(3),
@@ -332,7 +345,9 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	n.ready.Store(true)
+	build := ReadBuildInfo()
 	n.logger.Info("herald node started",
+		slog.String("version", build.Version), slog.String("revision", build.Revision), slog.String("go", build.GoVersion),
 		slog.String("node_id", n.nodeID), slog.String("quic", n.Addr()), slog.String("http", n.HTTPAddr()),
 		slog.String("data_dir", cfg.DataDir), slog.Duration("storage_open", time.Since(openStart)),
 		slog.Bool("auto_create_streams", cfg.AutoCreateStreams))
@@ -391,7 +406,8 @@ func (n *Node) serverTLS() (*tls.Config, error) {
 	return transport.ServerTLSConfig(certFile, keyFile)
 }
 
-func (n *Node) listen(tlsConf *tls.Config) error {
+// bind opens the node's sockets: QUIC's UDP socket and the HTTP listener.
+func (n *Node) bind() error {
 	udpAddr, err := net.ResolveUDPAddr("udp", n.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("node: listen address %q: %w", n.cfg.Listen, err)
@@ -400,8 +416,21 @@ func (n *Node) listen(tlsConf *tls.Config) error {
 	if err != nil {
 		return fmt.Errorf("node: listen %s: %w", n.cfg.Listen, err)
 	}
-	n.udp = udp
-	n.transport = &quic.Transport{Conn: udp}
+	n.udp = udp // not on error: a nil *UDPConn in the interface is not nil
+	if n.cfg.HTTP != "" {
+		ln, err := net.Listen("tcp", n.cfg.HTTP)
+		if err != nil {
+			return fmt.Errorf("node: http listen %s: %w", n.cfg.HTTP, err)
+		}
+		n.httpLn = ln
+	}
+	return nil
+}
+
+// listen serves QUIC and HTTP on the bound sockets.
+func (n *Node) listen(tlsConf *tls.Config) error {
+	var err error
+	n.transport = &quic.Transport{Conn: n.udp}
 	n.quicLn, err = n.transport.Listen(tlsConf, &quic.Config{
 		HandshakeIdleTimeout:  n.cfg.HandshakeTimeout,
 		MaxIdleTimeout:        n.cfg.IdleTimeout,
@@ -411,10 +440,7 @@ func (n *Node) listen(tlsConf *tls.Config) error {
 	if err != nil {
 		return fmt.Errorf("node: quic listen: %w", err)
 	}
-	if n.cfg.HTTP != "" {
-		if n.httpLn, err = net.Listen("tcp", n.cfg.HTTP); err != nil {
-			return fmt.Errorf("node: http listen %s: %w", n.cfg.HTTP, err)
-		}
+	if n.httpLn != nil {
 		n.httpSrv = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 		n.wg.Add(1)
 		go func() {
@@ -445,6 +471,7 @@ func (n *Node) onDeadLetter(evt any) {
 	if !ok {
 		return
 	}
+	n.stats.DeadLetters.Add(1)
 	// A traced message travels in an envelope.
 	switch m := actor.UnwrapEnvelopeMessage(dl.Message).(type) {
 	case *actors.PublishRequest:
@@ -525,6 +552,13 @@ func (n *Node) acceptLoop() {
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", n.metrics.handler)
+	if n.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -786,4 +820,38 @@ func loadGroupSecret(log storage.Log) ([]byte, error) {
 		return nil, fmt.Errorf("node: group secret: %w", err)
 	}
 	return secret, nil
+}
+
+// demoteHandler logs records whose message is message at debug level,
+// passing every other record through.
+type demoteHandler struct {
+	slog.Handler
+	message string
+}
+
+// Enabled implements slog.Handler: a record that may be demoted is built,
+// and Handle decides.
+func (h demoteHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, l) || h.Handler.Enabled(ctx, slog.LevelDebug)
+}
+
+// Handle implements slog.Handler.
+func (h demoteHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.message {
+		r.Level = slog.LevelDebug
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h demoteHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return demoteHandler{Handler: h.Handler.WithAttrs(attrs), message: h.message}
+}
+
+// WithGroup implements slog.Handler.
+func (h demoteHandler) WithGroup(name string) slog.Handler {
+	return demoteHandler{Handler: h.Handler.WithGroup(name), message: h.message}
 }

@@ -34,7 +34,7 @@ func TestTracerProviderFromConfig(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.TraceExporter, cfg.TraceOTLPProtocol = tc.exporter, tc.protocol
 			var out bytes.Buffer
-			tp, err := newTracerProvider(context.Background(), cfg, "n1", &out, env(tc.vars))
+			tp, _, err := newTracerProvider(context.Background(), cfg, "n1", &out, env(tc.vars))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want one naming %s", err, tc.err)

@@ -32,13 +32,14 @@ var benchScenarios = []struct{ name, short string }{
 	{"groups", "consumer groups: push members with credit windows"},
 	{"replay", "reading a durable stream back from its start"},
 	{"idle", "memory and goroutines of many idle subscriptions"},
-	{"ceiling", "the machine's ceilings: disk syncs and QUIC throughput"},
+	{"ceiling", "the machine's ceilings: Badger synced commits, quic-go streams, against Herald's publish"},
 }
 
 func newBenchCmd(env *cliEnv) *cobra.Command {
-	c := parentCmd("bench SCENARIO", "Run a benchmark scenario against an in-process node",
+	c := parentCmd("bench SCENARIO", "Run a benchmark scenario (docs/benchmarks.md)",
 		`Run a benchmark scenario. Scenarios start a node on a temporary data dir (so the whole run
-is one command) and print a human summary, or JSON with --json. docs/benchmarks.md
+is one command: in this process, or for idle a child herald node) and print a human
+summary, or JSON with --json. docs/benchmarks.md
 describes each and its results. --cpuprofile FILE, before the scenario, profiles the
 whole run.`,
 		`  herald bench isolation

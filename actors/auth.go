@@ -83,17 +83,39 @@ var DevPrincipal = Principal{Name: "dev", Any: true, Perms: PermAll}
 // Allow checks that p may use perm on the stream name, or returns a
 // permission_denied error. It looks at the name only, never at whether the
 // stream exists, so a refusal says nothing about other tenants' streams.
+// perm may hold several permissions: any one of them allows (a describe
+// takes any). The message says what is wrong, in this order: the stream is
+// another tenant's (and which tenant the credentials have), its namespace
+// is not among the credentials' namespaces, or the credentials lack the
+// permission (and which they hold).
 func (p *Principal) Allow(perm Permission, name wire.StreamName) *wire.Error {
 	if p.Any {
 		return nil
 	}
-	if p.Perms&perm == 0 {
-		return wire.Errorf(wire.CodePermissionDenied, "credentials %q do not allow %s", p.Name, perm)
+	if name.Tenant != p.Tenant {
+		return wire.Errorf(wire.CodePermissionDenied, "credentials %q belong to tenant %s: %s is in tenant %s", p.Name, p.Tenant, name, name.Tenant)
 	}
-	if name.Tenant != p.Tenant || !p.namespaceAllowed(name.Namespace) {
-		return wire.Errorf(wire.CodePermissionDenied, "credentials %q do not allow %s on %s", p.Name, perm, name)
+	if !p.namespaceAllowed(name.Namespace) {
+		return wire.Errorf(wire.CodePermissionDenied, "credentials %q of tenant %s are limited to namespaces %s: %s is in namespace %s",
+			p.Name, p.Tenant, strings.Join(p.Namespaces, ","), name, name.Namespace)
+	}
+	if p.Perms&perm == 0 {
+		return p.missing(perm)
 	}
 	return nil
+}
+
+// missing is the error for credentials that hold none of perm.
+func (p *Principal) missing(perm Permission) *wire.Error {
+	want := perm.String()
+	if strings.Contains(want, ",") {
+		want = "any of " + want
+	}
+	held := p.Perms.String()
+	if held == "" {
+		held = "none"
+	}
+	return wire.Errorf(wire.CodePermissionDenied, "credentials %q of tenant %s do not allow %s (they allow %s)", p.Name, p.Tenant, want, held)
 }
 
 // AllowList checks a ListStreams of tenant (and namespace, "" for all) and
@@ -106,14 +128,18 @@ func (p *Principal) AllowList(tenant, namespace string) (string, *wire.Error) {
 		}
 		return tenant, nil
 	}
-	if p.Perms&PermManage == 0 {
-		return "", wire.Errorf(wire.CodePermissionDenied, "credentials %q do not allow %s", p.Name, PermManage)
-	}
 	if tenant == "" {
 		tenant = p.Tenant
 	}
-	if tenant != p.Tenant || (namespace != "" && !p.namespaceAllowed(namespace)) {
-		return "", wire.Errorf(wire.CodePermissionDenied, "credentials %q do not allow listing %s/%s", p.Name, tenant, namespace)
+	if tenant != p.Tenant {
+		return "", wire.Errorf(wire.CodePermissionDenied, "credentials %q belong to tenant %s: they cannot list tenant %s", p.Name, p.Tenant, tenant)
+	}
+	if namespace != "" && !p.namespaceAllowed(namespace) {
+		return "", wire.Errorf(wire.CodePermissionDenied, "credentials %q of tenant %s are limited to namespaces %s: they cannot list namespace %s",
+			p.Name, p.Tenant, strings.Join(p.Namespaces, ","), namespace)
+	}
+	if p.Perms&PermManage == 0 {
+		return "", p.missing(PermManage)
 	}
 	return tenant, nil
 }

@@ -13,7 +13,9 @@ import (
 // permission as if all were missing.
 func TestPrincipalRefusals(t *testing.T) {
 	shop := Principal{Name: "shop-writer", Tenant: "acme", Perms: PermPublish | PermSubscribe, Namespaces: []string{"shop", "web"}}
-	name := func(tenant, ns string) wire.StreamName { return wire.StreamName{Tenant: tenant, Namespace: ns, Stream: "orders"} }
+	name := func(tenant, ns string) wire.StreamName {
+		return wire.StreamName{Tenant: tenant, Namespace: ns, Stream: "orders"}
+	}
 	tests := []struct {
 		perm Permission
 		name wire.StreamName

@@ -187,6 +187,35 @@ func (l *BadgerLog) Stats(shard ShardKey) (ShardStats, error) {
 	return st, nil
 }
 
+// OffsetAt implements Log.OffsetAt from one walk of the shard's index (up
+// to the answer) and its floor, in one read transaction.
+func (l *BadgerLog) OffsetAt(shard ShardKey, unixNano int64) (uint64, error) {
+	if err := l.acquire(); err != nil {
+		return 0, err
+	}
+	defer l.mu.RUnlock()
+	var off uint64
+	err := l.db.View(func(txn *badger.Txn) error {
+		floor, err := readFloor(txn, shard)
+		if err != nil {
+			return err
+		}
+		off = floor
+		return walkIndex(txn, shard, func(b BatchInfo) bool {
+			if b.Timestamp >= unixNano {
+				off = b.Base
+				return false
+			}
+			off = max(off, b.End())
+			return true
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("storage: offset at %d of stream %d shard %d: %w", unixNano, shard.Stream, shard.Shard, err)
+	}
+	return off, nil
+}
+
 // deletePlan is what one DeleteBefore deletes, decided from a snapshot.
 type deletePlan struct {
 	// bases are the bases of the batch and index keys to delete, ascending

@@ -350,3 +350,28 @@ func TestBadgerUpgradeIndexesOldDatabase(t *testing.T) {
 		t.Fatal("OpenBadger accepted a newer layout")
 	}
 }
+
+// OffsetAt reads the batch index, never a record: with the batch values of
+// a shard gone (only the index left), it gives the same answers.
+func TestBadgerOffsetAtReadsOnlyTheIndex(t *testing.T) {
+	s := ShardKey{Stream: 4, Shard: 0}
+	l := openTestBadger(t, t.TempDir())
+	bs := tsChain(100, 200, 150, 300) // [0,2)@100 [2,4)@200 [4,6)@150 [6,8)@300
+	mustCommit(t, l, appendsOf(s, bs...), nil)
+	err := l.db.Update(func(txn *badger.Txn) error {
+		for _, b := range bs {
+			if err := txn.Delete(batchKey(s, b.Base)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for at, want := range map[int64]uint64{0: 0, 100: 0, 101: 2, 160: 2, 201: 6, 300: 6, 301: 8} {
+		if got, err := l.OffsetAt(s, at); err != nil || got != want {
+			t.Fatalf("OffsetAt(%d) = %d, %v; want %d", at, got, err, want)
+		}
+	}
+}

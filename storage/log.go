@@ -208,6 +208,21 @@ type Log interface {
 	// is read).
 	Stats(shard ShardKey) (ShardStats, error)
 
+	// OffsetAt returns the first offset of the shard whose record was
+	// accepted at or after unixNano: the Base of the first stored batch, in
+	// offset order, whose Timestamp is at or after unixNano (a batch's
+	// records share its timestamp). Timestamps come from the shard's wall
+	// clock and need not increase from one batch to the next; the answer is
+	// still the first such batch in offset order, even when a batch before
+	// it is stamped earlier than one after it: it is the cut age retention
+	// makes with a cutoff of unixNano (Retain keeps that batch and every
+	// batch after it). A time after every stored batch returns the shard's
+	// tail (the End of its last indexed batch, or its First when it holds
+	// none); a time at or before the first batch returns First. It reads
+	// only the batch index, never records, from the oldest batch up to the
+	// answer.
+	OffsetAt(shard ShardKey, unixNano int64) (uint64, error)
+
 	// DropShard removes every batch of the shard and forgets its tail (a
 	// dropped shard starts again at offset 0).
 	DropShard(shard ShardKey) error

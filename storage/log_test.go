@@ -456,6 +456,8 @@ func testLogConformance(t *testing.T, open func(t *testing.T) Log) {
 		check("Retain", err)
 		_, err = l.Stats(a)
 		check("Stats", err)
+		_, err = l.OffsetAt(a, 0)
+		check("OffsetAt", err)
 	})
 
 	testRetentionConformance(t, open)

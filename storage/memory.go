@@ -370,6 +370,25 @@ func (l *MemoryLog) Stats(shard ShardKey) (ShardStats, error) {
 	return ShardStats{First: s.first(), Tail: s.tail(), Batches: len(s.batches), Bytes: s.bytes}, nil
 }
 
+// OffsetAt implements Log.OffsetAt from the shard's batch headers.
+func (l *MemoryLog) OffsetAt(shard ShardKey, unixNano int64) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.closed {
+		return 0, ErrClosed
+	}
+	s := l.mu.shards[shard]
+	if s == nil {
+		return 0, nil
+	}
+	for _, b := range s.batches {
+		if b.Timestamp >= unixNano {
+			return b.Base, nil
+		}
+	}
+	return s.tail(), nil
+}
+
 // DropShard implements Log.DropShard.
 func (l *MemoryLog) DropShard(shard ShardKey) error {
 	l.mu.Lock()

@@ -29,7 +29,8 @@ func TestBadgerMatchesMemory(t *testing.T) {
 	randShard := func() ShardKey { return shards[rng.IntN(len(shards))] }
 	var commits, refused, reads, batchesRead, reopens int // to check the test is not vacuous
 	var deletes, retains, batchesDeleted, scanned int     // idem, for retention
-	clock := int64(1_700_000_000_000_000_000)             // batch timestamps, in ns
+	var offsetsAt int
+	clock := int64(1_700_000_000_000_000_000) // batch timestamps, in ns
 
 	// check compares one answer of both logs.
 	check := func(i int, what string, mv, bv any, merr, berr error) {
@@ -158,11 +159,33 @@ func TestBadgerMatchesMemory(t *testing.T) {
 			bi, berr := scan(bl)
 			check(i, fmt.Sprintf("ScanBatches(%v, %d)", s, from), mi, bi, merr, berr)
 			scanned += len(mi)
-		case p < 98: // stats
+		case p < 97: // stats
 			s := randShard()
 			ms, merr := ml.Stats(s)
 			bs, berr := bl.Stats(s)
 			check(i, fmt.Sprintf("Stats(%v)", s), ms, bs, merr, berr)
+		case p < 98: // the first offset at or after a time
+			s := randShard()
+			at := clock - int64(rng.IntN(30_000))
+			mo, merr := ml.OffsetAt(s, at)
+			bo, berr := bl.OffsetAt(s, at)
+			check(i, fmt.Sprintf("OffsetAt(%v, %d)", s, at), mo, bo, merr, berr)
+			// And both say what reading every batch says.
+			all, _ := ml.Read(s, 0, 0, 0)
+			want := tails[s]
+			for _, b := range all {
+				if b.Timestamp >= at {
+					want = b.Base
+					break
+				}
+			}
+			if st, _ := ml.Stats(s); len(all) == 0 {
+				want = st.Tail
+			}
+			if mo != want {
+				t.Fatalf("op %d: OffsetAt(%v, %d) = %d, the batches say %d", i, s, at, mo, want)
+			}
+			offsetsAt++
 		default: // sync
 			check(i, "Sync", nil, nil, ml.Sync(), bl.Sync())
 		}
@@ -180,9 +203,9 @@ func TestBadgerMatchesMemory(t *testing.T) {
 	bs, berr := scanAll(bl, nil)
 	check(ops, "final ScanMeta", ms, bs, merr, berr)
 	t.Logf("%d commits, %d refused, %d reads returning %d batches, %d reopens", commits, refused, reads, batchesRead, reopens)
-	t.Logf("%d deletes and %d retains deleting %d batches, %d batches scanned", deletes, retains, batchesDeleted, scanned)
+	t.Logf("%d deletes and %d retains deleting %d batches, %d batches scanned, %d offsets at a time", deletes, retains, batchesDeleted, scanned, offsetsAt)
 	if commits < ops/4 || refused == 0 || batchesRead < reads || reopens == 0 ||
-		deletes == 0 || retains == 0 || batchesDeleted < (deletes+retains)/2 || scanned == 0 {
+		deletes == 0 || retains == 0 || batchesDeleted < (deletes+retains)/2 || scanned == 0 || offsetsAt == 0 {
 		t.Fatal("the random operations did not cover enough ground")
 	}
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -355,6 +356,80 @@ func testRetentionConformance(t *testing.T, open func(t *testing.T) Log) {
 			wantTailFirst(t, l, s, 8, first)
 			wantRead(t, l, s, 0, 0, 0, bs[tt.deleted:])
 			checkIndex(t, l, s)
+		}
+	})
+
+	t.Run("OffsetAt", func(t *testing.T) {
+		l := open(t)
+		defer l.Close()
+		const t0 = int64(1_700_000_000_000_000_000)
+		// [0,2)@100 [2,4)@200 [4,6)@200 [6,8)@400, and a clock that stepped
+		// back: [0,2)@100 [2,4)@500 [4,6)@300 [6,8)@300.
+		bs := tsChain(t0+100, t0+200, t0+200, t0+400)
+		back := tsChain(t0+100, t0+500, t0+300, t0+300)
+		s, sb, empty := ShardKey{Stream: 50, Shard: 0}, ShardKey{Stream: 50, Shard: 1}, ShardKey{Stream: 50, Shard: 2}
+		mustCommit(t, l, append(appendsOf(s, bs...), appendsOf(sb, back...)...), nil)
+		for _, tt := range []struct {
+			shard ShardKey
+			at    int64
+			want  uint64
+		}{
+			{s, math.MinInt64, 0}, // before everything: First
+			{s, t0, 0},
+			{s, t0 + 100, 0}, // at a batch's timestamp: that batch
+			{s, t0 + 101, 2},
+			{s, t0 + 200, 2}, // two batches share it: the first of them
+			{s, t0 + 201, 6},
+			{s, t0 + 400, 6},
+			{s, t0 + 401, 8}, // after everything: the tail
+			{s, math.MaxInt64, 8},
+			// The first batch in offset order at or after the time, even
+			// with an older one after it (the cut age retention makes).
+			{sb, t0 + 150, 2},
+			{sb, t0 + 300, 2},
+			{sb, t0 + 501, 8},
+			{empty, t0, 0}, // never written
+		} {
+			if got, err := l.OffsetAt(tt.shard, tt.at); err != nil || got != tt.want {
+				t.Fatalf("OffsetAt(%v, t0%+d) = %d, %v; want %d", tt.shard, tt.at-t0, got, err, tt.want)
+			}
+		}
+		// After retention the answer moves with First; with every batch
+		// deleted it is the tail that stays.
+		if _, err := l.DeleteBefore(s, 4); err != nil {
+			t.Fatal(err)
+		}
+		for at, want := range map[int64]uint64{t0: 4, t0 + 100: 4, t0 + 300: 6, t0 + 401: 8} {
+			if got, err := l.OffsetAt(s, at); err != nil || got != want {
+				t.Fatalf("after DeleteBefore(4): OffsetAt(t0%+d) = %d, %v; want %d", at-t0, got, err, want)
+			}
+		}
+		if _, err := l.DeleteBefore(s, 8); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := l.OffsetAt(s, t0); err != nil || got != 8 {
+			t.Fatalf("emptied shard: OffsetAt = %d, %v; want its tail 8", got, err)
+		}
+	})
+
+	t.Run("OffsetAtIsTheAgeRetentionCut", func(t *testing.T) {
+		// For any cutoff, OffsetAt is where Retain by age leaves First.
+		l := open(t)
+		defer l.Close()
+		const t0 = int64(1_000_000)
+		timestamps := []int64{t0 + 10, t0 + 40, t0 + 20, t0 + 20, t0 + 50, t0 + 30, t0 + 60}
+		now := time.Unix(0, t0+1000)
+		for i, cut := 0, t0; cut <= t0+70; i, cut = i+1, cut+5 {
+			sk := ShardKey{Stream: 51, Shard: uint32(i)}
+			mustCommit(t, l, appendsOf(sk, tsChain(timestamps...)...), nil)
+			at, err := l.OffsetAt(sk, cut)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := l.Retain(sk, RetentionPolicy{MaxAge: time.Duration(now.UnixNano() - cut)}, now)
+			if err != nil || r.First != at {
+				t.Fatalf("cutoff t0%+d: OffsetAt %d, Retain left First %d (%v)", cut-t0, at, r.First, err)
+			}
 		}
 	})
 

@@ -410,3 +410,26 @@ func TestContextCommands(t *testing.T) {
 		t.Fatalf("use --none: %d", code)
 	}
 }
+
+// Every command that prints a result takes --output and --json; those
+// that print only a confirmation sentence (ack, nack, redrive, discard,
+// context add/use/rm) and the ones that run something (node, bench,
+// completion) do not.
+func TestOutputFlagOnPrintingCommands(t *testing.T) {
+	root := newRootCmd(processEnv(strings.NewReader(""), io.Discard, io.Discard))
+	want := map[string]bool{}
+	for _, p := range []string{"stream create", "stream describe", "stream list", "stream delete", "pub", "sub", "read",
+		"group poll", "group dead-letters", "group describe", "context ls", "version", "token new"} {
+		want["herald "+p] = true
+	}
+	walk(root, func(c *cobra.Command) {
+		has := c.Flags().Lookup("output") != nil && c.Flags().Lookup("json") != nil
+		if has != want[c.CommandPath()] {
+			t.Errorf("%s: --output and --json %v, want %v", c.CommandPath(), has, want[c.CommandPath()])
+		}
+		delete(want, c.CommandPath())
+	})
+	if len(want) > 0 {
+		t.Errorf("commands not in the tree: %v", want)
+	}
+}

@@ -9,7 +9,7 @@ BENCHTIME ?= 3s
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/herald
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/herald
 
 ## run: start a node on the embedded defaults (data in ./data, QUIC 127.0.0.1:7400, HTTP 127.0.0.1:7401)
 run: build

@@ -43,6 +43,7 @@ const (
 	CodeGroupNotFound       Code = 30 // the group has never been used on this stream
 	CodeStreamNotDurable    Code = 31 // the operation needs a durable stream (consumer groups do)
 	CodeQuotaExceeded       Code = 32 // the tenant has its maximum of streams, or the stream of groups; delete some first
+	CodeGroupInUse          Code = 33 // a group delete or seek while the group has push members (a seek: or claims in flight)
 )
 
 // RetryClass says what a caller should do about an error.
@@ -99,6 +100,7 @@ var codes = map[Code]codeInfo{
 	CodeGroupNotFound:       {"group_not_found", RetryFatal},
 	CodeStreamNotDurable:    {"stream_not_durable", RetryFatal},
 	CodeQuotaExceeded:       {"quota_exceeded", RetryFatal},
+	CodeGroupInUse:          {"group_in_use", RetryFatal},
 }
 
 // String returns the code's stable snake_case name.

@@ -50,6 +50,7 @@ var codeTable = []struct {
 	{wire.CodeGroupNotFound, 30, "group_not_found", wire.RetryFatal},
 	{wire.CodeStreamNotDurable, 31, "stream_not_durable", wire.RetryFatal},
 	{wire.CodeQuotaExceeded, 32, "quota_exceeded", wire.RetryFatal},
+	{wire.CodeGroupInUse, 33, "group_in_use", wire.RetryFatal},
 }
 
 func TestCodesTable(t *testing.T) {

@@ -38,6 +38,8 @@ const (
 	TypeDeleteStream   Type = 0x15 // client → node: delete a stream and its records
 	TypeRead           Type = 0x16 // client → node: read one page of a shard
 	TypeReadResult     Type = 0x17 // node → client: the page
+	TypeOffsetsForTime Type = 0x18 // client → node: the first offset at or after a time, per shard
+	TypeShardOffsets   Type = 0x19 // node → client: an offset per shard (offsets_for_time and group_seek answer)
 	TypePublish        Type = 0x20 // client → node: a batch of records for one stream
 	TypePublishAck     Type = 0x21 // node → client: the offsets a publish was written at
 	TypeSubscribe      Type = 0x30 // client → node: first frame of a subscription stream
@@ -58,6 +60,10 @@ const (
 	TypeGroupSubscribe   Type = 0x4B // client → node: first frame of a group push stream
 	TypeGroupAssignment  Type = 0x4C // node → client: a member's shards (join and ack answer)
 	TypeGroupStreamAck   Type = 0x4D // client → node: on a push stream, return credit and commit a cursor
+	TypeListGroups       Type = 0x4E // client → node: list a stream's groups
+	TypeGroupList        Type = 0x4F // node → client: the answer to ListGroups
+	TypeDeleteGroup      Type = 0x50 // client → node: delete a group and its state
+	TypeGroupSeek        Type = 0x51 // client → node: set a group's committed position
 )
 
 // String returns the frame type's name.
@@ -79,6 +85,10 @@ func (t Type) String() string {
 		return "read"
 	case TypeReadResult:
 		return "read_result"
+	case TypeOffsetsForTime:
+		return "offsets_for_time"
+	case TypeShardOffsets:
+		return "shard_offsets"
 	case TypeCreateStream:
 		return "create_stream"
 	case TypeDescribeStream:
@@ -127,6 +137,14 @@ func (t Type) String() string {
 		return "group_assignment"
 	case TypeGroupStreamAck:
 		return "group_stream_ack"
+	case TypeListGroups:
+		return "list_groups"
+	case TypeGroupList:
+		return "group_list"
+	case TypeDeleteGroup:
+		return "delete_group"
+	case TypeGroupSeek:
+		return "group_seek"
 	default:
 		return "unknown"
 	}

@@ -26,6 +26,8 @@ var knownTypes = map[wire.Type]string{
 	wire.TypeDeleteStream:   "delete_stream",
 	wire.TypeRead:           "read",
 	wire.TypeReadResult:     "read_result",
+	wire.TypeOffsetsForTime: "offsets_for_time",
+	wire.TypeShardOffsets:   "shard_offsets",
 	wire.TypePublish:        "publish",
 	wire.TypePublishAck:     "publish_ack",
 	wire.TypeSubscribe:      "subscribe",
@@ -46,6 +48,10 @@ var knownTypes = map[wire.Type]string{
 	wire.TypeGroupSubscribe:   "group_subscribe",
 	wire.TypeGroupAssignment:  "group_assignment",
 	wire.TypeGroupStreamAck:   "group_stream_ack",
+	wire.TypeListGroups:       "list_groups",
+	wire.TypeGroupList:        "group_list",
+	wire.TypeDeleteGroup:      "delete_group",
+	wire.TypeGroupSeek:        "group_seek",
 }
 
 func TestHeaderLayout(t *testing.T) {
@@ -92,7 +98,7 @@ func TestDecodeHeaderErrors(t *testing.T) {
 		{"undefined flag 0x80", with(5, 0x80), 100, wire.CodeMalformedFrame},
 		{"unknown type 0x00", with(4, 0x00), 100, wire.CodeUnknownFrameType},
 		{"unknown type 0x06", with(4, 0x06), 100, wire.CodeUnknownFrameType},
-		{"unknown type 0x18", with(4, 0x18), 100, wire.CodeUnknownFrameType},
+		{"unknown type 0x1a", with(4, 0x1a), 100, wire.CodeUnknownFrameType},
 		{"unknown type 0xff", with(4, 0xff), 100, wire.CodeUnknownFrameType},
 		{"over max", valid, 9, wire.CodeFrameTooLarge},
 		{"max zero", valid, 0, wire.CodeFrameTooLarge},

@@ -288,6 +288,41 @@ func checkGroupStreamAck(t *testing.T, body []byte) {
 	reencode(t, body, wire.TypeGroupStreamAck, wire.DecodeGroupStreamAck, func(a wire.GroupStreamAck) []byte { return wire.AppendGroupStreamAck(nil, 1, a) }, true)
 }
 
+func checkOffsetsForTime(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeOffsetsForTime, wire.DecodeOffsetsForTime, func(o wire.OffsetsForTime) []byte { return wire.AppendOffsetsForTime(nil, 1, o) }, true)
+}
+
+func checkShardOffsets(t *testing.T, body []byte) {
+	offs, err := wire.DecodeShardOffsets(body)
+	if err == nil && len(offs) > 1<<16 {
+		t.Fatalf("%d shard offsets accepted", len(offs))
+	}
+	reencode(t, body, wire.TypeShardOffsets, wire.DecodeShardOffsets, func(o []wire.ShardOffset) []byte { return wire.AppendShardOffsets(nil, 1, o) }, true)
+}
+
+func checkListGroups(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeListGroups, wire.DecodeListGroups, func(n wire.StreamName) []byte { return wire.AppendListGroups(nil, 1, n) }, true)
+}
+
+func checkGroupList(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeGroupList, wire.DecodeGroupList, func(l []wire.GroupSummary) []byte { return wire.AppendGroupList(nil, 1, l) }, true)
+}
+
+func checkDeleteGroup(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeDeleteGroup, wire.DecodeDeleteGroup, func(g wire.DeleteGroup) []byte { return wire.AppendDeleteGroup(nil, 1, g) }, true)
+}
+
+func checkGroupSeek(t *testing.T, body []byte) {
+	g, err := wire.DecodeGroupSeek(body)
+	if err == nil && g.To > wire.SeekToTime {
+		t.Fatalf("seek kind %d accepted", g.To)
+	}
+	if err == nil && (g.To == wire.SeekToOffset && g.UnixNano != 0 || g.To == wire.SeekToTime && g.Offset != 0) {
+		t.Fatalf("seek %+v sets the position field its kind does not use", g)
+	}
+	reencode(t, body, wire.TypeGroupSeek, wire.DecodeGroupSeek, func(g wire.GroupSeek) []byte { return wire.AppendGroupSeek(nil, 1, g) }, true)
+}
+
 // checkByType maps every frame type to its decoder's property.
 var checkByType = map[wire.Type]func(*testing.T, []byte){
 	wire.TypeHello:          checkHello,
@@ -303,6 +338,8 @@ var checkByType = map[wire.Type]func(*testing.T, []byte){
 	wire.TypeDeleteStream:   checkDeleteStream,
 	wire.TypeRead:           checkRead,
 	wire.TypeReadResult:     checkReadResult,
+	wire.TypeOffsetsForTime: checkOffsetsForTime,
+	wire.TypeShardOffsets:   checkShardOffsets,
 	wire.TypePublish:        checkPublish,
 	wire.TypePublishAck:     checkPublishAck,
 	wire.TypeSubscribe:      checkSubscribe,
@@ -323,6 +360,10 @@ var checkByType = map[wire.Type]func(*testing.T, []byte){
 	wire.TypeGroupSubscribe:   checkGroupSubscribe,
 	wire.TypeGroupAssignment:  checkGroupAssignment,
 	wire.TypeGroupStreamAck:   checkGroupStreamAck,
+	wire.TypeListGroups:       checkListGroups,
+	wire.TypeGroupList:        checkGroupList,
+	wire.TypeDeleteGroup:      checkDeleteGroup,
+	wire.TypeGroupSeek:        checkGroupSeek,
 }
 
 func TestCheckByTypeCoversEveryType(t *testing.T) {
@@ -376,6 +417,8 @@ func seedFrames() [][]byte {
 		wire.AppendDeleteStream(nil, 7, nameABC),
 		wire.AppendRead(nil, 8, wire.Read{Name: nameABC, Shard: 1, Start: 11, End: wire.NoEnd, MaxRecords: 100, MaxBytes: 1 << 20}),
 		wire.AppendReadResult(nil, 8, 13, 0, 13, page),
+		wire.AppendOffsetsForTime(nil, 18, wire.OffsetsForTime{Name: nameABC, Shard: wire.AnyShard, UnixNano: 1_700_000_000_000_000_000}),
+		wire.AppendShardOffsets(nil, 18, []wire.ShardOffset{{Shard: 0, Offset: 12}, {Shard: 1, Offset: 40}}),
 		wire.AppendPublish(nil, 5, wire.Publish{Name: nameABC, Ack: wire.AckPerBatch, Shard: wire.AnyShard, Key: []byte("user-1"), Count: 2, Records: recs}),
 		wire.AppendPublishAck(nil, 5, wire.PublishAck{Shard: 1, Offset: 100, Count: 2}),
 		wire.AppendSubscribe(nil, 6, wire.Subscribe{Name: nameABC, Shard: 1, Start: wire.StartOffset, Offset: 5, QueueCapacity: 32}),
@@ -397,6 +440,10 @@ func seedFrames() [][]byte {
 		wire.AppendGroupSubscribe(nil, 16, wire.GroupSubscribe{Name: nameABC, Group: "billing", Member: "worker-1", Window: 64, MaxPerPush: 16}),
 		wire.AppendGroupAssignment(nil, 16, wire.GroupAssignment{Member: "worker-1", Generation: 3, Shards: []uint32{0, 1}, Window: 64, MaxPerPush: 16, SessionMillis: 10_000}),
 		wire.AppendGroupStreamAck(nil, 17, wire.GroupStreamAck{Cursor: []byte("cursor-token-1"), Count: 2}),
+		wire.AppendListGroups(nil, 19, nameABC),
+		wire.AppendGroupList(nil, 19, []wire.GroupSummary{{Group: "billing", Members: 2, Lag: 40}, {Group: "fulfilment", Lag: 3}}),
+		wire.AppendDeleteGroup(nil, 20, wire.DeleteGroup{Name: nameABC, Group: "billing"}),
+		wire.AppendGroupSeek(nil, 21, wire.GroupSeek{Name: nameABC, Group: "billing", Shard: wire.AnyShard, To: wire.SeekToTime, UnixNano: 1_700_000_000_000_000_000}),
 	}
 }
 
@@ -675,6 +722,50 @@ func FuzzDecodeGroupStreamAck(f *testing.F) {
 	f.Add(splitFrame(f, wire.AppendGroupStreamAck(nil, 1, wire.GroupStreamAck{})).Body) // a heartbeat
 	f.Add(bcat(be16(math.MaxUint16), be32(1)))
 	f.Fuzz(checkGroupStreamAck)
+}
+
+func FuzzDecodeOffsetsForTime(f *testing.F) {
+	addBodySeeds(f, wire.TypeOffsetsForTime)
+	f.Add(splitFrame(f, wire.AppendOffsetsForTime(nil, 1, wire.OffsetsForTime{Name: nameLong, Shard: 3, UnixNano: math.MinInt64})).Body)
+	f.Fuzz(checkOffsetsForTime)
+}
+
+func FuzzDecodeShardOffsets(f *testing.F) {
+	addBodySeeds(f, wire.TypeShardOffsets)
+	f.Add(splitFrame(f, wire.AppendShardOffsets(nil, 1, nil)).Body)
+	f.Add(bcat(be32(2), be32(0), be64(1)))
+	f.Add(bcat(be32(1<<16+1), be32(0), be64(1)))
+	f.Fuzz(checkShardOffsets)
+}
+
+func FuzzDecodeListGroups(f *testing.F) {
+	addBodySeeds(f, wire.TypeListGroups)
+	f.Add(splitFrame(f, wire.AppendListGroups(nil, 1, nameLong)).Body)
+	f.Fuzz(checkListGroups)
+}
+
+func FuzzDecodeGroupList(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupList)
+	f.Add(splitFrame(f, wire.AppendGroupList(nil, 1, nil)).Body)
+	f.Add(bcat(be32(math.MaxUint32), str16("g"), be32(1), be64(2)))
+	f.Add(bcat(be32(1), be16(9), []byte("g"), be32(1), be64(2)))
+	f.Fuzz(checkGroupList)
+}
+
+func FuzzDecodeDeleteGroup(f *testing.F) {
+	addBodySeeds(f, wire.TypeDeleteGroup)
+	f.Add(splitFrame(f, wire.AppendDeleteGroup(nil, 1, wire.DeleteGroup{Name: nameLong, Group: repeatString('g', 64)})).Body)
+	f.Fuzz(checkDeleteGroup)
+}
+
+func FuzzDecodeGroupSeek(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupSeek)
+	body := seedBody(wire.TypeGroupSeek)
+	for _, k := range []byte{0, 2, 0xff} {
+		f.Add(withByte(body, len(body)-9, k)) // the seek kind
+	}
+	f.Add(splitFrame(f, wire.AppendGroupSeek(nil, 1, wire.GroupSeek{Name: nameABC, Group: "g", Shard: 1, To: wire.SeekToOffset, Offset: wire.NoEnd})).Body)
+	f.Fuzz(checkGroupSeek)
 }
 
 // FuzzValidateGroupName checks ValidateGroupName against the stream-name

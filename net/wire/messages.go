@@ -24,11 +24,18 @@ const (
 	FeatureRead uint64 = 1 << 5
 	// FeatureGroups: consumer groups, pull and push (frames 0x40-0x4D).
 	FeatureGroups uint64 = 1 << 6
+	// FeatureOffsetsForTime: the first offset at or after a time
+	// (OffsetsForTime, ShardOffsets: frames 0x18-0x19).
+	FeatureOffsetsForTime uint64 = 1 << 7
+	// FeatureGroupAdmin: list, delete and seek consumer groups (frames
+	// 0x4E-0x51; a seek is answered with ShardOffsets).
+	FeatureGroupAdmin uint64 = 1 << 8
 )
 
 // Features is every feature this package's version implements.
 const Features = FeaturePublishPipeline | FeatureEventBatch | FeatureSubscribeQueue |
-	FeaturePublishConditional | FeatureIdempotentProducer | FeatureRead | FeatureGroups
+	FeaturePublishConditional | FeatureIdempotentProducer | FeatureRead | FeatureGroups |
+	FeatureOffsetsForTime | FeatureGroupAdmin
 
 // StreamName names a stream: tenant, namespace and stream. Each part is 1–64
 // bytes of [A-Za-z0-9._-].

@@ -595,6 +595,21 @@ func TestAppendKeepsPrefix(t *testing.T) {
 		"group_stream_ack": func(b []byte) []byte {
 			return wire.AppendGroupStreamAck(b, 1, wire.GroupStreamAck{Cursor: []byte("c"), Count: 1})
 		},
+
+		"offsets_for_time": func(b []byte) []byte {
+			return wire.AppendOffsetsForTime(b, 1, wire.OffsetsForTime{Name: nameABC, Shard: wire.AnyShard, UnixNano: 1})
+		},
+		"shard_offsets": func(b []byte) []byte { return wire.AppendShardOffsets(b, 1, []wire.ShardOffset{{Shard: 1, Offset: 2}}) },
+		"list_groups":   func(b []byte) []byte { return wire.AppendListGroups(b, 1, nameABC) },
+		"group_list": func(b []byte) []byte {
+			return wire.AppendGroupList(b, 1, []wire.GroupSummary{{Group: "g", Members: 1, Lag: 2}})
+		},
+		"delete_group": func(b []byte) []byte {
+			return wire.AppendDeleteGroup(b, 1, wire.DeleteGroup{Name: nameABC, Group: "g"})
+		},
+		"group_seek": func(b []byte) []byte {
+			return wire.AppendGroupSeek(b, 1, wire.GroupSeek{Name: nameABC, Group: "g", Shard: wire.AnyShard, To: wire.SeekToTime, UnixNano: 1})
+		},
 	}
 	// Every type but EventBatch (WriteEventBatch writes to an io.Writer)
 	// has an AppendX builder.
@@ -699,7 +714,8 @@ func TestParseStreamName(t *testing.T) {
 
 func TestFeatures(t *testing.T) {
 	bits := []uint64{wire.FeaturePublishPipeline, wire.FeatureEventBatch, wire.FeatureSubscribeQueue,
-		wire.FeaturePublishConditional, wire.FeatureIdempotentProducer, wire.FeatureRead, wire.FeatureGroups}
+		wire.FeaturePublishConditional, wire.FeatureIdempotentProducer, wire.FeatureRead, wire.FeatureGroups,
+		wire.FeatureOffsetsForTime, wire.FeatureGroupAdmin}
 	var all uint64
 	for i, b := range bits {
 		if b != 1<<i {

@@ -39,6 +39,8 @@ var bodyTargets = map[string]wire.Type{
 	"FuzzDecodeDeleteStream":   wire.TypeDeleteStream,
 	"FuzzDecodeRead":           wire.TypeRead,
 	"FuzzDecodeReadResult":     wire.TypeReadResult,
+	"FuzzDecodeOffsetsForTime": wire.TypeOffsetsForTime,
+	"FuzzDecodeShardOffsets":   wire.TypeShardOffsets,
 	"FuzzDecodePublish":        wire.TypePublish,
 	"FuzzDecodePublishAck":     wire.TypePublishAck,
 	"FuzzDecodeSubscribe":      wire.TypeSubscribe,
@@ -57,6 +59,10 @@ var bodyTargets = map[string]wire.Type{
 	"FuzzDecodeGroupSubscribe":   wire.TypeGroupSubscribe,
 	"FuzzDecodeGroupAssignment":  wire.TypeGroupAssignment,
 	"FuzzDecodeGroupStreamAck":   wire.TypeGroupStreamAck,
+	"FuzzDecodeListGroups":       wire.TypeListGroups,
+	"FuzzDecodeGroupList":        wire.TypeGroupList,
+	"FuzzDecodeDeleteGroup":      wire.TypeDeleteGroup,
+	"FuzzDecodeGroupSeek":        wire.TypeGroupSeek,
 }
 
 func seedFileList() []fuzzseed.Seed {
@@ -151,6 +157,20 @@ func seedFileList() []fuzzseed.Seed {
 		add("FuzzValidateGroupName", name, s)
 	}
 
+	// Offsets at a time and group administration: counts that lie, the
+	// shard limit, empty answers and the seek kinds.
+	add("FuzzDecodeOffsetsForTime", "one_shard_before_epoch", body(wire.AppendOffsetsForTime(nil, 1, wire.OffsetsForTime{Name: nameABC, Shard: 2, UnixNano: -1})))
+	add("FuzzDecodeShardOffsets", "empty", body(wire.AppendShardOffsets(nil, 1, nil)))
+	add("FuzzDecodeShardOffsets", "count_lies", bcat(be32(2), be32(0), be64(1)))
+	add("FuzzDecodeShardOffsets", "count_over_limit", bcat(be32(1<<16+1), be32(0), be64(1)))
+	add("FuzzDecodeGroupList", "empty", body(wire.AppendGroupList(nil, 1, nil)))
+	add("FuzzDecodeGroupList", "count_lies", bcat(be32(math.MaxUint32), str16("g"), be32(1), be64(2)))
+	add("FuzzDecodeGroupList", "name_length_lies", bcat(be32(1), be16(9), []byte("g"), be32(1), be64(2)))
+	seek := seedBody(wire.TypeGroupSeek)
+	add("FuzzDecodeGroupSeek", "to_offset", body(wire.AppendGroupSeek(nil, 1, wire.GroupSeek{Name: nameABC, Group: "billing", Shard: 1, To: wire.SeekToOffset, Offset: 41})))
+	add("FuzzDecodeGroupSeek", "to_tail", body(wire.AppendGroupSeek(nil, 1, wire.GroupSeek{Name: nameABC, Group: "billing", Shard: wire.AnyShard, To: wire.SeekToOffset, Offset: wire.NoEnd})))
+	add("FuzzDecodeGroupSeek", "unknown_seek_kind", withByte(seek, len(seek)-9, 2))
+
 	// ReadFrame: streams of frames.
 	frames := seedFrames()
 	byType := map[wire.Type][]byte{}
@@ -176,6 +196,8 @@ func seedFileList() []fuzzseed.Seed {
 	add("FuzzReadFrame", "delete_then_read", cat(wire.TypeDeleteStream, wire.TypeOK, wire.TypeRead, wire.TypeReadResult))
 	pollAnswer := wire.AppendGroupRecords(nil, 9, wire.GroupRecords{Records: seedGroupRecords()})
 	add("FuzzReadFrame", "group_pull", append(append(cat(wire.TypeGroupPoll), pollAnswer...), cat(wire.TypeGroupAck, wire.TypeGroupDone)...))
+	add("FuzzReadFrame", "offsets_for_time", cat(wire.TypeOffsetsForTime, wire.TypeShardOffsets))
+	add("FuzzReadFrame", "group_admin", cat(wire.TypeListGroups, wire.TypeGroupList, wire.TypeGroupSeek, wire.TypeShardOffsets, wire.TypeDeleteGroup, wire.TypeOK))
 	add("FuzzReadFrame", "group_push", cat(wire.TypeGroupSubscribe, wire.TypeGroupAssignment, wire.TypeGroupRecords, wire.TypeGroupStreamAck, wire.TypeGroupAssignment))
 
 	// Records blocks.

@@ -234,7 +234,7 @@ func loadGroup(t *testing.T, shards int, puts []storage.MetaPut) (*groupCore, bo
 // per settled record above committed, a 'd' key per dead letter, and the
 // attempts of every owed record ('o' below committed, 'a' above).
 func groupStatePuts(c *groupCore) []storage.MetaPut {
-	puts := []storage.MetaPut{{Key: c.key('g', 0, 0, false), Value: binary.BigEndian.AppendUint64(nil, c.generation)}}
+	puts := []storage.MetaPut{{Key: c.key('g', 0, 0, false), Value: c.generationValue()}}
 	for _, s := range c.shards {
 		v := binary.BigEndian.AppendUint64(nil, s.committed)
 		v = binary.BigEndian.AppendUint64(v, s.next)
@@ -362,8 +362,8 @@ func FuzzGroupCoreLoad(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the loaded state written back does not load: %v", err)
 		}
-		if again.generation != c.generation {
-			t.Fatalf("generation %d after the round trip, want %d", again.generation, c.generation)
+		if again.generation != c.generation || again.incarnation != c.incarnation {
+			t.Fatalf("generation %d, incarnation %d after the round trip, want %d, %d", again.generation, again.incarnation, c.generation, c.incarnation)
 		}
 		for i, s := range c.shards {
 			a := again.shards[i]
@@ -447,6 +447,21 @@ func seedGroupStates(t *testing.T) map[string][]storage.MetaPut {
 	h.core.shards[0].tail = 60
 	h.poll("", 0, 2)
 	states["retention_floor"] = dump(h)
+
+	// A group created after one of its name was deleted, then moved back
+	// by a seek over its owed records and dead letters.
+	h = newH(1, GroupLimits{MaxAttempts: 1})
+	h.core.incarnation = 0x5eed
+	h.core.saveGeneration()
+	h.poll("", 0, 6)
+	h.core.ack(0, []uint64{0, 2})
+	h.core.nack(0, []uint64{1, 3}, h.now) // dead letters at 1 and 3
+	h.core.ack(0, []uint64{4, 5})
+	h.core.redrive([]uint32{0}, []uint64{1})
+	if _, err := h.core.seek([]uint32{0}, []uint64{2}); err != nil {
+		t.Fatal(err)
+	}
+	states["seek_back_new_incarnation"] = dump(h)
 	return states
 }
 

@@ -272,7 +272,7 @@ func (g *groupCoordinator) claimRead(ctx actor.Context, r *groupRead, recs []wir
 	}
 	mem := g.core.members[r.member]
 	mem.inFlight += uint32(len(recs))
-	cursor := mintCursor(g.cfg.Secret, cursorToken{stream: g.cfg.Stream.ID, group: groupHash(g.cfg.Group), epoch: r.epoch,
+	cursor := mintCursor(g.cfg.Secret, cursorToken{stream: g.cfg.Stream.ID, group: cursorGroup(g.cfg.Group, g.core.incarnation), epoch: r.epoch,
 		ranges: cursorRanges(recs)})
 	ctx.Send(g.memberPIDs[r.member], &GroupClaimGranted{Records: recs, Cursor: cursor, Trace: r.trace})
 	return true

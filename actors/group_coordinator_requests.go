@@ -1,6 +1,9 @@
 package actors
 
 import (
+	"crypto/rand"
+	"encoding/binary"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -10,12 +13,22 @@ import (
 // letters, describe, members joining, claiming, committing and leaving,
 // and the timer.
 
-// create brings the group into being on its first poll or join.
+// create brings the group into being on its first poll, join or seek,
+// with an incarnation of its own (a group deleted before under the name had
+// another).
 func (g *groupCoordinator) create() {
 	if !g.exists {
 		g.exists = true
+		g.core.incarnation = newIncarnation()
 		g.core.saveGeneration()
 	}
+}
+
+// newIncarnation draws a group's incarnation: random, never 0.
+func newIncarnation() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) | 1
 }
 
 func (g *groupCoordinator) checkShard(shard uint32) *wire.Error {
@@ -315,7 +328,7 @@ func (g *groupCoordinator) checkCursor(epoch uint64, cursor []byte, count uint32
 	if werr != nil {
 		return t, werr
 	}
-	if t.stream != g.cfg.Stream.ID || t.group != groupHash(g.cfg.Group) {
+	if t.stream != g.cfg.Stream.ID || t.group != cursorGroup(g.cfg.Group, g.core.incarnation) {
 		return t, wire.Errorf(wire.CodeInvalidCursor, "the cursor belongs to another stream or group")
 	}
 	if t.epoch != epoch {

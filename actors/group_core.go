@@ -19,8 +19,10 @@ import (
 // clock. Each change appends the metadata puts that make it durable to
 // c.puts; the coordinator flushes them through the storage writer.
 //
-// Per shard, every offset below committed is settled (acked, dead-lettered
-// or discarded) unless it was redriven (then it is owed or claimed again),
+// Per shard, every offset below committed is settled (acked, dead-lettered,
+// discarded, or passed over: deleted by retention before it was delivered,
+// or below the position of a seek) unless it was redriven (then it is owed
+// or claimed again),
 // and every offset in [committed, next) is exactly one of: settled (in
 // done), claimed, or owed. Offsets from next on were never delivered.
 type groupCore struct {
@@ -32,7 +34,13 @@ type groupCore struct {
 	// generation counts membership changes; a member's epoch is the
 	// generation it joined at.
 	generation uint64
-	members    map[string]*groupMember
+	// incarnation tells this group apart from an earlier group of the same
+	// name that was deleted (whose generations the new one repeats): the
+	// coordinator draws it when it creates the group, and it is part of
+	// every cursor the group mints (0 for a group created before groups
+	// could be deleted). It is stored with the generation.
+	incarnation uint64
+	members     map[string]*groupMember
 	// claimCount is the number of claims across shards; memberClaims
 	// counts the claims of each push member.
 	claimCount   int
@@ -203,7 +211,7 @@ func newGroupCore(stream uint64, group string, shards int, cfg GroupLimits) *gro
 
 // Metadata keys: 'G' | stream id | group length | group | kind | ...
 //
-//	'g'                      generation (u64): the group exists
+//	'g'                      generation (u64), incarnation (u64, when not 0): the group exists
 //	'c' | shard              committed (u64), next (u64)
 //	'k' | shard | offset     settled at or above committed (not a dead letter)
 //	'a' | shard | offset     attempts (u32) of an unsettled record delivered more than once
@@ -266,8 +274,11 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		}
 		kind, rest := rest[0], rest[1:]
 		if kind == 'g' {
-			if len(value) == 8 {
+			if len(value) == 8 || len(value) == 16 {
 				c.generation = binary.BigEndian.Uint64(value)
+			}
+			if len(value) == 16 {
+				c.incarnation = binary.BigEndian.Uint64(value[8:])
 			}
 			return nil
 		}
@@ -384,10 +395,19 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 	return found, nil
 }
 
-// touch marks the group as existing (its generation key).
+// saveGeneration marks the group as existing (its generation key).
 func (c *groupCore) saveGeneration() {
 	c.eager = true
-	c.puts = append(c.puts, storage.MetaPut{Key: c.key('g', 0, 0, false), Value: binary.BigEndian.AppendUint64(nil, c.generation)})
+	c.puts = append(c.puts, storage.MetaPut{Key: c.key('g', 0, 0, false), Value: c.generationValue()})
+}
+
+// generationValue is the value of the generation key.
+func (c *groupCore) generationValue() []byte {
+	v := binary.BigEndian.AppendUint64(nil, c.generation)
+	if c.incarnation != 0 {
+		v = binary.BigEndian.AppendUint64(v, c.incarnation)
+	}
+	return v
 }
 
 // flushPuts returns the pending puts, each dirty shard's cursor first: a
@@ -986,6 +1006,72 @@ func (c *groupCore) deadLetters(shards []uint32, from uint64, limit int) ([]wire
 		}
 	}
 	return out, false
+}
+
+// seek moves the committed position of each of shards to the offset at the
+// same index of to, clamped to the shard's retained range as last heard
+// ([first, tail]), and returns the positions. It is all or nothing: it is
+// refused, changing nothing, while the group has push members or while a
+// shard sought has records claimed or acks staged (an ack being
+// committed), since their outcome would land on a position that no longer
+// holds them.
+//
+// On a shard moved to p, every offset below p is settled and every offset
+// from p on was never delivered: committed, next and the floor are p (so
+// load, which owes every unsettled offset in [committed, next), owes none,
+// and counts what lies below p settled). Owed records are forgotten (below
+// p they are settled; from p on they are delivered again as new records,
+// their attempts counted afresh), and so are settled markers; dead letters
+// below p are kept, those at or after p are dropped (their records come
+// again). Every key that would contradict that after a restart (settled
+// markers, attempts of owed records, owed markers below the cursor, dead
+// letters from p on) is deleted with the new cursor, in the same flush.
+func (c *groupCore) seek(shards []uint32, to []uint64) ([]uint64, *wire.Error) {
+	if n := len(c.members); n > 0 {
+		return nil, wire.Errorf(wire.CodeGroupInUse,
+			"group %s has %d push members; a seek needs none (stop them, or wait for their session to expire)", c.group, n)
+	}
+	for _, si := range shards {
+		s := c.shards[si]
+		if n := len(s.claims); n > 0 {
+			return nil, wire.Errorf(wire.CodeGroupInUse,
+				"shard %d of group %s has %d records claimed; ack or nack them, or wait for their visibility timeout, then seek", si, c.group, n)
+		}
+		if n := len(s.staged); n > 0 {
+			return nil, wire.Errorf(wire.CodeGroupInUse, "shard %d of group %s has acks of %d records being committed; retry", si, c.group, n)
+		}
+	}
+	out := make([]uint64, len(shards))
+	for i, si := range shards {
+		s := c.shards[si]
+		p := min(max(to[i], s.first), s.tail)
+		persisted := s.persisted()
+		for off, marked := range s.done {
+			if marked {
+				c.put('k', s.index, off, nil)
+			}
+		}
+		for _, off := range s.owed {
+			if off < persisted {
+				c.put('o', s.index, off, nil)
+			} else if s.attempts[off] > 1 {
+				c.put('a', s.index, off, nil)
+			}
+		}
+		for off := range s.dead {
+			if off >= p {
+				delete(s.dead, off)
+				c.put('d', s.index, off, nil)
+			}
+		}
+		clear(s.done)
+		clear(s.attempts)
+		s.owed = nil
+		s.committed, s.next, s.floor, s.stagedTo = p, p, p, p
+		c.markDirty(s)
+		out[i] = p
+	}
+	return out, nil
 }
 
 // join adds (or re-adds) a push member and rebalances.

@@ -16,8 +16,8 @@ import (
 
 // A model-based test of groupCore: random polls (with records lost to
 // retention), acks, nacks, visibility timeouts, members joining, leaving and
-// expiring, redrives, discards, and restarts (clean, and crashes that lose
-// what was not flushed) are applied both to the core and to a plain model
+// expiring, redrives, discards, seeks, and restarts (clean, and crashes that
+// lose what was not flushed) are applied both to the core and to a plain model
 // that keeps every delivered offset's state in one map. After each step the
 // core must match the model: the committed cursor never passes an unsettled
 // record, every offset in [committed, next) is exactly one of settled,
@@ -116,6 +116,9 @@ type propRun struct {
 	acks     []*propAck
 	staged   []map[uint64]uint64
 	stagedTo []uint64
+	// seeks and seeksRefused count the seeks applied and refused, so the
+	// test cannot pass without moving a group.
+	seeks, seeksRefused int
 }
 
 func (p *propRun) fatalf(format string, args ...any) {
@@ -588,6 +591,65 @@ func uniq(x []uint64) []uint64 {
 	return slices.Compact(y)
 }
 
+// seek moves one shard, or every shard, to random offsets (some outside
+// the retained range), as GroupSeek does. The core refuses the whole seek
+// while the group has push members, or a shard sought has records claimed
+// or acks staged; the coordinator also refuses shards a read is out for,
+// so the model seeks only shards no read holds. Applied, every offset below
+// the (clamped) position is settled: owed records there are forgotten,
+// dead letters kept; everything from the position on is forgotten, dead
+// letters included, and will be delivered as new.
+func (p *propRun) seek() {
+	shards := []uint32{uint32(p.rng.IntN(len(p.model.shards)))}
+	if p.rng.IntN(3) == 0 {
+		shards = p.core.allShards()
+	}
+	if len(p.free(slices.Clone(shards))) != len(shards) {
+		return
+	}
+	to := make([]uint64, len(shards))
+	for i, si := range shards {
+		to[i] = uint64(p.rng.IntN(int(p.tail[si]) + 4))
+	}
+	refused := len(p.model.members) > 0
+	for _, si := range shards {
+		refused = refused || len(p.staged[si]) > 0
+		for _, r := range p.model.shards[si].recs {
+			refused = refused || r.st == mClaimed
+		}
+	}
+	got, werr := p.core.seek(shards, to)
+	p.note("seek shards=%v to=%v -> %v %v", shards, to, got, errOrNil(werr))
+	if refused {
+		if werr == nil || werr.Code != wire.CodeGroupInUse {
+			p.fatalf("seek with members, claims or staged acks: %v, want group_in_use", errOrNil(werr))
+		}
+		p.seeksRefused++
+		return
+	}
+	if werr != nil {
+		p.fatalf("seek refused: %v", werr)
+	}
+	for i, si := range shards {
+		want := min(max(to[i], p.first[si]), p.tail[si])
+		if got[i] != want {
+			p.fatalf("seek of shard %d to %d went to %d, want %d (first %d, tail %d)", si, to[i], got[i], want, p.first[si], p.tail[si])
+		}
+		s := p.model.shards[si]
+		for off, r := range s.recs {
+			switch {
+			case off >= want:
+				delete(s.recs, off)
+			case r.st == mOwed:
+				r.st, r.skipped, r.attempts = mGone, true, 0
+			}
+		}
+		s.committed, s.next, s.floor = want, want, want
+		p.stagedTo[si] = want
+	}
+	p.seeks++
+}
+
 func (p *propRun) flush() {
 	if err := p.log.Commit(nil, p.core.flushPuts()); err != nil {
 		p.t.Fatal(err)
@@ -791,7 +853,7 @@ func (p *propRun) check() {
 	}
 }
 
-func runGroupCoreProp(t *testing.T, seed uint64, steps int) {
+func runGroupCoreProp(t *testing.T, seed uint64, steps int) (seeks, refused int) {
 	// Vary the limits and shard count with the seed.
 	lim := GroupLimits{Visibility: 10 * time.Second, MaxAttempts: uint32(1 + seed%4), Session: 20 * time.Second,
 		MaxInFlight: []int{3, 12, 40}[seed%3]}.withDefaults()
@@ -858,9 +920,11 @@ func runGroupCoreProp(t *testing.T, seed uint64, steps int) {
 			p.selectDead(true)
 		case op < 90:
 			p.selectDead(false)
-		case op < 95:
+		case op < 93:
 			p.flush()
 			p.note("flush")
+		case op < 95:
+			p.seek()
 		case op < 98:
 			p.restart(true)
 		default:
@@ -869,6 +933,7 @@ func runGroupCoreProp(t *testing.T, seed uint64, steps int) {
 		p.setEnv()
 		p.check()
 	}
+	return p.seeks, p.seeksRefused
 }
 
 // TestGroupCoreMatchesModel runs 100 seeds of 300 steps (well under a
@@ -884,10 +949,16 @@ func TestGroupCoreMatchesModel(t *testing.T) {
 		first, _ = strconv.ParseUint(n, 10, 64) // GROUP_PROP_SEED=s runs that seed alone
 		seeds = first + 1
 	}
+	seeks, refused := 0, 0
 	for seed := first; seed < seeds; seed++ {
-		runGroupCoreProp(t, seed, steps)
+		n, r := runGroupCoreProp(t, seed, steps)
+		seeks, refused = seeks+n, refused+r
 		if t.Failed() {
 			return
 		}
+	}
+	t.Logf("%d seeks applied, %d refused", seeks, refused)
+	if os.Getenv("GROUP_PROP_SEED") == "" && (seeks == 0 || refused == 0) {
+		t.Fatalf("%d seeks applied and %d refused: the steps did not cover seeking", seeks, refused)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -383,5 +384,92 @@ func TestGroupCoreLoadDeletesMarkersBehindTheCursor(t *testing.T) {
 	h.flush()
 	if _, err := h.log.GetMeta(marker); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("the marker behind the cursor is still stored (%v)", err)
+	}
+}
+
+// A seek settles everything below its position and forgets everything from
+// it on: owed records and attempts go, dead letters below stay, those at
+// or after go; a restart loads the same state. It is refused while records
+// are claimed, acks staged or members joined, and clamped to the retained
+// range.
+func TestGroupCoreSeek(t *testing.T) {
+	h := newCoreHarness(t, 2, 20, GroupLimits{MaxAttempts: 2})
+	h.poll("", 0, 8) // 0..7 claimed
+	h.core.ack(0, []uint64{0, 1, 5})
+	h.core.nack(0, []uint64{2, 3, 4, 6, 7}, h.now) // owed, attempts 1
+	h.poll("", 0, 2)                               // 2, 3 again
+	h.core.nack(0, []uint64{2, 3}, h.now)          // dead letters: 2 and 3
+
+	// Refused while a record is claimed (4, 6 and 7 are owed: claim 4).
+	h.poll("", 0, 1) // 4
+	if _, err := h.core.seek([]uint32{0}, []uint64{3}); err == nil || err.Code != wire.CodeGroupInUse {
+		t.Fatalf("seek with a claim: %v", err)
+	}
+	h.core.nack(0, []uint64{4}, h.now) // its second attempt: a dead letter too
+	// Staged acks refuse it too, members as well.
+	h.poll("", 0, 1) // 6
+	stage, _ := h.core.stageAck(0, []uint64{6})
+	if _, err := h.core.seek([]uint32{0}, []uint64{3}); err == nil || err.Code != wire.CodeGroupInUse {
+		t.Fatalf("seek with a staged ack: %v", err)
+	}
+	h.flush()
+	h.core.applyAck(0, []uint64{6}, stage)
+	h.core.join("m", 10, h.now)
+	if _, err := h.core.seek([]uint32{1}, []uint64{3}); err == nil || err.Code != wire.CodeGroupInUse {
+		t.Fatalf("seek with a member: %v", err)
+	}
+	h.core.leave("m", h.core.members["m"].epoch, h.now)
+
+	s := h.core.shards[0]
+	if s.committed != 7 || len(s.dead) != 3 || !slices.Equal(s.owed, []uint64{7}) {
+		t.Fatalf("before the seek: committed %d dead %d owed %v", s.committed, len(s.dead), s.owed)
+	}
+	// Back to 3: 2 stays a dead letter; 3 and 4 are dead letters no more;
+	// 7 is no longer owed; 3.. are never delivered.
+	got, err := h.core.seek([]uint32{0}, []uint64{3})
+	if err != nil || !slices.Equal(got, []uint64{3}) {
+		t.Fatalf("seek: %v %v", got, err)
+	}
+	check := func(when string) {
+		t.Helper()
+		s := h.core.shards[0]
+		if s.committed != 3 || s.next != 3 || len(s.owed) != 0 || len(s.done) != 0 || len(s.attempts) != 0 {
+			t.Fatalf("%s: committed %d next %d owed %v done %v attempts %v", when, s.committed, s.next, s.owed, s.done, s.attempts)
+		}
+		if _, ok := s.dead[2]; !ok || len(s.dead) != 1 {
+			t.Fatalf("%s: dead letters %v, want only 2", when, slices.Sorted(maps.Keys(s.dead)))
+		}
+		if p := h.poll("", 0, 3); !slices.Equal(offsetsOf(p), []uint64{3, 4, 5}) || p[0].attempts != 1 || p[1].attempts != 1 {
+			t.Fatalf("%s: polled %+v, want 3, 4, 5 on their first attempt", when, p)
+		}
+	}
+	h.flush()
+	saved := h.log
+	check("after the seek")
+	// The same after a restart from what the seek flushed.
+	h.log = saved
+	c := newGroupCore(7, "g", 2, h.core.cfg)
+	if _, err := c.load(func(fn func(k, v []byte) error) error { return saved.ScanMeta(groupPrefix(7, "g"), fn) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range c.shards {
+		sh.tail = 20
+	}
+	h.core = c
+	check("after a restart")
+
+	// Clamped to the retained range: below first goes to first, past the
+	// tail to the tail; every shard at once.
+	h.core.shards[1].first = 5
+	h.core.nack(0, []uint64{3, 4, 5}, h.now)
+	got, err = h.core.seek([]uint32{0, 1}, []uint64{wire.NoEnd, 0})
+	if err != nil || !slices.Equal(got, []uint64{20, 5}) {
+		t.Fatalf("clamped seek: %v %v", got, err)
+	}
+	if p := h.poll("", 1, 1); !slices.Equal(offsetsOf(p), []uint64{5}) {
+		t.Fatalf("shard 1 after seeking to its first: polled %v", offsetsOf(p))
+	}
+	if p := h.poll("", 0, 1); len(p) != 0 {
+		t.Fatalf("shard 0 after seeking to its tail: polled %v", offsetsOf(p))
 	}
 }

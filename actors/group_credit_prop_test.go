@@ -148,7 +148,7 @@ func (r *creditRun) grant(m *creditMember) {
 	if len(recs) == 0 {
 		return // the request stays out until work arrives
 	}
-	cursor := mintCursor(r.coord.cfg.Secret, cursorToken{stream: r.coord.cfg.Stream.ID, group: groupHash(r.coord.cfg.Group),
+	cursor := mintCursor(r.coord.cfg.Secret, cursorToken{stream: r.coord.cfg.Stream.ID, group: cursorGroup(r.coord.cfg.Group, r.coord.core.incarnation),
 		epoch: m.epoch, ranges: cursorRanges(recs)})
 	if r.rng.IntN(10) == 0 {
 		// A push larger than asked breaks the window: refused, no change.

@@ -54,6 +54,13 @@ func groupHash(group string) uint64 {
 	return h.Sum64()
 }
 
+// cursorGroup is the group field of the cursors a group mints: the hash of
+// its name, mixed with its incarnation (groupCore.incarnation), so a cursor
+// of a deleted group is not taken for one of the group created under its
+// name afterwards. Incarnation 0 (a group older than group deletion) leaves
+// the hash as it was.
+func cursorGroup(group string, incarnation uint64) uint64 { return groupHash(group) ^ incarnation }
+
 // cursorRanges turns records, in delivery order, into ranges of consecutive
 // offsets.
 func cursorRanges(recs []wire.GroupRecord) []cursorRangeOf {

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -14,21 +13,38 @@ import (
 	"github.com/heraldmq/herald/net/wire"
 )
 
-// QUIC settings of a client connection.
+// QUIC settings of a client connection (the timeouts are options: see
+// newDialer).
 const (
-	keepAlivePeriod    = 10 * time.Second
-	maxIdleTimeout     = 30 * time.Second
 	maxIncomingStreams = 1000
 	// helloRequestID is the request id of Hello, the first request.
 	helloRequestID = 1
 )
 
-// Client is one QUIC connection to a Herald node. Its methods are safe for
-// concurrent use. Close it to release the connection, its actors and its
-// goroutines.
+// Client is a connection to a Herald node that survives the node's restarts:
+// when the connection is lost (the node restarted, crashed, drained with
+// GoAway, or stopped answering for the idle timeout), the client reconnects
+// by itself (WithReconnect; on by default), to the addresses given to Dial in
+// turn, and resumes its subscriptions, group members and publishes on the
+// new connection. Its methods are safe for concurrent use. Close it to
+// release the connection, its actors and its goroutines.
+//
+// While the client is reconnecting, calls wait for the new connection,
+// honouring their context: control calls (CreateStream, Read, Group.Poll,
+// ...) are sent once it is up, and publishes wait in the in-flight byte
+// budget (WithPublishInflightBytes) and are sent then, in order. A call that
+// was sent and not answered when the connection was lost fails if resending
+// it could apply it twice (a publish or a change fails with an error
+// matching ErrOutcomeUnknown; an idempotent Producer's publishes are resent,
+// since the node recognises them); a read-only one (DescribeStream,
+// ListStreams, Read, Group.Describe, Group.DeadLetters) is sent again. Once
+// the client gives up (Reconnect's bounds), every call fails with a
+// *ReconnectError. WithConnectionEvents tells the application as the
+// connection goes and comes back.
 type Client struct {
-	// s is the connection state shared with the actors.
-	s *session
+	// s is what the actors share for the client's life; s.cur is the
+	// current connection.
+	s *shared
 	// sys is this client's actor system.
 	sys *actor.ActorSystem
 	// conn is the connection actor.
@@ -68,54 +84,58 @@ func (c *Client) beginSubscriptionClose() bool {
 	return true
 }
 
-// Dial connects to the node at addr ("host:port"), performs the Hello /
-// Welcome handshake and returns the connected Client. ctx bounds the dial and
-// the handshake only. A node that refuses the Hello returns its *Error (for
-// example ErrUnauthenticated).
+// session returns the current (or, while reconnecting, the last) session.
+func (c *Client) session() *session { return c.s.cur.Load() }
+
+// Dial connects to a node, performs the Hello / Welcome handshake and
+// returns the connected Client. addr is one address ("host:port") or
+// several separated by commas ("a:7400,b:7400"), to which WithSeeds adds
+// more; Dial tries them in turn, each within the dial timeout
+// (WithDialTimeout, 2 s by default), and connects to the first node that
+// answers. ctx bounds the whole dial. Dial itself does not retry: if no
+// address answers it fails, with a *DialError per address (joined), each
+// naming its address and matching ErrNoNodeAnswered when nothing answered
+// there. A node that refuses the Hello returns its *Error (for example
+// ErrUnauthenticated), wrapped in a *DialError.
+//
+// Once connected, the client reconnects by itself when the connection is
+// lost, to the same addresses (see Client and WithReconnect).
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		opt(&o)
 	}
-	tlsConf, err := o.clientTLS(addr)
-	if err != nil {
-		return nil, fmt.Errorf("herald: tls: %w", err)
+	seeds := splitSeeds(addr, o.seeds)
+	if len(seeds) == 0 {
+		return nil, wire.Errorf(wire.CodeInvalidRequest, "herald: dial: no address given")
 	}
-	// A subscription the application stops reading pauses its own QUIC
-	// stream: each stream may hold at most streamReceiveWindow unread, and
-	// the connection's window is far larger than that, so paused
-	// subscriptions (up to about connectionReceiveWindow/streamReceiveWindow
-	// of them) never starve the control stream, publish acks or the other
-	// subscriptions.
-	qconf := &quic.Config{
-		KeepAlivePeriod:                keepAlivePeriod,
-		MaxIdleTimeout:                 maxIdleTimeout,
-		MaxIncomingStreams:             maxIncomingStreams,
-		InitialStreamReceiveWindow:     streamReceiveWindow / 2,
-		MaxStreamReceiveWindow:         streamReceiveWindow,
-		InitialConnectionReceiveWindow: connectionReceiveWindow / 8,
-		MaxConnectionReceiveWindow:     connectionReceiveWindow,
+	life, cancelLife := context.WithCancelCause(context.Background())
+	sh := &shared{
+		life:           life,
+		cancelLife:     cancelLife,
+		maxRecv:        o.maxFrameBytes,
+		budget:         newByteBudget(o.inflightBytes),
+		publishStreams: o.publishStreams,
+		goroutines:     &goroutineGroup{},
+		log:            o.logger,
+		reconnect:      o.reconnect,
+		policy:         o.reconnectPolicy.normalized(),
+		clock:          o.clock,
+		jitter:         o.jitter,
+		dialer:         newDialer(&o, seeds),
 	}
-	conn, err := quic.DialAddr(ctx, addr, tlsConf, qconf)
+	sh.ids.Store(helloRequestID)
+	d, seed, err := sh.dialer.dialSeeds(ctx, sh, 0)
 	if err != nil {
-		return nil, fmt.Errorf("herald: dial %s: %w", addr, err)
-	}
-	ctl, welcome, err := handshake(ctx, conn, &o)
-	if err != nil {
-		code, msg := quic.ApplicationErrorCode(0), "handshake failed"
-		var we *wire.Error
-		if errors.As(err, &we) && we.Code.Retry() == wire.RetryFatal && isLocalDecodeCode(we.Code) {
-			code, msg = quic.ApplicationErrorCode(we.Code), we.Error()
-		}
-		_ = conn.CloseWithError(code, msg)
+		cancelLife(ErrClosed)
 		return nil, err
 	}
-	return newClient(conn, ctl, welcome, &o), nil
+	return newClient(sh, d, seed, &o), nil
 }
 
 // isLocalDecodeCode reports whether code is one the client's own decoding
 // produces (and so closes the connection with).
-// Receive windows: see Dial.
+// Receive windows: see newDialer.
 const (
 	streamReceiveWindow     = 1 << 20
 	connectionReceiveWindow = 96 << 20
@@ -191,31 +211,13 @@ func handshake(ctx context.Context, conn *quic.Conn, o *options) (*quic.Stream, 
 }
 
 // newClient starts the actor system and the connection actor over a
-// handshaken connection.
-func newClient(conn *quic.Conn, ctl *quic.Stream, w wire.Welcome, o *options) *Client {
-	sctx, cancel := context.WithCancelCause(context.Background())
-	s := &session{
-		conn:           conn,
-		ctx:            sctx,
-		cancel:         cancel,
-		welcome:        w,
-		window:         1,
-		maxSend:        w.MaxFrameBytes,
-		maxRecv:        o.maxFrameBytes,
-		subscribeQueue: w.Features&wire.FeatureSubscribeQueue != 0,
-		budget:         newByteBudget(o.inflightBytes),
-		publishStreams: o.publishStreams,
-		goroutines:     &goroutineGroup{},
-		log:            o.logger,
+// handshaken connection to the seed of index seed.
+func newClient(sh *shared, d dialed, seed int, o *options) *Client {
+	sh.cur.Store(d.s)
+	if o.events != nil {
+		sh.events = newEventDispatcher(o.events)
+		sh.goroutines.Go(sh.events.run)
 	}
-	s.ids.Store(helloRequestID)
-	if w.Features&wire.FeaturePublishPipeline != 0 && w.PublishWindow > 0 {
-		s.window = int(w.PublishWindow)
-	}
-	if s.maxSend == 0 {
-		s.maxSend = wire.DefaultMaxFrameBytes
-	}
-
 	logger := o.logger
 	sys := actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "protoactor") }),
@@ -223,7 +225,7 @@ func newClient(conn *quic.Conn, ctl *quic.Stream, w wire.Welcome, o *options) *C
 		actor.WithDeveloperSupervisionLogging(false),
 	)
 	c := &Client{
-		s:           s,
+		s:           sh,
 		sys:         sys,
 		connStopped: make(chan struct{}),
 		done:        make(chan struct{}),
@@ -233,8 +235,8 @@ func newClient(conn *quic.Conn, ctl *quic.Stream, w wire.Welcome, o *options) *C
 	// A panic in the connection actor stops it (failing the connection)
 	// rather than restarting it with its pending calls forgotten.
 	root := sys.Root.WithGuardian(actor.NewOneForOneStrategy(0, 0, stopOnPanic))
-	c.conn = root.Spawn(newConnectionProps(s, ctl, c.connStopped))
-	o.logger.Debug("herald: connected", slog.String("node", w.NodeID), slog.Int("publish_window", s.window))
+	c.conn = root.Spawn(newConnectionProps(d, seed, c.connStopped))
+	o.logger.Debug("herald: connected", slog.String("addr", d.s.addr), slog.String("node", d.s.welcome.NodeID), slog.Int("publish_window", d.s.window))
 	return c
 }
 
@@ -242,12 +244,17 @@ func newClient(conn *quic.Conn, ctl *quic.Stream, w wire.Welcome, o *options) *C
 // that panics is stopped, and its stop fails what it had pending.
 func stopOnPanic(reason any) actor.Directive { return actor.StopDirective }
 
-// NodeID returns the id the node gave in its Welcome.
-func (c *Client) NodeID() string { return c.s.welcome.NodeID }
+// NodeID returns the id the node gave in its Welcome: the node connected
+// now, or last.
+func (c *Client) NodeID() string { return c.session().welcome.NodeID }
+
+// Addr returns the address of the node connected now, or last.
+func (c *Client) Addr() string { return c.session().addr }
 
 // Close closes the connection, fails every pending call with ErrClosed, and
-// stops the client's actors and goroutines; it waits for them. It is
-// idempotent and always returns nil.
+// stops the client's actors and goroutines, a reconnect in progress
+// included; it waits for them. It delivers ConnectionClosed (unless the
+// client gave up before). It is idempotent and always returns nil.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.done)
@@ -255,9 +262,12 @@ func (c *Client) Close() error {
 		c.mu.closing = true
 		c.mu.Unlock()
 		c.drainPublishStreams()
-		// Closing the connection ends every stream reader; their last
-		// messages reach actors that are still alive.
-		c.s.fail(ErrClosed)
+		// Ending the client's life closes every connection (a reconnect
+		// in progress stops dialing), which ends every stream reader; their
+		// last messages reach actors that are still alive.
+		c.s.cancelLife(ErrClosed)
+		c.session().fail(ErrClosed)
+		c.s.events.emit(ConnectionEvent{Kind: ConnectionClosed})
 		c.s.goroutines.closeAndWait()
 		c.subscriptionCloses.Wait()
 		// Stopping the connection actor stops its children first; each fails
@@ -283,7 +293,7 @@ const closeLinger = time.Second
 // AckNone publishes close their send side, and this waits, at most
 // closeLinger, for the node to confirm or end them.
 func (c *Client) drainPublishStreams() {
-	if c.s.ctx.Err() != nil {
+	if c.session().ctx.Err() != nil {
 		return
 	}
 	deadline := time.NewTimer(closeLinger)
@@ -316,17 +326,26 @@ func (c *Client) drainPublishStreams() {
 	}
 }
 
-// usable returns the error a new call fails with at once, or nil.
+// usable returns the error a new call fails with at once, or nil. While the
+// client reconnects (or the node is draining) calls do not fail: they wait
+// for the next connection.
 func (c *Client) usable() error {
 	select {
 	case <-c.done:
 		return ErrClosed
 	default:
 	}
-	if e := c.s.goAway.Load(); e != nil {
+	if err := c.s.finalErr(); err != nil {
+		return err
+	}
+	if c.s.reconnect {
+		return nil
+	}
+	s := c.session()
+	if e := s.goAway.Load(); e != nil {
 		return e
 	}
-	return c.s.failure()
+	return s.failure()
 }
 
 // stoppedErr is the error of a call whose actor stopped without answering.
@@ -340,17 +359,29 @@ func (c *Client) stoppedErr() error {
 // send delivers msg to an actor of this client.
 func (c *Client) send(pid *actor.PID, msg any) { c.sys.Root.Send(pid, msg) }
 
+// Whether a control request may be sent again after the connection it was
+// sent on was lost unanswered (see controlRequest.safe).
+const (
+	readOnly = true
+	changes  = false
+)
+
 // call sends one control request and waits for its answer of type want.
-func (c *Client) call(ctx context.Context, want wire.Type, build func(dst []byte, id uint64) []byte) (any, error) {
+// safe says the request changes nothing at the node, so it may be sent again
+// on a new connection if the one it went out on is lost unanswered;
+// otherwise that fails it with an error matching ErrOutcomeUnknown.
+func (c *Client) call(ctx context.Context, want wire.Type, safe bool, build func(dst []byte, id uint64) []byte) (any, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	req := &controlRequest{build: build, want: want, reply: make(chan controlResponse, 1)}
+	req := &controlRequest{build: build, want: want, safe: safe, reply: make(chan controlResponse, 1)}
 	c.send(c.conn, req)
 	select {
 	case r := <-req.reply:
 		return r.value, r.err
 	case <-ctx.Done():
+		// A request still waiting for a connection is not sent.
+		req.abandoned.Store(true)
 		return nil, ctx.Err()
 	case <-c.connStopped:
 		select {

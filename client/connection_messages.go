@@ -2,6 +2,7 @@ package client
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -24,6 +25,13 @@ type controlRequest struct {
 	build func(dst []byte, id uint64) []byte
 	// want is the frame type that answers the request.
 	want wire.Type
+	// safe says the request changes nothing at the node: sent and not
+	// answered when its connection is lost, it is sent again on the next
+	// one. Any other fails then, its outcome unknown.
+	safe bool
+	// abandoned is set by the caller once it gave up (its context ended):
+	// a request still waiting for a connection is then not sent.
+	abandoned atomic.Bool
 	// reply receives exactly one response; it has capacity 1, so the actor
 	// never blocks on it even if the caller has gone.
 	reply chan controlResponse
@@ -42,6 +50,8 @@ type controlResponse struct {
 
 // controlFrameReceived: the control reader decoded a frame from the node.
 type controlFrameReceived struct {
+	// s is the session whose control stream it came on.
+	s *session
 	// id is the frame's request id.
 	id uint64
 	// typ is the frame's type.
@@ -53,11 +63,30 @@ type controlFrameReceived struct {
 	value any
 }
 
-// controlStreamEnded: the control reader stopped with err (a read error, or
-// a *wire.Error for a frame it could not accept).
+// controlStreamEnded: the control reader of session s stopped with err (a
+// read error, or a *wire.Error for a frame it could not accept).
 type controlStreamEnded struct {
+	s   *session
 	err error
 }
+
+// reconnected: the reconnect loop connected again, after attempts.
+type reconnected struct {
+	d        dialed
+	seed     int
+	attempts int
+}
+
+// reconnectGaveUp: the reconnect loop made attempts and got no connection;
+// last is the last attempt's error (nil if none was allowed).
+type reconnectGaveUp struct {
+	attempts int
+	last     error
+}
+
+// The reconnect loop's messages race with Close.
+func (*reconnected) IgnoreDeadLetterLogging()     {}
+func (*reconnectGaveUp) IgnoreDeadLetterLogging() {}
 
 // subscriptionSpawnRequest asks the connection actor to start a
 // subscription actor.
@@ -88,6 +117,18 @@ type subscriptionSpawned struct {
 	err error
 }
 
-// goAwayPublishersDrained: after GoAway, every publish stream has the
-// node's answers to what it had in flight.
-type goAwayPublishersDrained struct{}
+// drainingSeen: a child got shutting_down from the node on session s (a
+// refused publish, an ended subscription or group stream): the node is
+// draining, as if it had sent GoAway (which it does, on the control stream,
+// but that may come later). The connection is then drained and closed, and
+// the client reconnects.
+type drainingSeen struct {
+	s   *session
+	err error
+}
+
+// goAwayPublishersDrained: after GoAway on session s, every publish stream
+// has the node's answers to what it had in flight.
+type goAwayPublishersDrained struct {
+	s *session
+}

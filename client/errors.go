@@ -256,3 +256,38 @@ func (e *ProducerError) Error() string {
 
 // Unwrap returns the cause.
 func (e *ProducerError) Unwrap() error { return e.Err }
+
+// GapError is returned by Subscription.Next, once, where a shard's records
+// could not all be delivered across a lost connection: the subscription
+// resumed the shard after reconnecting, and the node no longer had the
+// records from From on (an ephemeral shard lost them when its node
+// restarted, or evicted them; on a durable stream, retention deleted them
+// meanwhile). Delivery of the shard goes on at To: call Next again. The
+// events before it were delivered; From is the first offset not delivered.
+//
+// To below From means the shard's offsets restarted (an ephemeral shard
+// starts again at 0 when its node restarts): the records from From on of
+// the shard as it was are lost, and the events after the GapError are new
+// records, numbered from To.
+//
+// A GapError does not end the subscription: it is the only error Next
+// returns that the next Next call follows with more events.
+type GapError struct {
+	// Shard is the shard concerned.
+	Shard uint32
+	// From is the first offset not delivered.
+	From uint64
+	// To is the offset delivery goes on at.
+	To uint64
+}
+
+// Error implements error.
+func (e *GapError) Error() string {
+	if e.To < e.From {
+		return fmt.Sprintf("herald: shard %d: records from offset %d were lost (the shard's offsets restarted); delivery goes on at offset %d", e.Shard, e.From, e.To)
+	}
+	return fmt.Sprintf("herald: shard %d: records %d to %d were lost; delivery goes on at offset %d", e.Shard, e.From, e.To-1, e.To)
+}
+
+// Reset reports whether the shard's offsets restarted (To < From).
+func (e *GapError) Reset() bool { return e.To < e.From }

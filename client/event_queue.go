@@ -37,12 +37,22 @@ type Event struct {
 // the node) is passed over: the next offset expected follows the record
 // yielded last.
 //
+// Across a lost connection the queue carries over: the shard resumes at
+// resumeOffset (one past the last record received), and two markers, queued
+// in line with the frames, say what the resume found: a gap marker (the node
+// no longer had records from there: pop yields the *GapError in their place,
+// and the offsets go on from its To, also when To is below From because the
+// shard's offsets restarted), and a watch marker (the first record after it
+// must be at its offset; a later one means the node skipped records, and pop
+// yields a *GapError before it).
+//
 // It does no I/O and starts no goroutines; the subscription actor owns it.
 type eventQueue struct {
 	// next is the lowest offset still to yield.
 	next uint64
-	// frames are the received frames' sections, oldest first.
-	frames [][]wire.BatchView
+	// frames are the received frames' sections, and the markers, oldest
+	// first.
+	frames []queuedFrame
 	// sec is the index of the current section in frames[0].
 	sec int
 	// iterating is set while it walks the current section.
@@ -58,34 +68,110 @@ type eventQueue struct {
 	// held counts the records of the held frames not yet walked past: an
 	// upper bound on what pop can still yield, to size answers.
 	held int
+	// markers counts the markers held.
+	markers int
+	// received is one past the highest offset received since the last gap
+	// marker (or the start): where the shard resumes.
+	received uint64
+	// watching is set once a watch marker was passed: the next record
+	// yielded must be at watchAt.
+	watching bool
+	watchAt  uint64
+	// stashed is the record found past a watched offset, yielded after the
+	// gap.
+	stashed *Event
+}
+
+// queuedFrame is one received frame's sections, or a marker.
+type queuedFrame struct {
+	sections []wire.BatchView
+	// gap, when set, is a gap marker: yield it, then expect gap.To.
+	gap *GapError
+	// watch is set on a watch marker: the next record must be at watchAt.
+	watch   bool
+	watchAt uint64
 }
 
 // newEventQueue returns a queue that yields offsets from next on.
-func newEventQueue(next uint64) *eventQueue { return &eventQueue{next: next} }
+func newEventQueue(next uint64) *eventQueue { return &eventQueue{next: next, received: next} }
 
 // push appends a received frame's sections.
 func (q *eventQueue) push(sections []wire.BatchView) {
-	q.frames = append(q.frames, sections)
+	q.frames = append(q.frames, queuedFrame{sections: sections})
 	for i := range sections {
 		q.held += int(sections[i].Count)
+		q.received = max(q.received, sections[i].Base+uint64(sections[i].Count))
 	}
 }
 
-// ready returns at most how many events pop can still yield.
-func (q *eventQueue) ready() int { return q.held }
+// resumeOffset returns where the shard resumes after a lost connection: one
+// past the last record received (held or yielded), so that nothing is
+// yielded twice and nothing is skipped.
+func (q *eventQueue) resumeOffset() uint64 { return q.received }
 
-// frameCount returns how many frames are held (the current one included).
-func (q *eventQueue) frameCount() int { return len(q.frames) }
+// pushGap queues a gap marker: once the frames before it are yielded, pop
+// yields g, and the offsets go on from g.To (the shard resumed there).
+func (q *eventQueue) pushGap(g *GapError) {
+	q.frames = append(q.frames, queuedFrame{gap: g})
+	q.markers++
+	q.received = g.To
+}
 
-// pop returns the next event, if a held frame has one, and how many frames
-// it finished with (fully consumed or dropped) on the way.
-func (q *eventQueue) pop() (ev Event, ok bool, finished int) {
+// pushWatch queues a watch marker: the first record yielded after it must be
+// at offset (the shard resumed there); a later one is a gap.
+func (q *eventQueue) pushWatch(offset uint64) {
+	q.frames = append(q.frames, queuedFrame{watch: true, watchAt: offset})
+	q.markers++
+}
+
+// ready returns at most how many results pop can still yield.
+func (q *eventQueue) ready() int {
+	n := q.held + q.markers
+	if q.stashed != nil {
+		n++
+	}
+	return n
+}
+
+// frameCount returns how many received frames are held (the current one
+// included).
+func (q *eventQueue) frameCount() int { return len(q.frames) - q.markers }
+
+// dropFrame drops frames[0], a received frame, and counts it finished.
+func (q *eventQueue) dropFrame() {
+	q.frames[0] = queuedFrame{}
+	q.frames = q.frames[1:]
+	q.sec = 0
+}
+
+// pop returns the next event, or the next gap, if a held frame or marker has
+// one, and how many received frames it finished with (fully consumed or
+// dropped) on the way.
+func (q *eventQueue) pop() (ev Event, gap *GapError, ok bool, finished int) {
+	if q.stashed != nil {
+		ev, q.stashed = *q.stashed, nil
+		return ev, nil, true, 0
+	}
 	for len(q.frames) > 0 {
-		sections := q.frames[0]
-		if q.sec >= len(sections) {
-			q.frames[0] = nil
+		fr := &q.frames[0]
+		switch {
+		case fr.gap != nil:
+			g := fr.gap
+			q.frames[0] = queuedFrame{}
 			q.frames = q.frames[1:]
-			q.sec = 0
+			q.markers--
+			q.next, q.watching = g.To, false
+			return Event{}, g, true, finished
+		case fr.watch:
+			q.watching, q.watchAt = true, fr.watchAt
+			q.frames[0] = queuedFrame{}
+			q.frames = q.frames[1:]
+			q.markers--
+			continue
+		}
+		sections := fr.sections
+		if q.sec >= len(sections) {
+			q.dropFrame()
 			finished++
 			continue
 		}
@@ -124,14 +210,19 @@ func (q *eventQueue) pop() (ev Event, ok bool, finished int) {
 		ev = eventOf(v, off, &q.rec)
 		// Let the caller release a frame that this event finished.
 		if q.sec >= len(sections) {
-			q.frames[0] = nil
-			q.frames = q.frames[1:]
-			q.sec = 0
+			q.dropFrame()
 			finished++
 		}
-		return ev, true, finished
+		if q.watching && off >= q.watchAt {
+			q.watching = false
+			if off > q.watchAt {
+				q.stashed = &ev
+				return Event{}, &GapError{Shard: ev.Shard, From: q.watchAt, To: off}, true, finished
+			}
+		}
+		return ev, nil, true, finished
 	}
-	return Event{}, false, finished
+	return Event{}, nil, false, finished
 }
 
 // eventOf returns the record rec at offset off of batch v as an Event. The

@@ -54,7 +54,7 @@ func TestEventQueue(t *testing.T) {
 				if r := q.ready(); r < len(tc.want)-len(got) {
 					t.Fatalf("ready %d with %d events to come", r, len(tc.want)-len(got))
 				}
-				ev, ok, fin := q.pop()
+				ev, _, ok, fin := q.pop()
 				finished += fin
 				if !ok {
 					break
@@ -86,10 +86,10 @@ func TestEventQueue(t *testing.T) {
 func TestEventQueueFinishesFrameWithLastEvent(t *testing.T) {
 	q := newEventQueue(0)
 	q.push([]wire.BatchView{section(0, 2)})
-	if _, ok, fin := q.pop(); !ok || fin != 0 {
+	if _, _, ok, fin := q.pop(); !ok || fin != 0 {
 		t.Fatalf("first pop: ok %v finished %d", ok, fin)
 	}
-	if ev, ok, fin := q.pop(); !ok || fin != 1 || ev.Offset != 1 {
+	if ev, _, ok, fin := q.pop(); !ok || fin != 1 || ev.Offset != 1 {
 		t.Fatalf("last pop: %d ok %v finished %d", ev.Offset, ok, fin)
 	}
 	if q.frameCount() != 0 {

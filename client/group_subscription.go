@@ -30,6 +30,10 @@ type groupSubscribeOptions struct {
 
 // WithMember joins the group as member id (1-64 bytes of [A-Za-z0-9._-]).
 // Without it the node names the member; Assignment().Member says the name.
+// Either way the member keeps its id for its life: after a lost connection
+// it rejoins as the same member (with the name the node gave it, if it
+// gave one), so the node hands it back its shards and drops the old
+// membership at once, instead of waiting out the old one's session.
 func WithMember(id string) GroupSubscribeOption {
 	return func(o *groupSubscribeOptions) { o.member = id }
 }
@@ -73,6 +77,11 @@ type Delivery struct {
 	// publish span, or with a link to each record's): a parent for its
 	// processing. Invalid when no record carries trace context.
 	Trace trace.SpanContext
+	// join is the membership the delivery was pushed in (the member's
+	// count of joins; 0 for a Delivery not from Next): an Ack of it after
+	// the member rejoined fails with ErrStaleCursor without asking the
+	// node.
+	join uint64
 }
 
 // GroupAssignment is what a group member has, as the node last said (in
@@ -291,7 +300,7 @@ func (m *GroupMember) Ack(ctx context.Context, d Delivery) error {
 	case int64(len(d.Records)) > math.MaxUint32:
 		return wire.Errorf(wire.CodeInvalidRequest, "ack of %d records", len(d.Records))
 	}
-	return m.ack(ctx, d.Cursor, len(d.Records))
+	return m.ack(ctx, d.Cursor, len(d.Records), d.join)
 }
 
 // Heartbeat tells the node the member is alive without acking anything (an
@@ -300,18 +309,18 @@ func (m *GroupMember) Ack(ctx context.Context, d Delivery) error {
 // itself (WithHeartbeat); call Heartbeat to learn of a rebalance sooner. It
 // blocks until the node answers; errors as Ack.
 func (m *GroupMember) Heartbeat(ctx context.Context) error {
-	return m.ack(ctx, nil, 0)
+	return m.ack(ctx, nil, 0, 0)
 }
 
 // ack sends a GroupStreamAck of count records named by cursor (none: a
 // heartbeat) and waits for the node's answer.
-func (m *GroupMember) ack(ctx context.Context, cursor Cursor, count int) error {
+func (m *GroupMember) ack(ctx context.Context, cursor Cursor, count int, join uint64) error {
 	select {
 	case <-m.closed:
 		return ErrSubscriptionClosed
 	default:
 	}
-	req := &groupAckRequest{cursor: cursor, count: uint32(count), reply: make(chan error, 1)}
+	req := &groupAckRequest{cursor: cursor, count: uint32(count), join: join, reply: make(chan error, 1)}
 	m.c.send(m.pid, req)
 	select {
 	case err := <-req.reply:

@@ -27,34 +27,62 @@ import (
 // due times the actor gives it, and the actor heartbeats if it has sent
 // nothing for the interval (heartbeatPlan).
 //
+// When the connection is lost (or the node, draining, ends the stream with
+// shutting_down) and the client reconnects, the member rejoins on the new
+// session (sessionStarted) with the same member id (the one given, or the
+// one the node named it at the first join), on a new stream. Deliveries not
+// yet taken are dropped and acks in flight fail in doubt: the group
+// delivers their records again as its rules say. Each Delivery carries the
+// membership (join) it was pushed in, and an Ack of one from before the
+// rejoin fails at once with ErrStaleCursor. Next waits through the rejoin.
+//
 // The actor outlives its goroutines: each sends a last message as it exits.
 // Once the GroupMember's Close asked to end and both have exited, the
 // actor stops itself; otherwise its parent stops it when the client closes.
 //
 // All fields are owned by the actor and touched only in Receive.
 type groupSubscriptionActor struct {
-	// s is the shared connection state.
+	// s is the current session: the stream is opened there.
 	s *session
 	// in is what the group subscription was asked for.
 	in *groupSubscriptionInit
-	// ctx bounds the stream's open and the heartbeat goroutine; cancel is
-	// called when the subscription ends.
+	// ctx bounds the heartbeat goroutine, across rejoins; cancel is called
+	// when the subscription ends.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// openCtx bounds the current stream's open; openCancel ends it.
+	openCtx    context.Context
+	openCancel context.CancelFunc
+	// gen numbers the streams opened; reader messages of another are stale.
+	gen int
 	// stream is the group stream from its opening until this side closes
 	// it.
 	stream *quic.Stream
 	// goroutines counts the reader and heartbeat goroutines that have not
 	// yet sent their last message.
 	goroutines int
+	// root and parent tell the connection actor when the node is draining
+	// the member's stream (drainingSeen).
+	root   *actor.RootContext
+	parent *actor.PID
 
+	// member is the member id to join as: the one asked for, or, once the
+	// node named the member, that name.
+	member string
 	// joinID is GroupSubscribe's request id (0 until sent).
 	joinID uint64
-	// joined is set once the node accepted the join.
+	// join counts the joins sent: the membership deliveries are pushed in.
+	join uint64
+	// joined is set once the node accepted the current join.
 	joined bool
+	// rejoining is set from a lost connection until the rejoin is accepted.
+	rejoining bool
 	// pending holds the sent acks (and heartbeats, as nil) awaiting the
 	// node's answer, by request id.
 	pending map[uint64]*groupAckRequest
+	// waitingAcks are heartbeats and acks with no membership of their own,
+	// made while rejoining: they are sent once the rejoin is accepted.
+	waitingAcks []*groupAckRequest
 	// deliveries are pushes Next has not taken, oldest first.
 	deliveries []Delivery
 	// waiters are Next calls waiting for a delivery, oldest first.
@@ -85,7 +113,7 @@ type groupSubscriptionActor struct {
 // newGroupSubscriptionProps returns the props of a group subscription actor.
 func newGroupSubscriptionProps(s *session, in *groupSubscriptionInit) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &groupSubscriptionActor{s: s, in: in, pending: make(map[uint64]*groupAckRequest)}
+		return &groupSubscriptionActor{s: s, in: in, member: in.join.Member, pending: make(map[uint64]*groupAckRequest)}
 	})
 }
 
@@ -123,6 +151,10 @@ func (a *groupSubscriptionActor) Receive(ctx actor.Context) {
 		a.onHeartbeatDue()
 	case *heartbeaterExited:
 		a.onHeartbeaterExited(ctx)
+	case *sessionStarted:
+		a.onSessionStarted(ctx, m)
+	case *connectionEnded:
+		a.fail(m.err)
 	default:
 		a.s.log.Warn("herald: group subscription actor: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -132,43 +164,74 @@ func (a *groupSubscriptionActor) onStarted(ctx actor.Context) {
 	if a.ctx != nil {
 		return
 	}
-	a.ctx, a.cancel = context.WithCancel(a.s.ctx)
-	s, root, self, rctx := a.s, ctx.ActorSystem().Root, ctx.Self(), a.ctx
-	if !s.goroutines.Go(func() { readGroupStream(s, root, self, rctx) }) {
+	a.ctx, a.cancel = context.WithCancel(a.s.life)
+	a.root, a.parent = ctx.ActorSystem().Root, ctx.Parent()
+	if !a.startStream(ctx) {
 		// The client is closing and will stop this actor.
 		a.unsubscribe(ErrClosed)
-		return
+	}
+}
+
+// startStream starts a reader that opens a new group stream on the current
+// session (the actor then joins on it). It reports false when the client is
+// closing.
+func (a *groupSubscriptionActor) startStream(ctx actor.Context) bool {
+	if a.openCancel != nil {
+		a.openCancel()
+	}
+	a.gen++
+	a.joined, a.joinID = false, 0
+	a.openCtx, a.openCancel = context.WithCancel(a.s.ctx)
+	s, root, self, rctx, gen := a.s, ctx.ActorSystem().Root, ctx.Self(), a.openCtx, a.gen
+	if !s.goroutines.Go(func() { readGroupStream(s, root, self, rctx, gen) }) {
+		return false
 	}
 	a.goroutines++
+	return true
 }
 
 // readGroupStream is the group stream's reader: it opens the stream, hands
 // it to the actor (which writes GroupSubscribe), and decodes the node's
 // frames until the stream ends or the node ends it with an Error of request
-// id 0.
-func readGroupStream(s *session, root *actor.RootContext, pid *actor.PID, ctx context.Context) {
+// id 0. Its messages carry gen.
+func readGroupStream(s *session, root *actor.RootContext, pid *actor.PID, ctx context.Context, gen int) {
 	st, err := s.conn.OpenStreamSync(ctx)
 	if err != nil {
-		root.Send(pid, &groupStreamEnded{err: err})
+		root.Send(pid, &groupStreamEnded{gen: gen, err: err})
 		return
 	}
-	root.Send(pid, &groupStreamOpened{stream: st})
+	root.Send(pid, &groupStreamOpened{gen: gen, stream: st})
 	for {
 		f, err := wire.ReadFrame(st, s.maxRecv)
 		if err != nil {
-			root.Send(pid, &groupStreamEnded{err: err})
+			root.Send(pid, &groupStreamEnded{gen: gen, err: err})
 			return
 		}
 		m, err := decodeGroupFrame(f)
 		if err != nil {
-			root.Send(pid, &groupStreamEnded{err: err})
+			root.Send(pid, &groupStreamEnded{gen: gen, err: err})
 			return
 		}
-		root.Send(pid, m)
+		root.Send(pid, withGen(m, gen))
 		if _, ok := m.(*groupStreamEnded); ok {
 			return
 		}
 	}
+}
+
+// withGen tags a decoded reader message with its stream's generation.
+func withGen(m any, gen int) any {
+	switch m := m.(type) {
+	case *groupAnswerReceived:
+		m.gen = gen
+	case *groupErrorReceived:
+		m.gen = gen
+	case *groupPushReceived:
+		m.gen = gen
+	case *groupStreamEnded:
+		m.gen = gen
+	}
+	return m
 }
 
 // decodeGroupFrame decodes a frame the node sent on a group stream into
@@ -215,60 +278,78 @@ func decodeGroupFrame(f wire.Frame) (any, error) {
 	}
 }
 
-// write writes frame on the group stream and notes when.
+// write writes frame on the group stream and notes when. On an error the
+// stream (or the connection) is gone: it returns the error the request of
+// the frame fails with, having ended the subscription or, if the
+// connection was lost and the client reconnects, started the rejoin.
 func (a *groupSubscriptionActor) write(frame []byte) error {
 	if _, err := a.stream.Write(frame); err != nil {
-		return a.streamError(connCause(err), false)
+		cause, lost := a.streamError(connCause(err), false)
+		if lost {
+			a.connectionLost()
+			// Part of the frame may have left.
+			return outcomeUnknown(cause)
+		}
+		a.fail(cause)
+		return a.endErr
 	}
 	a.lastSent = a.in.clock.Now()
 	return nil
 }
 
 // streamError turns what ended the group stream into the error the
-// subscription ends with.
-func (a *groupSubscriptionActor) streamError(err error, fromNode bool) error {
+// subscription ends with; lost says the stream ended with its connection
+// (or the node is draining it) and, reconnecting, the member rejoins
+// instead.
+func (a *groupSubscriptionActor) streamError(err error, fromNode bool) (cause error, lost bool) {
 	var se *quic.StreamError
 	switch {
 	case fromNode:
-		return err
+		return err, a.s.reconnect && isShuttingDown(err)
 	case fatalFrame(err):
+		// The node broke the protocol on this stream: the member ends (a
+		// rejoin would likely meet the same), and the connection is closed
+		// with the error.
 		a.s.fail(err)
-		return a.s.failure()
+		return a.s.failure(), false
 	case a.s.ctx.Err() != nil:
-		return a.s.failure()
+		return a.s.failure(), a.s.reconnect
 	case errors.Is(err, io.EOF):
-		return &wire.Error{Code: wire.CodeSubscriptionAborted, Message: "the node ended the group stream"}
+		return &wire.Error{Code: wire.CodeSubscriptionAborted, Message: "the node ended the group stream"}, false
 	case errors.As(err, &se):
 		if se.Remote && se.ErrorCode != 0 {
 			// The node resets a group stream with a wire code.
-			return &wire.Error{Code: wire.Code(se.ErrorCode), Message: "the node reset the group stream"}
+			we := &wire.Error{Code: wire.Code(se.ErrorCode), Message: "the node reset the group stream"}
+			return we, a.s.reconnect && isShuttingDown(we)
 		}
-		return fmt.Errorf("herald: group stream reset: %w", err)
+		return fmt.Errorf("herald: group stream reset: %w", err), false
 	default:
-		return a.s.lost(err)
+		return a.s.lost(err), a.s.reconnect
 	}
 }
 
-// violation fails the connection: the node broke the protocol.
+// violation fails the connection: the node broke the protocol. The member
+// ends (a rejoin would likely meet the same).
 func (a *groupSubscriptionActor) violation(format string, args ...any) {
 	a.s.fail(protocolViolation(format, args...))
 	a.fail(a.s.failure())
 }
 
 func (a *groupSubscriptionActor) onStreamOpened(m *groupStreamOpened) {
-	if a.endErr != nil {
+	if a.endErr != nil || m.gen != a.gen {
 		closeStream(m.stream)
 		return
 	}
 	a.stream = m.stream
+	a.join++
 	a.joinID = a.s.nextID()
-	if err := a.write(wire.AppendGroupSubscribe(nil, a.joinID, a.in.join)); err != nil {
-		a.fail(err)
-	}
+	join := a.in.join
+	join.Member = a.member
+	_ = a.write(wire.AppendGroupSubscribe(nil, a.joinID, join))
 }
 
 func (a *groupSubscriptionActor) onAnswer(ctx actor.Context, m *groupAnswerReceived) {
-	if a.endErr != nil {
+	if a.endErr != nil || m.gen != a.gen {
 		return
 	}
 	if !a.joined {
@@ -276,13 +357,23 @@ func (a *groupSubscriptionActor) onAnswer(ctx actor.Context, m *groupAnswerRecei
 			a.violation("group assignment answers request id %d before the join (%d) was answered", m.id, a.joinID)
 			return
 		}
-		a.joined = true
+		a.joined, a.rejoining = true, false
+		if a.member == "" {
+			a.member = m.assignment.Member
+		}
 		a.setAssignment(m.assignment)
-		a.startHeartbeats(ctx, m.assignment.SessionMillis)
+		if a.hbDue == nil {
+			a.startHeartbeats(ctx, m.assignment.SessionMillis)
+		}
 		for _, w := range a.awaiting {
 			w.reply <- nil
 		}
 		a.awaiting = nil
+		waiting := a.waitingAcks
+		a.waitingAcks = nil
+		for _, req := range waiting {
+			a.onAck(req)
+		}
 		return
 	}
 	req, ok := a.pending[m.id]
@@ -316,7 +407,7 @@ func (a *groupSubscriptionActor) setAssignment(g wire.GroupAssignment) {
 }
 
 func (a *groupSubscriptionActor) onNodeError(m *groupErrorReceived) {
-	if a.endErr != nil {
+	if a.endErr != nil || m.gen != a.gen {
 		return
 	}
 	if !a.joined {
@@ -325,6 +416,11 @@ func (a *groupSubscriptionActor) onNodeError(m *groupErrorReceived) {
 			return
 		}
 		// The node refused the join and closes the stream.
+		if a.s.reconnect && isShuttingDown(m.err) {
+			// It is draining: join on the next connection.
+			a.connectionLost()
+			return
+		}
 		a.fail(m.err)
 		return
 	}
@@ -342,23 +438,77 @@ func (a *groupSubscriptionActor) onNodeError(m *groupErrorReceived) {
 }
 
 func (a *groupSubscriptionActor) onPush(m *groupPushReceived) {
-	if a.endErr != nil {
+	if a.endErr != nil || m.gen != a.gen {
 		return
 	}
 	if !a.joined {
 		a.violation("group push before the join was answered")
 		return
 	}
-	a.deliveries = append(a.deliveries, m.delivery)
+	d := m.delivery
+	d.join = a.join
+	a.deliveries = append(a.deliveries, d)
 	a.serve()
 }
 
 func (a *groupSubscriptionActor) onStreamEnded(ctx actor.Context, m *groupStreamEnded) {
 	a.goroutines--
-	if a.endErr == nil {
-		a.fail(a.streamError(m.err, m.fromNode))
+	if a.endErr == nil && m.gen == a.gen && !a.rejoining {
+		if cause, lost := a.streamError(m.err, m.fromNode); lost {
+			a.connectionLost()
+		} else {
+			a.fail(cause)
+		}
 	}
 	a.maybeStop(ctx)
+}
+
+// connectionLost handles the end of the member's stream with its
+// connection (or the node's drain): the member rejoins once the next
+// session starts. Deliveries not taken are dropped (their cursors are
+// stale; the group delivers their records again) and acks awaiting an
+// answer fail in doubt.
+func (a *groupSubscriptionActor) connectionLost() {
+	if a.endErr != nil || a.rejoining {
+		return
+	}
+	a.rejoining, a.joined = true, false
+	if a.openCancel != nil {
+		a.openCancel()
+	}
+	if a.stream != nil {
+		closeStream(a.stream)
+		a.stream = nil
+	}
+	cause := a.s.failure()
+	if cause == nil {
+		// The connection lives: the node is draining it, and closes it
+		// once drained.
+		cause = ErrShuttingDown
+		a.root.Send(a.parent, &drainingSeen{s: a.s, err: ErrShuttingDown})
+	}
+	for id, req := range a.pending {
+		if req != nil {
+			req.reply <- outcomeUnknown(fmt.Errorf("herald: the group stream ended before the node answered the ack: %w", cause))
+		}
+		delete(a.pending, id)
+	}
+	a.deliveries = nil
+	a.s.log.Debug("herald: group member lost its stream; it rejoins on the next connection",
+		slog.String("group", a.in.join.Group), slog.String("member", a.member), slog.Any("cause", cause))
+}
+
+// onSessionStarted rejoins the group on the client's new session, as the
+// same member.
+func (a *groupSubscriptionActor) onSessionStarted(ctx actor.Context, m *sessionStarted) {
+	if a.endErr != nil || m.s == a.s {
+		return
+	}
+	a.connectionLost()
+	a.s = m.s
+	if !a.startStream(ctx) {
+		a.unsubscribe(ErrClosed)
+	}
 }
 
 func (a *groupSubscriptionActor) onJoinAwait(m *groupJoinAwait) {
@@ -408,18 +558,27 @@ func (a *groupSubscriptionActor) serve() {
 }
 
 func (a *groupSubscriptionActor) onAck(m *groupAckRequest) {
-	if a.endErr != nil {
+	switch {
+	case a.endErr != nil:
 		m.reply <- a.endErr
 		return
-	}
-	if !a.joined {
+	case m.join != 0 && (m.join != a.join || !a.joined):
+		// Pushed in a membership that ended when the connection was
+		// lost: the node would refuse it, and might not know it did (a
+		// restarted node can reuse the membership's generation).
+		m.reply <- &wire.Error{Code: wire.CodeStaleCursor,
+			Message: "the delivery was pushed before the member rejoined the group (its connection was lost): its records are delivered again"}
+		return
+	case !a.joined && a.rejoining:
+		a.waitingAcks = append(a.waitingAcks, m)
+		return
+	case !a.joined:
 		m.reply <- wire.Errorf(wire.CodeInternal, "group ack before the join was answered")
 		return
 	}
 	id := a.s.nextID()
 	if err := a.write(wire.AppendGroupStreamAck(nil, id, wire.GroupStreamAck{Cursor: m.cursor, Count: m.count})); err != nil {
-		a.fail(err)
-		m.reply <- a.endErr
+		m.reply <- err
 		return
 	}
 	a.pending[id] = m
@@ -446,13 +605,19 @@ func (a *groupSubscriptionActor) onHeartbeatDue() {
 		return
 	}
 	send, next := heartbeatPlan(a.in.clock.Now(), a.lastSent, a.every)
+	if send && !a.joined {
+		// Rejoining: the join, when it goes, is the heartbeat.
+		send, next = false, a.in.clock.Now().Add(a.every)
+	}
 	if send {
 		id := a.s.nextID()
 		if err := a.write(wire.AppendGroupStreamAck(nil, id, wire.GroupStreamAck{})); err != nil {
-			a.fail(err)
-			return
+			if a.endErr != nil {
+				return
+			}
+		} else {
+			a.pending[id] = nil
 		}
-		a.pending[id] = nil
 		next = a.lastSent.Add(a.every)
 	}
 	select {
@@ -481,6 +646,9 @@ func (a *groupSubscriptionActor) fail(err error) {
 	if a.cancel != nil {
 		a.cancel()
 	}
+	if a.openCancel != nil {
+		a.openCancel()
+	}
 	if a.stream != nil {
 		closeStream(a.stream)
 		a.stream = nil
@@ -495,6 +663,10 @@ func (a *groupSubscriptionActor) fail(err error) {
 		w.reply <- err
 	}
 	a.awaiting = nil
+	for _, req := range a.waitingAcks {
+		req.reply <- err
+	}
+	a.waitingAcks = nil
 	a.deliveries = nil
 	a.serve()
 }

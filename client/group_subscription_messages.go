@@ -70,7 +70,10 @@ type groupNextCancelled struct {
 type groupAckRequest struct {
 	cursor []byte
 	count  uint32
-	reply  chan error // capacity 1
+	// join is the membership the acked delivery was pushed in (0: not
+	// known, as for a heartbeat).
+	join  uint64
+	reply chan error // capacity 1
 }
 
 // groupUnsubscribeRequest asks the actor to end the group subscription:
@@ -80,16 +83,20 @@ type groupUnsubscribeRequest struct{}
 
 // The reader's messages, in the order it sends them: groupStreamOpened,
 // then any of groupAnswerReceived, groupErrorReceived and
-// groupPushReceived, and last groupStreamEnded.
+// groupPushReceived, and last groupStreamEnded. Each carries the
+// generation of its stream (the actor opens a new one to rejoin after a lost
+// connection): messages of an earlier stream are stale.
 
 // groupStreamOpened: the reader opened the group stream. The actor owns its
 // send side from here on and writes GroupSubscribe.
 type groupStreamOpened struct {
+	gen    int
 	stream *quic.Stream
 }
 
 // groupAnswerReceived: the node's GroupAssignment answering request id.
 type groupAnswerReceived struct {
+	gen        int
 	id         uint64
 	assignment wire.GroupAssignment
 }
@@ -97,12 +104,14 @@ type groupAnswerReceived struct {
 // groupErrorReceived: the node's Error answering request id (not 0); the
 // stream goes on, unless id is the GroupSubscribe's.
 type groupErrorReceived struct {
+	gen int
 	id  uint64
 	err *wire.Error
 }
 
 // groupPushReceived: the node pushed records; cursor acks them.
 type groupPushReceived struct {
+	gen      int
 	delivery Delivery
 }
 
@@ -111,6 +120,7 @@ type groupPushReceived struct {
 // err is an open or read error, or a *wire.Error for a frame the reader
 // could not accept.
 type groupStreamEnded struct {
+	gen      int
 	err      error
 	fromNode bool
 }

@@ -5,7 +5,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"time"
 
 	"github.com/heraldmq/herald/net/transport"
 	"github.com/heraldmq/herald/net/wire"
@@ -51,6 +53,21 @@ type options struct {
 	tracerProvider trace.TracerProvider
 	// maxFrameBytes is the largest frame body the client accepts.
 	maxFrameBytes uint32
+	// seeds are addresses tried after Dial's (WithSeeds).
+	seeds []string
+	// dialTimeout bounds one dial of one address.
+	dialTimeout time.Duration
+	// idleTimeout is how long the connection may hear nothing.
+	idleTimeout time.Duration
+	// reconnect turns reconnecting on; reconnectPolicy paces it.
+	reconnect       bool
+	reconnectPolicy Reconnect
+	// events receives connection events (nil: none).
+	events func(ConnectionEvent)
+	// clock times reconnect attempts; jitter draws their random part
+	// (tests inject both).
+	clock  clock
+	jitter func() float64
 }
 
 func defaultOptions() options {
@@ -60,6 +77,44 @@ func defaultOptions() options {
 		inflightBytes:  DefaultPublishInflightBytes,
 		publishStreams: DefaultPublishStreams,
 		maxFrameBytes:  wire.DefaultMaxFrameBytes,
+		dialTimeout:    DefaultDialTimeout,
+		idleTimeout:    DefaultIdleTimeout,
+		reconnect:      true,
+		clock:          realClock{},
+		jitter:         rand.Float64,
+	}
+}
+
+// WithSeeds adds addresses ("host:port") to try after those given to Dial,
+// in order: Dial and every reconnect attempt try them in turn until a node
+// answers. Dial's own address list may be empty ("") when seeds are given.
+func WithSeeds(addrs ...string) Option {
+	return func(o *options) { o.seeds = append(o.seeds, addrs...) }
+}
+
+// WithDialTimeout bounds each dial of one address, the QUIC handshake and
+// Hello included (default DefaultDialTimeout, 2 s; d <= 0 keeps the
+// default): an address where no node answers fails after d with
+// ErrNoNodeAnswered, and the next address is tried.
+func WithDialTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.dialTimeout = d
+		}
+	}
+}
+
+// WithIdleTimeout sets how long the connection may hear nothing from the
+// node before the client takes the node for gone and the connection as lost
+// (default DefaultIdleTimeout, 5 s, which is also the least: quic-go raises
+// a shorter one to 5 s). The client sends a keep-alive after half of it
+// without traffic, so a live node is never taken for gone. The node's own
+// idle_timeout applies if it is shorter.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.idleTimeout = max(d, minIdleTimeout)
+		}
 	}
 }
 

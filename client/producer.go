@@ -112,7 +112,7 @@ func (p *Producer) publish(ctx context.Context, seq uint64, payloads [][]byte, o
 	if err := c.usable(); err != nil {
 		return PublishAck{}, err
 	}
-	if c.s.welcome.Features&wire.FeatureIdempotentProducer == 0 {
+	if c.session().welcome.Features&wire.FeatureIdempotentProducer == 0 {
 		return PublishAck{}, wire.Errorf(wire.CodeInvalidRequest, "the node does not support idempotent producers")
 	}
 	if err := p.name.Validate(); err != nil {

@@ -218,6 +218,7 @@ func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][
 	req := &publishRequest{
 		route:  publishRoute{name: name, shard: t.shard},
 		mode:   o.ack,
+		resend: spec.idempotent,
 		frames: frames,
 		reply:  make(chan publishResult, 1),
 		onDone: func(res publishResult) {
@@ -230,13 +231,14 @@ func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][
 			}
 		},
 	}
-	if o.ack != AckNone {
-		for _, f := range frames {
-			req.held += int64(len(f))
-		}
-		if err := c.s.budget.acquire(ctx, c.done, req.held); err != nil {
-			return nil, err
-		}
+	// Every publish holds its bytes until it is answered (or, AckNone,
+	// written), so publishes made while the client reconnects queue up to
+	// the budget and no further.
+	for _, f := range frames {
+		req.held += int64(len(f))
+	}
+	if err := c.s.budget.acquire(ctx, c.done, req.held); err != nil {
+		return nil, err
 	}
 	if t.anyShard {
 		c.routes.anySent(t.route)
@@ -269,10 +271,11 @@ func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOpt
 	} else {
 		frames = [][]byte{appendPublishFrame(p, recs)}
 	}
+	maxSend := c.session().maxSend
 	for _, f := range frames {
-		if n := len(f) - wire.HeaderSize; n > int(c.s.maxSend) {
-			return nil, &wire.Error{Code: wire.CodeFrameTooLarge, Detail: uint64(c.s.maxSend),
-				Message: fmt.Sprintf("publish of %d bytes exceeds the node's maximum frame of %d", n, c.s.maxSend)}
+		if n := len(f) - wire.HeaderSize; n > int(maxSend) {
+			return nil, &wire.Error{Code: wire.CodeFrameTooLarge, Detail: uint64(maxSend),
+				Message: fmt.Sprintf("publish of %d bytes exceeds the node's maximum frame of %d", n, maxSend)}
 		}
 	}
 	return frames, nil
@@ -319,7 +322,7 @@ type ConditionalResult struct {
 // publish was sent), do not re-send blindly: a re-send would be refused by
 // your own write. Read the shard at expectedOffset to see whether it landed.
 func (c *Client) PublishIf(ctx context.Context, name StreamName, payloads [][]byte, expectedOffset uint64, opts ...PublishOption) (ConditionalResult, error) {
-	if c.s.welcome.Features&wire.FeaturePublishConditional == 0 {
+	if c.session().welcome.Features&wire.FeaturePublishConditional == 0 {
 		return ConditionalResult{}, wire.Errorf(wire.CodeInvalidRequest, "the node does not support conditional publishes")
 	}
 	o := publishOptionsOf(opts)

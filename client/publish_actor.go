@@ -1,11 +1,13 @@
 package client
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/quic-go/quic-go"
@@ -24,6 +26,13 @@ import (
 // connection lives, the frames in flight on it fail and the next frame opens
 // a new one.
 //
+// When the connection is lost and the client reconnects, the actor keeps
+// what it holds and writes it on the new connection's stream once the
+// connection actor hands it the new session (sessionStarted); what it had
+// in flight is settled as planLoss decides (publish_reconnect.go). Frames the
+// node refused with shutting_down go out again there too. Without
+// reconnecting, a lost connection fails everything.
+//
 // When the client closes, a stream with AckNone publishes the node has not
 // confirmed (by answering a later publish) is drained first: its send side
 // is closed and Close waits, for a bounded time, for the node to end the
@@ -31,7 +40,9 @@ import (
 //
 // All fields are owned by the actor and touched only in Receive.
 type publishStreamActor struct {
-	// s is the shared connection state.
+	// sh is the client's shared state.
+	sh *shared
+	// s is the session the actor writes on.
 	s *session
 	// stream is the current publish stream; nil before the first publish and
 	// after it ended.
@@ -44,6 +55,9 @@ type publishStreamActor struct {
 	// inflight holds the written acked frames awaiting an answer, by
 	// request id.
 	inflight map[uint64]pendingFrame
+	// lost is set once s failed while reconnecting is on: nothing is
+	// written until sessionStarted brings the next session.
+	lost bool
 	// lastID is the highest request id written on the current stream.
 	lastID uint64
 	// unconfirmedNone is the id of the last AckNone frame written on the
@@ -56,9 +70,10 @@ type publishStreamActor struct {
 	// drainWaiters are answered when the node has ended the stream.
 	drainWaiters []chan struct{}
 	// goAway is set once the node said it is draining: nothing more is
-	// queued or written (new publishes fail with it at once), the send
-	// side is closed, and goAwayWaiters are answered once every frame in
-	// flight has been answered or failed.
+	// written on this session (new publishes fail with it at once, or,
+	// reconnecting, wait for the next session), the send side is closed,
+	// and goAwayWaiters are answered once every frame in flight has been
+	// answered or failed.
 	goAway        error
 	goAwayWaiters []chan struct{}
 	// broken is set once the connection is unusable: every request fails
@@ -66,16 +81,19 @@ type publishStreamActor struct {
 	broken error
 }
 
-// pendingFrame is frame idx of req.
+// pendingFrame is frame idx of req; id is the request id it was last
+// written with (0: never written).
 type pendingFrame struct {
 	req *publishRequest
 	idx int
+	id  uint64
 }
 
-// newPublishStreamProps returns the props of a publish-stream actor.
+// newPublishStreamProps returns the props of a publish-stream actor that
+// starts on session s.
 func newPublishStreamProps(s *session) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &publishStreamActor{s: s, inflight: make(map[uint64]pendingFrame)}
+		return &publishStreamActor{sh: s.shared, s: s, inflight: make(map[uint64]pendingFrame)}
 	})
 }
 
@@ -102,6 +120,10 @@ func (a *publishStreamActor) Receive(ctx actor.Context) {
 		a.onGoAway(m)
 	case *publishDrainRequest:
 		a.onPublishDrain(m)
+	case *sessionStarted:
+		a.onSessionStarted(ctx, m)
+	case *connectionEnded:
+		a.onConnectionEnded(m)
 	default:
 		a.s.log.Warn("herald: publish stream actor: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -109,18 +131,19 @@ func (a *publishStreamActor) Receive(ctx actor.Context) {
 
 func (a *publishStreamActor) onPublishRequest(ctx actor.Context, r *publishRequest) {
 	if a.broken != nil {
-		r.finishUnsent(a.s, a.broken)
+		r.finishUnsent(a.sh, a.broken)
 		return
 	}
-	if a.goAway != nil {
-		r.finishUnsent(a.s, a.goAway)
-		return
+	if a.goAway == nil {
+		if e := a.s.goAway.Load(); e != nil {
+			// GoAway came after the caller checked, before this stream heard
+			// of it (a new route's stream is spawned after the notices went
+			// out).
+			a.goAway = e
+		}
 	}
-	if e := a.s.goAway.Load(); e != nil {
-		// GoAway came after the caller checked, before this stream heard of
-		// it (a new route's stream is spawned after the notices went out).
-		a.goAway = e
-		r.finishUnsent(a.s, e)
+	if a.goAway != nil && !a.sh.reconnect {
+		r.finishUnsent(a.sh, a.goAway)
 		return
 	}
 	for i := range r.frames {
@@ -133,7 +156,7 @@ func (a *publishStreamActor) onPublishRequest(ctx actor.Context, r *publishReque
 // free window slot; an AckNone frame needs none but waits behind the frames
 // before it, so a stream's publishes go out in issue order.
 func (a *publishStreamActor) pump(ctx actor.Context) {
-	for len(a.queue) > 0 && a.broken == nil && !a.draining {
+	for len(a.queue) > 0 && a.broken == nil && !a.draining && !a.lost && a.goAway == nil {
 		f := a.queue[0]
 		if f.req.mode != wire.AckNone && len(a.inflight) >= a.s.window {
 			return
@@ -144,20 +167,27 @@ func (a *publishStreamActor) pump(ctx actor.Context) {
 		a.queue[0] = pendingFrame{}
 		a.queue = a.queue[1:]
 		id := a.s.nextID()
+		f.id = id
 		frame := f.req.frames[f.idx]
 		binary.BigEndian.PutUint64(frame[8:16], id)
 		_, err := a.stream.Write(frame)
 		f.req.written++
 		if err != nil {
-			// Part of the frame may have left: its outcome is unknown.
-			f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, outcomeUnknown(fmt.Errorf("herald: publish write: %w", err)))
+			if f.req.mode != wire.AckNone {
+				// Part of the frame may have left: it is in flight, and a
+				// lost connection settles it (planLoss); a failed stream
+				// fails it.
+				a.inflight[id] = f
+			} else {
+				f.req.frameSettled(a.sh, f.idx, wire.PublishAck{}, outcomeUnknown(fmt.Errorf("herald: publish write: %w", err)))
+			}
 			a.streamFailed(err)
 			continue
 		}
 		a.lastID = id
 		if f.req.mode == wire.AckNone {
 			a.unconfirmedNone = id
-			f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, nil)
+			f.req.frameSettled(a.sh, f.idx, wire.PublishAck{}, nil)
 		} else {
 			a.inflight[id] = f
 		}
@@ -169,7 +199,7 @@ func (a *publishStreamActor) pump(ctx actor.Context) {
 func (a *publishStreamActor) open(ctx actor.Context) bool {
 	st, err := a.s.conn.OpenStreamSync(a.s.ctx)
 	if err != nil {
-		a.breakAll(a.s.lost(err))
+		a.connectionLost(err)
 		return false
 	}
 	a.gen++
@@ -227,7 +257,7 @@ func (a *publishStreamActor) onPublishAcked(ctx actor.Context, m *publishAcked) 
 		return
 	}
 	delete(a.inflight, m.id)
-	f.req.frameSettled(a.s, f.idx, m.ack, nil)
+	f.req.frameSettled(a.sh, f.idx, m.ack, nil)
 	a.confirmed(m.id)
 	a.pump(ctx)
 }
@@ -255,7 +285,19 @@ func (a *publishStreamActor) onPublishRefused(ctx actor.Context, m *publishRefus
 	}
 	if f, ok := a.inflight[m.id]; ok {
 		delete(a.inflight, m.id)
-		f.req.frameRefused(a.s, f.idx, m.err)
+		if a.sh.reconnect && isShuttingDown(m.err) {
+			// The node is draining and applied nothing of it: it goes out
+			// on the next connection. Nothing more is written on this one
+			// (the GoAway may not have reached the connection actor yet).
+			a.queue = requeue(a.queue, []pendingFrame{f})
+			if a.goAway == nil {
+				ctx.Send(ctx.Parent(), &drainingSeen{s: a.s, err: m.err})
+			}
+			a.stopWriting(m.err)
+			a.confirmed(m.id)
+			return
+		}
+		f.req.frameRefused(a.sh, f.idx, m.err)
 		a.confirmed(m.id)
 		a.pump(ctx)
 		return
@@ -263,7 +305,7 @@ func (a *publishStreamActor) onPublishRefused(ctx actor.Context, m *publishRefus
 	if m.id <= a.lastID {
 		// An AckNone publish failed; its caller has already returned.
 		a.confirmed(m.id)
-		a.s.asyncPublishErrors.Add(1)
+		a.sh.asyncPublishErrors.Add(1)
 		a.s.log.Debug("herald: unacknowledged publish failed", slog.Uint64("request_id", m.id), slog.Any("err", m.err))
 		return
 	}
@@ -301,7 +343,7 @@ func (a *publishStreamActor) onPublishStreamEnded(ctx actor.Context, m *publishS
 func (a *publishStreamActor) streamFailed(err error) {
 	var se *quic.StreamError
 	if a.s.ctx.Err() != nil || (!errors.As(err, &se) && !errors.Is(err, io.EOF)) {
-		a.breakAll(a.s.lost(err))
+		a.connectionLost(err)
 		return
 	}
 	a.failInflight(fmt.Errorf("herald: publish stream ended: %w", err))
@@ -318,7 +360,100 @@ func (a *publishStreamActor) streamFailed(err error) {
 // on this stream.
 func (a *publishStreamActor) protocolFailure(err error) {
 	a.s.fail(err)
-	a.breakAll(a.s.failure())
+	a.connectionLost(err)
+}
+
+// connectionLost handles the loss of the session the actor writes on (err
+// is what showed it). Without reconnecting, everything fails. Otherwise
+// what is in flight is settled as planLoss decides, and nothing is written
+// until sessionStarted.
+func (a *publishStreamActor) connectionLost(err error) {
+	cause := a.s.lost(err)
+	if !a.sh.reconnect || errors.Is(cause, ErrClosed) {
+		a.breakAll(cause)
+		return
+	}
+	if a.lost {
+		return
+	}
+	a.lost = true
+	if a.stream != nil {
+		a.stream.CancelRead(0)
+		a.stream.CancelWrite(0)
+		a.stream = nil
+	}
+	a.gen++
+	a.unconfirmedNone = 0
+	inflight := make([]pendingFrame, 0, len(a.inflight))
+	for _, f := range a.inflight {
+		inflight = append(inflight, f)
+	}
+	clear(a.inflight)
+	slices.SortFunc(inflight, func(x, y pendingFrame) int { return cmp.Compare(x.id, y.id) })
+	plan := planLoss(inflight, a.queue)
+	a.queue = plan.queue
+	for _, f := range plan.unknown {
+		f.req.frameSettled(a.sh, f.idx, wire.PublishAck{}, outcomeUnknown(cause))
+	}
+	for _, f := range plan.dropped {
+		f.req.frameSettled(a.sh, f.idx, wire.PublishAck{}, f.req.err)
+	}
+	a.finishDrain()
+	a.finishGoAway()
+}
+
+// stopWriting stops writing on the current session because the node is
+// draining (err): the send side is closed, so the node answers what it
+// admitted and ends the stream. With reconnecting, what is queued waits for
+// the next session.
+func (a *publishStreamActor) stopWriting(err error) {
+	if a.goAway == nil {
+		a.goAway = err
+	}
+	if a.stream != nil && a.broken == nil && !a.draining {
+		a.draining = true
+		_ = a.stream.Close()
+	}
+}
+
+// onSessionStarted moves the actor to the client's new session: what
+// waited goes out on a new stream there.
+func (a *publishStreamActor) onSessionStarted(ctx actor.Context, m *sessionStarted) {
+	if a.broken != nil || m.s == a.s {
+		return
+	}
+	if !a.lost {
+		// The old session is gone even if this actor did not notice: what
+		// it had in flight there is settled as for a loss.
+		a.connectionLost(a.s.failure())
+		if a.broken != nil {
+			return
+		}
+	}
+	if a.stream != nil {
+		a.stream.CancelRead(0)
+		a.stream.CancelWrite(0)
+		a.stream = nil
+	}
+	for _, w := range a.goAwayWaiters {
+		w <- struct{}{}
+	}
+	a.goAwayWaiters = nil
+	a.s = m.s
+	a.lost = false
+	a.goAway = nil
+	a.draining = false
+	a.pump(ctx)
+}
+
+// onConnectionEnded fails everything: the client will not connect again.
+func (a *publishStreamActor) onConnectionEnded(m *connectionEnded) {
+	a.breakAll(m.err)
+	if a.stream != nil {
+		a.stream.CancelRead(0)
+		a.stream.CancelWrite(0)
+		a.stream = nil
+	}
 }
 
 // failInflight fails every frame awaiting an answer: they were written and
@@ -328,7 +463,7 @@ func (a *publishStreamActor) protocolFailure(err error) {
 func (a *publishStreamActor) failInflight(err error) {
 	for id, f := range a.inflight {
 		delete(a.inflight, id)
-		f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, outcomeUnknown(err))
+		f.req.frameSettled(a.sh, f.idx, wire.PublishAck{}, outcomeUnknown(err))
 	}
 	a.finishGoAway()
 }
@@ -342,7 +477,7 @@ func (a *publishStreamActor) breakAll(err error) {
 	a.finishDrain()
 	a.failInflight(a.broken)
 	for _, f := range a.queue {
-		f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, a.broken)
+		f.req.frameSettled(a.sh, f.idx, wire.PublishAck{}, a.broken)
 	}
 	a.queue = nil
 }
@@ -360,7 +495,7 @@ func (a *publishStreamActor) onPublishWithdrawn(m *publishWithdrawn) {
 	}
 	clear(a.queue[len(kept):])
 	a.queue = kept
-	r.finishUnsent(a.s, m.err)
+	r.finishUnsent(a.sh, m.err)
 }
 
 func (a *publishStreamActor) onPublishStats(m *publishStatsRequest) {
@@ -387,17 +522,13 @@ func (a *publishStreamActor) onPublishDrain(m *publishDrainRequest) {
 // it admitted and ends the stream; m.reply is answered once nothing is in
 // flight.
 func (a *publishStreamActor) onGoAway(m *goAwayNotice) {
-	if a.goAway == nil {
-		a.goAway = m.err
+	if a.goAway == nil && !a.sh.reconnect {
 		for _, f := range a.queue {
-			f.req.frameSettled(a.s, f.idx, wire.PublishAck{}, m.err)
+			f.req.frameSettled(a.sh, f.idx, wire.PublishAck{}, m.err)
 		}
 		a.queue = nil
-		if a.stream != nil && a.broken == nil && !a.draining {
-			a.draining = true
-			_ = a.stream.Close()
-		}
 	}
+	a.stopWriting(m.err)
 	a.goAwayWaiters = append(a.goAwayWaiters, m.reply)
 	a.finishGoAway()
 }

@@ -37,11 +37,16 @@ type publishRequest struct {
 	route publishRoute
 	// mode is the ack mode of every frame.
 	mode wire.AckMode
+	// resend marks an idempotent publish: written and not answered when its
+	// connection is lost, it is sent again on the next one (the node
+	// recognises a batch it wrote already), instead of failing with an
+	// unknown outcome.
+	resend bool
 	// frames are complete Publish frames encoded with request id 0; the
 	// actor patches the id in just before writing each.
 	frames [][]byte
-	// held is the budget bytes the caller acquired (0 for AckNone); the
-	// actor releases each frame's share when it is answered or failed.
+	// held is the budget bytes the caller acquired; the actor releases each
+	// frame's share when it is answered or failed (AckNone: written).
 	held int64
 	// onDone, if set, is called once with the result, by the actor that
 	// settles the request, before reply is sent. It must not block.
@@ -93,7 +98,7 @@ func (r *publishRequest) finish(res publishResult) {
 
 // finishUnsent fails a request none of whose frames were written, giving
 // its budget back.
-func (r *publishRequest) finishUnsent(s *session, err error) {
+func (r *publishRequest) finishUnsent(s *shared, err error) {
 	if r.done {
 		return
 	}
@@ -103,7 +108,7 @@ func (r *publishRequest) finishUnsent(s *session, err error) {
 }
 
 // frameRefused records that the node answered frame i with err.
-func (r *publishRequest) frameRefused(s *session, i int, err *wire.Error) {
+func (r *publishRequest) frameRefused(s *shared, i int, err *wire.Error) {
 	if r.err == nil {
 		r.refused = true
 	}
@@ -113,15 +118,13 @@ func (r *publishRequest) frameRefused(s *session, i int, err *wire.Error) {
 // frameSettled records that frame i reached a final state, with its ack or
 // err, releases its budget share and resolves the request once every frame
 // has settled.
-func (r *publishRequest) frameSettled(s *session, i int, ack wire.PublishAck, err error) {
+func (r *publishRequest) frameSettled(s *shared, i int, ack wire.PublishAck, err error) {
 	if r.done {
 		return
 	}
-	if r.mode != wire.AckNone {
-		n := int64(len(r.frames[i]))
-		s.budget.release(n)
-		r.held -= n
-	}
+	n := int64(len(r.frames[i]))
+	s.budget.release(n)
+	r.held -= n
 	switch {
 	case err == nil:
 		if r.mode != wire.AckNone {
@@ -229,6 +232,20 @@ type publishersRequest struct {
 // stream (see publishStreamActor).
 type publishDrainRequest struct {
 	reply chan struct{} // capacity 1
+}
+
+// sessionStarted tells a child of the connection actor that the client
+// connected again: s is the new session. What was waiting for a connection
+// goes out on it.
+type sessionStarted struct {
+	s *session
+}
+
+// connectionEnded tells a child of the connection actor that the client
+// will not connect again (reconnecting gave up, or was off): everything it
+// holds and everything later fails with err.
+type connectionEnded struct {
+	err error
 }
 
 // goAwayNotice tells a publish-stream actor that the node sent GoAway (err

@@ -201,7 +201,10 @@ func TestPublishAckModes(t *testing.T) {
 	srv := newTestServer(t)
 	frames := publishNode(t, srv)
 	srv.start()
-	c := srv.dial(t)
+	// Without reconnecting: reconnecting, a frame refused with
+	// shutting_down is sent again on the next connection instead of
+	// failing (TestReconnectResendsDrainRefusedPublish).
+	c := srv.dial(t, WithoutReconnect())
 	ctx := testCtx(t)
 
 	t.Run("per-message", func(t *testing.T) {
@@ -438,7 +441,9 @@ func TestPublishMalformedAck(t *testing.T) {
 	srv := newTestServer(t)
 	frames := publishNode(t, srv)
 	srv.start()
-	c := srv.dial(t)
+	// Without reconnecting, so that later calls fail with the cause too
+	// (reconnecting, they go to the next connection).
+	c := srv.dial(t, WithoutReconnect())
 	ctx := testCtx(t)
 	res := make(chan error, 1)
 	go func() { _, err := c.Publish(ctx, orders, []byte("x")); res <- err }()

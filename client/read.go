@@ -66,7 +66,7 @@ func (c *Client) Read(ctx context.Context, name StreamName, shard uint32, start,
 	if err := name.Validate(); err != nil {
 		return ReadPage{}, err
 	}
-	if c.s.welcome.Features&wire.FeatureRead == 0 {
+	if c.session().welcome.Features&wire.FeatureRead == 0 {
 		return ReadPage{}, wire.Errorf(wire.CodeInvalidRequest, "the node does not support range reads")
 	}
 	if end < start {
@@ -77,7 +77,7 @@ func (c *Client) Read(ctx context.Context, name StreamName, shard uint32, start,
 		opt(&o)
 	}
 	req := wire.Read{Name: name, Shard: shard, Start: start, End: end, MaxRecords: o.maxRecords, MaxBytes: o.maxBytes}
-	v, err := c.call(ctx, wire.TypeReadResult, func(dst []byte, id uint64) []byte {
+	v, err := c.call(ctx, wire.TypeReadResult, readOnly, func(dst []byte, id uint64) []byte {
 		return wire.AppendRead(dst, id, req)
 	})
 	if err != nil {

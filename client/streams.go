@@ -172,7 +172,7 @@ func (c *Client) CreateStream(ctx context.Context, name StreamName, cfg StreamCo
 		return StreamInfo{}, err
 	}
 	req := wire.CreateStream{Name: name, Config: wc}
-	v, err := c.call(ctx, wire.TypeStreamInfo, func(dst []byte, id uint64) []byte {
+	v, err := c.call(ctx, wire.TypeStreamInfo, changes, func(dst []byte, id uint64) []byte {
 		return wire.AppendCreateStream(dst, id, req)
 	})
 	if err != nil {
@@ -200,7 +200,7 @@ func (c *Client) describe(ctx context.Context, name StreamName) (wire.StreamInfo
 	if err := name.Validate(); err != nil {
 		return wire.StreamInfo{}, err
 	}
-	v, err := c.call(ctx, wire.TypeStreamInfo, func(dst []byte, id uint64) []byte {
+	v, err := c.call(ctx, wire.TypeStreamInfo, readOnly, func(dst []byte, id uint64) []byte {
 		return wire.AppendDescribeStream(dst, id, name)
 	})
 	if err != nil {
@@ -217,7 +217,7 @@ func (c *Client) DeleteStream(ctx context.Context, name StreamName) error {
 	if err := name.Validate(); err != nil {
 		return err
 	}
-	_, err := c.call(ctx, wire.TypeOK, func(dst []byte, id uint64) []byte {
+	_, err := c.call(ctx, wire.TypeOK, changes, func(dst []byte, id uint64) []byte {
 		return wire.AppendDeleteStream(dst, id, name)
 	})
 	c.routes.forget(name)
@@ -230,7 +230,7 @@ func (c *Client) DeleteStream(ctx context.Context, name StreamName) error {
 // authentication).
 func (c *Client) ListStreams(ctx context.Context, tenant, namespace string) ([]StreamInfo, error) {
 	req := wire.ListStreams{Tenant: tenant, Namespace: namespace}
-	v, err := c.call(ctx, wire.TypeStreamList, func(dst []byte, id uint64) []byte {
+	v, err := c.call(ctx, wire.TypeStreamList, readOnly, func(dst []byte, id uint64) []byte {
 		return wire.AppendListStreams(dst, id, req)
 	})
 	if err != nil {

@@ -175,7 +175,7 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if !c.s.subscribeQueue {
+	if !c.session().subscribeQueue {
 		o.queue = 0
 	}
 	shards := []uint32{o.shard}

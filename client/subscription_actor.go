@@ -37,6 +37,12 @@ const (
 // offsets. Otherwise the shard ends: Next reports its error once, after the
 // shard's held events, while the other shards go on.
 //
+// When the connection is lost (or the node, draining, ends a shard with
+// shutting_down) and the client reconnects, each shard waits for the new
+// session (sessionStarted) and is subscribed again there, from one past the
+// last record it received (shardResume); its queue carries over, and what
+// the node could no longer give is reported as a *GapError in line.
+//
 // The actor outlives its readers: each reader's last message is shardEnded.
 // Once the Subscription's Close asked to end the subscription and every
 // reader has exited, the actor stops itself; otherwise its parent stops it
@@ -44,12 +50,12 @@ const (
 //
 // All fields are owned by the actor and touched only in Receive.
 type subscriptionActor struct {
-	// s is the shared connection state.
+	// s is the current session: new attempts go there.
 	s *session
 	// in is what the subscription was asked for.
 	in *subscriptionInit
-	// ctx bounds the readers' opens and reads; cancel is called when the
-	// subscription is ended from this side.
+	// ctx bounds the readers' opens and reads on s; cancel is called when
+	// the subscription is ended from this side.
 	ctx    context.Context
 	cancel context.CancelFunc
 	// shards holds each subscribed shard's state, in in.shards order.
@@ -109,6 +115,13 @@ type shardState struct {
 	// returned it.
 	err      error
 	reported bool
+	// s is the session of the current attempt.
+	s *session
+	// waiting is set once the current attempt ended with its connection:
+	// the shard resumes when the next session starts.
+	waiting bool
+	// resume is the shard's resume after a lost connection.
+	resume shardResume
 }
 
 // newSubscriptionProps returns the props of a subscription actor.
@@ -144,6 +157,10 @@ func (a *subscriptionActor) Receive(ctx actor.Context) {
 		a.onEvents(m)
 	case *shardEnded:
 		a.onShardEnded(ctx, m)
+	case *sessionStarted:
+		a.onSessionStarted(ctx, m)
+	case *connectionEnded:
+		a.fail(m.err)
 	default:
 		a.s.log.Warn("herald: subscription actor: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -193,6 +210,7 @@ func (a *subscriptionActor) startAttempt(ctx actor.Context, idx int, start wire.
 	sh.gen++
 	sh.stream = nil
 	sh.asked = offset
+	sh.s, sh.waiting = a.s, false
 	at := shardAttempt{
 		idx: idx, gen: sh.gen, slots: sh.slots, ctx: a.ctx,
 		sub: wire.Subscribe{Name: a.in.name, Shard: sh.start.shard, Start: start, Offset: offset, QueueCapacity: a.in.queue},
@@ -268,6 +286,9 @@ func readShard(s *session, root *actor.RootContext, pid *actor.PID, at shardAtte
 		}
 		f, err := wire.ReadFrame(st, s.maxRecv)
 		if err != nil {
+			// The slot taken carries no frame: give it back, or the shard's
+			// next attempt would have one fewer.
+			releaseSlots(at.slots, 1)
 			end(err, false)
 			return
 		}
@@ -275,17 +296,20 @@ func readShard(s *session, root *actor.RootContext, pid *actor.PID, at shardAtte
 		case wire.TypeEventBatch:
 			sections, err := wire.DecodeEventBatch(f.Body)
 			if err != nil {
+				releaseSlots(at.slots, 1)
 				end(err, false)
 				return
 			}
 			for _, v := range sections {
 				if v.Shard != at.sub.Shard {
+					releaseSlots(at.slots, 1)
 					end(protocolViolation("event batch for shard %d on a subscription to shard %d", v.Shard, at.sub.Shard), false)
 					return
 				}
 			}
 			root.Send(pid, &eventsReceived{idx: at.idx, gen: at.gen, sections: sections})
 		case wire.TypeError:
+			releaseSlots(at.slots, 1)
 			e, err := wire.DecodeError(f.Body)
 			if err != nil {
 				end(err, false)
@@ -294,6 +318,7 @@ func readShard(s *session, root *actor.RootContext, pid *actor.PID, at shardAtte
 			end(e, true)
 			return
 		default:
+			releaseSlots(at.slots, 1)
 			end(protocolViolation("%v frame on a subscription stream", f.Header.Type), false)
 			return
 		}
@@ -322,8 +347,17 @@ func (a *subscriptionActor) onSubscribed(m *subscribedReceived) {
 		return
 	}
 	if sh.answered {
-		// An automatic resume: the queue carries over and drops what was
-		// delivered already.
+		// A resume (after a lag or a lost connection): the queue carries
+		// over and drops what was delivered already; what the node could
+		// not give is reported in line.
+		if gap, watch := sh.resume.subscribed(sh.start.shard, m.sub.Offset); gap != nil {
+			a.s.log.Info("herald: subscription resumed with a gap", slog.String("stream", a.in.name.String()),
+				slog.Uint64("shard", uint64(gap.Shard)), slog.Uint64("from", gap.From), slog.Uint64("to", gap.To))
+			sh.q.pushGap(gap)
+			a.serve()
+		} else if watch {
+			sh.q.pushWatch(m.sub.Offset)
+		}
 		return
 	}
 	sh.answered, sh.granted = true, m.sub
@@ -451,10 +485,13 @@ func (a *subscriptionActor) next() (Event, error, bool) {
 		k := (a.turn + i) % n
 		sh := a.shards[k]
 		if sh.q != nil {
-			ev, ok, finished := sh.q.pop()
+			ev, gap, ok, finished := sh.q.pop()
 			releaseSlots(sh.slots, finished)
 			if ok {
 				a.turn = (k + 1) % n
+				if gap != nil {
+					return Event{}, gap, true
+				}
 				return ev, nil, true
 			}
 		}
@@ -520,19 +557,75 @@ func (a *subscriptionActor) onShardEnded(ctx actor.Context, m *shardEnded) {
 			}
 			return
 		}
+		if we.Code == wire.CodeOffsetOutOfRange {
+			if start, offset, ok := sh.resume.refused(we.Detail); ok {
+				a.s.log.Debug("herald: resume offset gone; resuming further on", slog.String("stream", a.in.name.String()),
+					slog.Uint64("shard", uint64(sh.start.shard)), slog.Uint64("asked", sh.asked), slog.Uint64("detail", we.Detail))
+				if !a.startAttempt(ctx, m.idx, start, offset) {
+					a.fail(ErrClosed)
+				}
+				return
+			}
+		}
+		if we.Code == wire.CodeShuttingDown && a.s.reconnect {
+			// The node is draining: resume on the next connection.
+			sh.waiting = true
+			ctx.Send(ctx.Parent(), &drainingSeen{s: sh.s, err: we})
+			return
+		}
 		a.shardFailed(sh, a.shardError(sh, we))
 	case fatalFrame(m.err):
-		a.s.fail(m.err)
-		a.fail(a.s.failure())
-	case a.s.ctx.Err() != nil:
-		a.fail(a.s.failure())
+		// The node broke the protocol on this subscription: it ends (a
+		// resubscription would likely meet the same), and the connection
+		// is closed with the error (the client reconnects for the rest).
+		sh.s.fail(m.err)
+		a.fail(sh.s.failure())
+	case sh.s.ctx.Err() != nil:
+		a.connectionLost(sh)
 	case errors.Is(m.err, io.EOF):
 		a.shardFailed(sh, &ShardError{Shard: sh.start.shard,
 			Err: &wire.Error{Code: wire.CodeSubscriptionAborted, Message: "the node ended the subscription stream"}})
 	case errors.As(m.err, &se):
 		a.shardFailed(sh, &ShardError{Shard: sh.start.shard, Err: fmt.Errorf("herald: subscription stream reset: %w", m.err)})
 	default:
-		a.fail(a.s.lost(m.err))
+		sh.s.lost(m.err)
+		a.connectionLost(sh)
+	}
+}
+
+// connectionLost handles a shard whose attempt ended with its connection:
+// it waits for the next session, or, without reconnecting, the whole
+// subscription fails.
+func (a *subscriptionActor) connectionLost(sh *shardState) {
+	if !a.s.reconnect {
+		a.fail(sh.s.failure())
+		return
+	}
+	sh.waiting = true
+}
+
+// onSessionStarted resumes every shard that is not done on the client's new
+// session: from one past its last received record (shardResume), or, if
+// the node had not answered its Subscribe, as first asked.
+func (a *subscriptionActor) onSessionStarted(ctx actor.Context, m *sessionStarted) {
+	if a.unsubscribed || a.endErr != nil || m.s == a.s {
+		return
+	}
+	a.s = m.s
+	a.cancel()
+	a.ctx, a.cancel = context.WithCancel(m.s.ctx)
+	for i, sh := range a.shards {
+		if sh.err != nil || sh.s == m.s {
+			continue
+		}
+		start, offset := sh.start.start, sh.start.offset
+		if sh.answered {
+			start, offset = sh.resume.begin(sh.q.resumeOffset())
+		}
+		if !a.startAttempt(ctx, i, start, offset) {
+			a.unsubscribe(ErrClosed)
+			return
+		}
 	}
 }
 

@@ -216,7 +216,8 @@ func (q *eventQueue) pop() (ev Event, gap *GapError, ok bool, finished int) {
 		if q.watching && off >= q.watchAt {
 			q.watching = false
 			if off > q.watchAt {
-				q.stashed = &ev
+				stash := ev
+				q.stashed = &stash
 				return Event{}, &GapError{Shard: ev.Shard, From: q.watchAt, To: off}, true, finished
 			}
 		}

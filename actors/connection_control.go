@@ -53,8 +53,15 @@ func (cs *connSession) controlRequest(lane *actor.PID, answers *AnswerMeter, f w
 	id := f.Header.RequestID
 	switch f.Header.Type {
 	case wire.TypeGroupPoll, wire.TypeGroupAck, wire.TypeGroupNack, wire.TypeGroupDeadLetters,
-		wire.TypeGroupRedrive, wire.TypeGroupDiscard, wire.TypeDescribeGroup:
+		wire.TypeGroupRedrive, wire.TypeGroupDiscard, wire.TypeDescribeGroup,
+		wire.TypeListGroups, wire.TypeDeleteGroup, wire.TypeGroupSeek:
 		return cs.groupRequest(lane, answers, f)
+	case wire.TypeOffsetsForTime:
+		req, err := wire.DecodeOffsetsForTime(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		return cs.offsetsForTime(id, req), nil
 	case wire.TypeCreateStream:
 		req, err := wire.DecodeCreateStream(f.Body)
 		if err != nil {

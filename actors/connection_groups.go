@@ -29,6 +29,8 @@ func (cs *connSession) groupRequest(lane *actor.PID, answers *AnswerMeter, f wir
 	var name wire.StreamName
 	var group string
 	var msg groupAddressed
+	perm := PermConsume
+	var seek wire.GroupSeek
 	target := func() GroupTarget { return GroupTarget{Group: group, ReplyTo: lane, ReqID: id} }
 	switch f.Header.Type {
 	case wire.TypeGroupPoll:
@@ -67,8 +69,31 @@ func (cs *connSession) groupRequest(lane *actor.PID, answers *AnswerMeter, f wir
 		}
 		name, group = req.Name, req.Group
 		msg = &GroupDescribeRequest{GroupTarget: target()}
+	case wire.TypeListGroups:
+		n, err := wire.DecodeListGroups(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		return cs.listGroups(lane, answers, id, n), nil
+	case wire.TypeDeleteGroup:
+		req, err := wire.DecodeDeleteGroup(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		name, group, perm = req.Name, req.Group, PermManage
+		msg = &GroupDeleteRequest{GroupTarget: target()}
+	case wire.TypeGroupSeek:
+		req, err := wire.DecodeGroupSeek(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		name, group, seek = req.Name, req.Group, req
+		msg = &GroupSeekRequest{GroupTarget: target()}
 	}
-	h, werr := cs.groupStream0(name, group)
+	if _, del := msg.(*GroupDeleteRequest); del && cs.draining.Load() {
+		return wire.AppendError(nil, id, wire.Errorf(wire.CodeShuttingDown, "node is draining")), nil
+	}
+	h, werr := cs.groupStream0(name, group, perm)
 	if werr != nil {
 		return wire.AppendError(nil, id, werr), nil
 	}
@@ -83,23 +108,81 @@ func (cs *connSession) groupRequest(lane *actor.PID, answers *AnswerMeter, f wir
 		m.Stream = h
 	case *GroupDescribeRequest:
 		m.Stream = h
+	case *GroupDeleteRequest:
+		m.Stream = h
+	case *GroupSeekRequest:
+		m.Stream = h
+		if m.Shards, m.Offsets, werr = cs.seekTargets(h, seek); werr != nil {
+			return wire.AppendError(nil, id, werr), nil
+		}
 	}
 	answers.Dispatch()
 	cs.root.Send(cs.cfg.Groups, msg)
 	return nil, nil
 }
 
+// seekTargets returns the shards a GroupSeek moves and the offset each
+// goes to: the seek's offset for every one (the coordinator clamps it), or
+// the first offset committed at or after the seek's time, found here as
+// OffsetsForTime finds it (a read of the batch index, in this goroutine).
+func (cs *connSession) seekTargets(h *StreamHandle, req wire.GroupSeek) ([]uint32, []uint64, *wire.Error) {
+	shards, werr := shardsOf(h, req.Shard)
+	if werr != nil {
+		return nil, nil, werr
+	}
+	offsets := make([]uint64, len(shards))
+	if req.To == wire.SeekToOffset {
+		for i := range offsets {
+			offsets[i] = req.Offset
+		}
+		return shards, offsets, nil
+	}
+	at, werr := cs.offsetsAt(h, shards, req.UnixNano)
+	if werr != nil {
+		return nil, nil, werr
+	}
+	for i, o := range at {
+		offsets[i] = o.Offset
+	}
+	return shards, offsets, nil
+}
+
+// listGroups checks a ListGroups and has the groups registry answer it on
+// lane.
+func (cs *connSession) listGroups(lane *actor.PID, answers *AnswerMeter, id uint64, name wire.StreamName) []byte {
+	h, werr := cs.groupsStream(name, PermConsume|PermManage, nil)
+	if werr != nil {
+		return wire.AppendError(nil, id, werr)
+	}
+	answers.Dispatch()
+	cs.root.Send(cs.cfg.Groups, &GroupListRequest{GroupTarget: GroupTarget{Stream: h, ReplyTo: lane, ReqID: id}})
+	return nil
+}
+
 // groupStream0 checks a group request's names and finds its stream, which
-// must be durable.
-func (cs *connSession) groupStream0(name wire.StreamName, group string) (*StreamHandle, *wire.Error) {
+// must be durable; perm is what the request needs.
+func (cs *connSession) groupStream0(name wire.StreamName, group string, perm Permission) (*StreamHandle, *wire.Error) {
+	return cs.groupsStream(name, perm, func() *wire.Error {
+		if err := wire.ValidateGroupName("group name", group); err != nil {
+			return err.(*wire.Error)
+		}
+		return nil
+	})
+}
+
+// groupsStream checks that groups are enabled, perm allowed on name and
+// then check (a group name), and finds the stream, which must be durable.
+func (cs *connSession) groupsStream(name wire.StreamName, perm Permission, check func() *wire.Error) (*StreamHandle, *wire.Error) {
 	if cs.cfg.Groups == nil {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "consumer groups are not enabled on this node")
 	}
-	if werr := cs.allow(PermConsume, name); werr != nil {
+	if werr := cs.allow(perm, name); werr != nil {
 		return nil, werr
 	}
-	if err := wire.ValidateGroupName("group name", group); err != nil {
-		return nil, err.(*wire.Error)
+	if check != nil {
+		if werr := check(); werr != nil {
+			return nil, werr
+		}
 	}
 	h, werr := cs.lookup(&LookupStreamRequest{Name: name})
 	if werr != nil {
@@ -142,7 +225,7 @@ func (cs *connSession) startGroupMember(s *quic.Stream, f wire.Frame, req wire.G
 	if cs.draining.Load() {
 		return nil, wire.Errorf(wire.CodeShuttingDown, "node is draining")
 	}
-	h, werr := cs.groupStream0(req.Name, req.Group)
+	h, werr := cs.groupStream0(req.Name, req.Group, PermConsume)
 	if werr != nil {
 		return nil, werr
 	}

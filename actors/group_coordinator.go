@@ -106,8 +106,10 @@ type groupCoordinator struct {
 	// coordinator keeps its pid, and answers to its failed instance's
 	// requests must not be taken for its own.
 	token uint64
-	// dropped is set when the registry says the stream was deleted.
-	dropped bool
+	// dropped is set when the registry says the stream was deleted;
+	// deleting when the coordinator took a delete of its group and stops:
+	// it writes nothing more.
+	dropped, deleting bool
 	// shardPIDs are the stream's shards, watched: when they stop (the stream
 	// was deleted or the catalog restarted) the coordinator stops too.
 	shardPIDs map[string]bool
@@ -178,7 +180,7 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 		g.onLoaded(ctx, m)
 		return
 	case *GroupPollRequest, *GroupAckRequest, *GroupDeadLettersRequest, *GroupSelectRequest, *GroupDescribeRequest,
-		*GroupJoinRequest, *GroupClaimRequest, *GroupCommitRequest:
+		*GroupJoinRequest, *GroupClaimRequest, *GroupCommitRequest, *GroupSeekRequest, *GroupDeleteRequest:
 		g.onGroupRequest(ctx, m)
 	case *TailAdvanced:
 		g.onTail(ctx, m)
@@ -243,6 +245,13 @@ func (g *groupCoordinator) onStreamDropped() {
 // onRequest dispatches a group request (live, or from the stash once the
 // coordinator is ready); from is its sender.
 func (g *groupCoordinator) onRequest(ctx actor.Context, from *actor.PID, msg any) {
+	if g.deleting {
+		// Behind the delete it took. The registry holds the group's
+		// requests from the delete on; one that comes here anyway (sent
+		// directly, as a member's are) finds the group gone.
+		g.refuse(ctx, from, msg, g.stopError())
+		return
+	}
 	switch m := msg.(type) {
 	case *GroupPollRequest:
 		g.onPoll(ctx, m)
@@ -260,13 +269,17 @@ func (g *groupCoordinator) onRequest(ctx actor.Context, from *actor.PID, msg any
 		g.onClaim(ctx, m)
 	case *GroupCommitRequest:
 		g.onCommit(ctx, from, m)
+	case *GroupSeekRequest:
+		g.onSeek(ctx, m)
+	case *GroupDeleteRequest:
+		g.onDelete(ctx, m)
 	}
 }
 
 // settle runs after each message: waiting consumers are served, the gauges
 // updated, pending state changes flushed and the timer re-armed.
 func (g *groupCoordinator) settle(ctx actor.Context) {
-	if !g.ready {
+	if !g.ready || g.deleting {
 		return
 	}
 	g.serve(ctx)
@@ -280,6 +293,9 @@ func (g *groupCoordinator) settle(ctx actor.Context) {
 }
 
 func (g *groupCoordinator) stopError() *wire.Error {
+	if g.deleting {
+		return wire.Errorf(wire.CodeGroupNotFound, "group %s was deleted from stream %s", g.cfg.Group, g.cfg.Stream.Name)
+	}
 	if g.dropped {
 		return wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", g.cfg.Stream.Name)
 	}
@@ -407,7 +423,10 @@ func (g *groupCoordinator) onRestarting(ctx actor.Context) {
 // after the coordinators), unanswered.
 func (g *groupCoordinator) shutdown(ctx actor.Context, err *wire.Error) {
 	g.stopped = true
-	if g.core != nil {
+	if g.gauges != nil {
+		g.gauges.Members.Store(0)
+	}
+	if g.core != nil && !g.deleting {
 		if puts := g.core.flushPuts(); len(puts) > 0 {
 			ctx.Send(g.cfg.Writer, &MetaWriteRequest{Puts: puts})
 		}
@@ -466,6 +485,9 @@ func (g *groupCoordinator) refuse(ctx actor.Context, from *actor.PID, msg any, e
 		}
 	case *GroupClaimRequest:
 		// The member is told by GroupMemberEnded.
+	case *GroupDeleteRequest:
+		AnswerLostGroupRequest(ctx.ActorSystem(), msg, err)
+		g.deleteRefused(ctx, m)
 	default:
 		AnswerLostGroupRequest(ctx.ActorSystem(), msg, err)
 	}
@@ -584,6 +606,7 @@ func (g *groupCoordinator) updateGauges() {
 		return
 	}
 	g.gauges.Claims.Store(int64(g.core.claimCount))
+	g.gauges.Members.Store(int64(len(g.core.members)))
 	for i, s := range g.core.shards {
 		if i < len(g.committed) {
 			g.committed[i].Store(s.committed)

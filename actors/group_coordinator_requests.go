@@ -3,6 +3,7 @@ package actors
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -224,6 +225,71 @@ func (g *groupCoordinator) onSelect(ctx actor.Context, m *GroupSelectRequest) {
 		n = g.core.redrive(shards, m.Offsets)
 	}
 	g.answerDone(ctx, m.ReplyTo, m.ReqID, n)
+}
+
+// onSeek moves the group's position on the shards sought (groupCore.seek)
+// and answers the positions once they are durable. A shard being read for
+// a consumer is refused too: its picks would be claimed at the old
+// position.
+func (g *groupCoordinator) onSeek(ctx actor.Context, m *GroupSeekRequest) {
+	for _, sh := range m.Shards {
+		if err := g.checkShard(sh); err != nil {
+			g.replyErr(ctx, m.ReplyTo, m.ReqID, err)
+			return
+		}
+	}
+	for _, sh := range m.Shards {
+		if g.busy[sh] {
+			g.replyErr(ctx, m.ReplyTo, m.ReqID, wire.Errorf(wire.CodeGroupInUse,
+				"records of shard %d of group %s are being read for a consumer; retry", sh, g.cfg.Group))
+			return
+		}
+	}
+	g.refreshTails()
+	pos, werr := g.core.seek(m.Shards, m.Offsets)
+	if werr != nil {
+		g.replyErr(ctx, m.ReplyTo, m.ReqID, werr)
+		return
+	}
+	g.create()
+	offs := make([]wire.ShardOffset, len(pos))
+	for i, p := range pos {
+		offs[i] = wire.ShardOffset{Shard: m.Shards[i], Offset: p}
+	}
+	g.log.Info("group: seek", slog.Any("positions", offs))
+	to, id := m.ReplyTo, m.ReqID
+	g.afterFlush(func(err error) {
+		if err != nil {
+			g.replyErr(ctx, to, id, storageErr(err))
+			return
+		}
+		g.reply(ctx, to, wire.AppendShardOffsets(nil, id, offs))
+	})
+}
+
+// onDelete takes a delete of the group, unless push members hold it: then
+// it stops, writing nothing more, and the registry deletes the group's
+// state once it has (see GroupDeleteRequest). What is waiting (polls,
+// acks not yet durable) is answered group_not_found as it stops.
+func (g *groupCoordinator) onDelete(ctx actor.Context, m *GroupDeleteRequest) {
+	if n := len(g.core.members); n > 0 {
+		g.replyErr(ctx, m.ReplyTo, m.ReqID, wire.Errorf(wire.CodeGroupInUse,
+			"group %s has %d push members; stop them (or wait for their session to expire) before deleting it", g.cfg.Group, n))
+		g.deleteRefused(ctx, m)
+		return
+	}
+	g.deleting = true
+	m.accepted.Store(true)
+	g.log.Info("group: deleting")
+	ctx.Stop(ctx.Self())
+}
+
+// deleteRefused tells the registry that a delete it forwarded here will not
+// be carried out, so the group's requests it holds go on.
+func (g *groupCoordinator) deleteRefused(ctx actor.Context, m *GroupDeleteRequest) {
+	if parent := ctx.Parent(); parent != nil {
+		ctx.Send(parent, &groupDeleteRefused{req: m})
+	}
 }
 
 func (g *groupCoordinator) onJoin(ctx actor.Context, from *actor.PID, m *GroupJoinRequest) {

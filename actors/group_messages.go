@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -82,6 +83,47 @@ type GroupDescribeRequest struct {
 }
 
 func (*GroupDescribeRequest) creates() bool { return false }
+
+// GroupSeekRequest sets the committed position of each of Shards to the
+// offset at the same index of Offsets (clamped to the shard's retained
+// range); answered with a ShardOffsets frame (the positions) once durable,
+// or Error (group_in_use). A seek of a group never used creates it there.
+type GroupSeekRequest struct {
+	GroupTarget
+	Shards  []uint32
+	Offsets []uint64
+}
+
+func (*GroupSeekRequest) creates() bool { return true }
+
+// GroupDeleteRequest deletes the group. The coordinator refuses it while
+// the group has push members (group_in_use, and groupDeleteRefused to the
+// registry); otherwise it sets accepted and stops, and the registry, once
+// it has stopped, deletes the group's state through the storage writer and
+// answers OK. Meanwhile the registry holds the group's other requests.
+type GroupDeleteRequest struct {
+	GroupTarget
+	// accepted is set by the coordinator that takes the delete, just before
+	// it stops itself; the registry reads it once that coordinator has
+	// stopped (Terminated), to tell a delete taken from one lost with it.
+	accepted atomic.Bool
+}
+
+func (*GroupDeleteRequest) creates() bool { return false }
+
+// groupDeleteRefused tells the registry that a coordinator it forwarded a
+// delete to refused it, or lost it (failed or restarted with it): the
+// group's held requests go on. The coordinator has answered the client.
+type groupDeleteRefused struct {
+	req *GroupDeleteRequest
+}
+
+// GroupListRequest asks the groups registry for a stream's groups;
+// answered with a GroupList frame (or Error) written to ReplyTo. Group is
+// unused: it names no group.
+type GroupListRequest struct {
+	GroupTarget
+}
 
 // GroupJoinRequest joins a push member (the sender) to a group. Answered
 // (ctx.Respond) with GroupJoinResponse.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -47,7 +48,12 @@ type GroupsConfig struct {
 // requests for the stream's groups wait for them in listing; a coordinator
 // whose handle went stale is poisoned and the requests for it wait in its
 // entry until it has stopped; a deleted stream's coordinators are stopped
-// the same way before the deletion is answered.
+// the same way before the deletion is answered. A group's delete goes to its
+// coordinator, which refuses it or stops; the group's requests wait in its
+// entry from the delete on, until the coordinator refused it or, having
+// stopped, its state is deleted through the storage writer. Listing a
+// stream's groups answers from the names it knows and the gauges the
+// coordinators publish.
 type groups struct {
 	cfg   GroupsConfig
 	coord map[groupKey]*groupEntry
@@ -84,6 +90,10 @@ type groupEntry struct {
 	queue     []stashed
 	// drop is set while pid stops because its stream was deleted.
 	drop *groupsDrop
+	// deleting is the delete forwarded to pid, while it has not refused
+	// it; once pid has stopped with it accepted, pid is nil while the
+	// group's state is deleted.
+	deleting *GroupDeleteRequest
 }
 
 // groupsDrop is a stream deletion waiting for its coordinators to stop.
@@ -117,8 +127,12 @@ func (r *groups) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.onStarted(ctx)
+	case *GroupListRequest:
+		r.onList(ctx, m)
 	case groupAddressed:
 		r.onGroupRequest(ctx, m)
+	case *groupDeleteRefused:
+		r.onDeleteRefused(ctx, m)
 	case *groupsListed:
 		r.onListed(ctx, m)
 	case *GroupsStartAll:
@@ -165,7 +179,7 @@ func (r *groups) route(ctx actor.Context, from *actor.PID, m groupAddressed, liv
 		switch {
 		case e.drop != nil:
 			r.refuse(ctx, from, m, wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", h.Name))
-		case e.replacing:
+		case e.replacing || e.deleting != nil:
 			e.queue = append(e.queue, stashed{msg: m, sender: from})
 		case e.handle != h && e.handle.Deleted():
 			// The catalog restarted and handed out new handles: the old
@@ -177,6 +191,7 @@ func (r *groups) route(ctx actor.Context, from *actor.PID, m groupAddressed, liv
 			ctx.Poison(e.pid)
 		default:
 			r.forward(ctx, e.pid, from, m, live)
+			e.holdIfDelete(m)
 		}
 		return
 	}
@@ -200,8 +215,18 @@ func (r *groups) route(ctx actor.Context, from *actor.PID, m groupAddressed, liv
 		known[group] = struct{}{}
 	}
 	pid := r.spawn(ctx, h, group)
-	r.coord[k] = &groupEntry{pid: pid, handle: h}
+	e := &groupEntry{pid: pid, handle: h}
+	r.coord[k] = e
 	r.forward(ctx, pid, from, m, live)
+	e.holdIfDelete(m)
+}
+
+// holdIfDelete holds the group's requests from m on if m (just forwarded
+// to the coordinator) is a delete.
+func (e *groupEntry) holdIfDelete(m groupAddressed) {
+	if d, ok := m.(*GroupDeleteRequest); ok {
+		e.deleting = d
+	}
 }
 
 func (r *groups) spawn(ctx actor.Context, h *StreamHandle, group string) *actor.PID {
@@ -282,7 +307,7 @@ func (r *groups) onListed(ctx actor.Context, m *groupsListed) {
 			code = wire.CodeShuttingDown
 		}
 		for _, st := range waiting {
-			r.refuse(ctx, st.sender, st.msg.(groupAddressed), wire.Errorf(code, "listing the stream's consumer groups failed: %v", m.err))
+			r.refuse(ctx, st.sender, st.msg, wire.Errorf(code, "listing the stream's consumer groups failed: %v", m.err))
 		}
 		return
 	}
@@ -290,6 +315,10 @@ func (r *groups) onListed(ctx actor.Context, m *groupsListed) {
 		r.known[m.stream] = m.names
 	}
 	for _, st := range waiting {
+		if l, ok := st.msg.(*GroupListRequest); ok {
+			r.onList(ctx, l)
+			continue
+		}
 		r.route(ctx, st.sender, st.msg.(groupAddressed), false)
 	}
 	if h := r.starting[m.stream]; h != nil {
@@ -343,19 +372,140 @@ func (r *groups) startGroups(ctx actor.Context, h *StreamHandle) {
 // stream's deletion is answered once its last coordinator has stopped.
 func (r *groups) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	for k, e := range r.coord {
-		if !e.pid.Equal(m.Who) {
+		if e.pid == nil || !e.pid.Equal(m.Who) {
 			continue
 		}
-		delete(r.coord, k)
 		if d := e.drop; d != nil {
 			if d.waiting--; d.waiting == 0 {
 				r.dropped(ctx, d)
 			}
 		}
-		for _, st := range e.queue {
-			r.route(ctx, st.sender, st.msg.(groupAddressed), false)
+		if e.deleting != nil && e.deleting.accepted.Load() {
+			e.pid = nil
+			r.deleteState(ctx, k, e)
+			return
 		}
+		// A delete it never took was answered as it stopped (or as a
+		// dead letter): the group stays.
+		delete(r.coord, k)
+		r.release(ctx, e)
 		return
+	}
+}
+
+// release routes the requests that waited in e (its coordinator gone, or
+// its delete refused).
+func (r *groups) release(ctx actor.Context, e *groupEntry) {
+	q := e.queue
+	e.queue = nil
+	for _, st := range q {
+		r.route(ctx, st.sender, st.msg.(groupAddressed), false)
+	}
+}
+
+// onDeleteRefused lets the group's held requests go on to its coordinator,
+// which refused (or lost) the delete and answered it.
+func (r *groups) onDeleteRefused(ctx actor.Context, m *groupDeleteRefused) {
+	for _, e := range r.coord {
+		if e.deleting != m.req || e.pid == nil {
+			continue
+		}
+		e.deleting = nil
+		r.release(ctx, e)
+		return
+	}
+}
+
+// deleteState deletes the state of a group whose coordinator took its
+// delete and has stopped: every key under the group's prefix, scanned and
+// deleted by the storage writer after everything queued before (the
+// coordinator's last writes among them). Then the group is forgotten, its
+// gauges dropped, the delete answered, and the requests that waited are
+// routed: a poll or join starts a new group.
+func (r *groups) deleteState(ctx actor.Context, k groupKey, e *groupEntry) {
+	if r.cfg.Writer == nil {
+		r.deleted(ctx, k, e, nil)
+		return
+	}
+	req := &DropStreamRequest{Durable: true, MetaPrefixes: [][]byte{groupPrefix(k.stream, k.group)}}
+	ctx.ReenterAfter(ctx.RequestFuture(r.cfg.Writer, req, 30*time.Second), func(res any, err error) {
+		if r.stopped {
+			return // onStopping answered the delete
+		}
+		if resp, ok := res.(*MetaWriteResponse); ok && err == nil {
+			err = resp.Err
+		}
+		r.deleted(ctx, k, e, err)
+	})
+}
+
+// deleted finishes a group's delete whose state deletion ended with err.
+func (r *groups) deleted(ctx actor.Context, k groupKey, e *groupEntry, err error) {
+	delete(r.coord, k)
+	d := e.deleting
+	e.deleting = nil
+	if err != nil {
+		// The group may be partly deleted: it stays known, and the next
+		// request's coordinator loads what is left.
+		r.log.Error("groups: deleting a group's state failed", slog.String("group", k.group), slog.Any("error", err))
+		r.refuse(ctx, nil, d, storageErr(err))
+	} else {
+		if known := r.known[k.stream]; known != nil {
+			delete(known, k.group)
+		}
+		r.cfg.Stats.DropGroup(e.handle.Name.String(), k.group)
+		r.log.Info("group deleted", slog.String("stream", e.handle.Name.String()), slog.String("group", k.group))
+		if d.ReplyTo != nil {
+			ctx.Send(d.ReplyTo, &WriteFrame{Frame: wire.AppendOK(nil, d.ReqID), Dispatched: true})
+		}
+	}
+	r.release(ctx, e)
+}
+
+// listFits reports whether a GroupList frame of size bytes fits the
+// node's frame bound: entries past it are left out (a stream has far fewer
+// groups with group_max_per_stream).
+func (r *groups) listFits(size int) bool {
+	limit := r.cfg.MaxFrameBytes
+	if limit <= 0 {
+		limit = wire.DefaultMaxFrameBytes
+	}
+	return size <= limit
+}
+
+// onList answers a stream's groups, in name order, with the members and
+// lag their coordinators last published; a stream whose group names are
+// not known yet is listed from storage first. Coordinators of known
+// groups that have none are started, so their figures follow from then on.
+func (r *groups) onList(ctx actor.Context, m *GroupListRequest) {
+	h := m.Stream
+	if h.Deleted() {
+		r.refuse(ctx, nil, m, wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", h.Name))
+		return
+	}
+	known, ok := r.known[h.ID]
+	if !ok {
+		r.list(ctx, h)
+		r.listing[h.ID] = append(r.listing[h.ID], stashed{msg: m})
+		return
+	}
+	r.startGroups(ctx, h)
+	names := slices.Sorted(maps.Keys(known))
+	out := make([]wire.GroupSummary, 0, len(names))
+	size := wire.HeaderSize + wire.GroupListHeadSize
+	for _, name := range names {
+		g := wire.GroupSummary{Group: name}
+		if gauges := r.cfg.Stats.Group(h.Name.String(), name); gauges != nil {
+			g.Members, g.Lag = uint32(max(gauges.Members.Load(), 0)), uint64(max(gauges.Lag(), 0))
+		}
+		if size += wire.GroupSummarySize(&g); !r.listFits(size) {
+			r.log.Warn("groups: a stream's group list is cut to the frame size", slog.String("stream", h.Name.String()), slog.Int("groups", len(names)))
+			break
+		}
+		out = append(out, g)
+	}
+	if m.ReplyTo != nil {
+		ctx.Send(m.ReplyTo, &WriteFrame{Frame: wire.AppendGroupList(nil, m.ReqID, out), Dispatched: true})
 	}
 }
 
@@ -365,14 +515,19 @@ func (r *groups) onStopping(ctx actor.Context) {
 	err := wire.Errorf(wire.CodeShuttingDown, "the node is stopping")
 	for _, waiting := range r.listing {
 		for _, st := range waiting {
-			r.refuse(ctx, st.sender, st.msg.(groupAddressed), err)
+			r.refuse(ctx, st.sender, st.msg, err)
 		}
 	}
 	for _, e := range r.coord {
 		for _, st := range e.queue {
-			r.refuse(ctx, st.sender, st.msg.(groupAddressed), err)
+			r.refuse(ctx, st.sender, st.msg, err)
 		}
 		e.queue = nil
+		if e.deleting != nil && e.pid == nil {
+			// Its state was being deleted: it may be partly.
+			r.refuse(ctx, nil, e.deleting, wire.Errorf(wire.CodeShuttingDown, "the node stopped while deleting the group; it may be partly deleted: delete it again"))
+			e.deleting = nil
+		}
 	}
 	r.listing = map[uint64][]stashed{}
 	for _, d := range r.drops {
@@ -384,7 +539,7 @@ func (r *groups) onStopping(ctx actor.Context) {
 }
 
 // refuse answers a request without a coordinator; from is its sender.
-func (r *groups) refuse(ctx actor.Context, from *actor.PID, m groupAddressed, err *wire.Error) {
+func (r *groups) refuse(ctx actor.Context, from *actor.PID, m any, err *wire.Error) {
 	if _, ok := m.(*GroupJoinRequest); ok {
 		if from != nil {
 			ctx.Send(from, &GroupJoinResponse{Err: err})
@@ -412,6 +567,12 @@ func groupTarget(msg any) *GroupTarget {
 		return &m.GroupTarget
 	case *GroupDescribeRequest:
 		return &m.GroupTarget
+	case *GroupSeekRequest:
+		return &m.GroupTarget
+	case *GroupDeleteRequest:
+		return &m.GroupTarget
+	case *GroupListRequest:
+		return &m.GroupTarget
 	}
 	return nil
 }
@@ -438,6 +599,15 @@ type groupsStrategy struct {
 // HandleFailure implements actor.SupervisorStrategy.
 func (s groupsStrategy) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, message any) {
 	AnswerLostGroupRequest(sys, message, wire.Errorf(wire.CodeInternal, "the consumer group failed while handling the request; it may or may not have been applied"))
+	if env, ok := message.(*actor.MessageEnvelope); ok {
+		message = env.Message
+	}
+	if d, ok := message.(*GroupDeleteRequest); ok {
+		// The registry holds the group's requests behind it: let them go.
+		if registry, ok := sup.(interface{ Self() *actor.PID }); ok {
+			sys.Root.Send(registry.Self(), &groupDeleteRefused{req: d})
+		}
+	}
 	s.SupervisorStrategy.HandleFailure(sys, sup, child, rs, reason, message)
 }
 
@@ -447,8 +617,8 @@ func (s groupsStrategy) HandleFailure(sys *actor.ActorSystem, sup actor.Supervis
 func (r *groups) onDropped(ctx actor.Context, from *actor.PID, m *StreamGroupsDropped) {
 	d := &groupsDrop{stream: m.Stream, sender: from}
 	for k, e := range r.coord {
-		if k.stream != m.Stream || e.drop != nil {
-			continue
+		if k.stream != m.Stream || e.drop != nil || e.pid == nil {
+			continue // a nil pid: a deleted group's state is going already
 		}
 		// A user message, then a poison pill behind it: the coordinator
 		// learns why before it stops.

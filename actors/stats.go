@@ -100,6 +100,8 @@ type StreamCounters struct {
 type GroupGauges struct {
 	Stream, Group string
 	Claims        atomic.Int64
+	// Members are its push members (for ListGroups; not a metric).
+	Members atomic.Int64
 	// lag is what Lag reads: the cursors the coordinator publishes and the
 	// tails the shards publish.
 	lag atomic.Pointer[groupLag]
@@ -196,6 +198,13 @@ func (s *Stats) DropStream(stream string) {
 		}
 		return true
 	})
+}
+
+// DropGroup forgets a deleted group's gauges: its metrics series go.
+func (s *Stats) DropGroup(stream, group string) {
+	if s != nil {
+		s.labels.groups.Delete(stream + "\x00" + group)
+	}
 }
 
 // Group returns the gauges of a group (created on first use).

@@ -82,7 +82,8 @@ type commitNow struct{}
 // DropStreamRequest asks the storage writer to remove a deleted stream's
 // batches (durable ones from the log, ephemeral ones from Memory) and to
 // write Metas, after everything queued before it. Answered with
-// MetaWriteResponse.
+// MetaWriteResponse. With no Shards it only deletes under MetaPrefixes:
+// that is how a deleted consumer group's state goes.
 type DropStreamRequest struct {
 	Durable bool
 	Shards  []storage.ShardKey

@@ -272,9 +272,24 @@ func TestGroupDelete(t *testing.T) {
 	c.waitMembers("work", 0)
 
 	// Delete it again with records claimed by pull consumers (allowed),
-	// and restart: it stays deleted, the neighbour stays.
-	if f := c.call(50, wire.AppendDeleteGroup(nil, 50, wire.DeleteGroup{Name: jobs, Group: "work"})); f.Header.Type != wire.TypeOK {
-		t.Fatalf("second delete: %s %s", f.Header.Type, errFrame(f))
+	// with a poll right behind the delete: it waits for the delete, then
+	// starts the group afresh (it is not served by the old group).
+	c.write(c.control, wire.AppendDeleteGroup(nil, 50, wire.DeleteGroup{Name: jobs, Group: "work"}))
+	c.write(c.control, wire.AppendGroupPoll(nil, 51, wire.GroupPoll{Name: jobs, Group: "work", Max: 10}))
+	answers = map[uint64]wire.Frame{}
+	for len(answers) < 2 {
+		f := c.read(c.control)
+		answers[f.Header.RequestID] = f
+	}
+	if answers[50].Header.Type != wire.TypeOK {
+		t.Fatalf("second delete: %s %s", answers[50].Header.Type, errFrame(answers[50]))
+	}
+	if g := decodeRecords(t, answers[51]); len(g.Records) != 4 || g.Records[0].Offset != 0 || g.Records[0].Attempts != 1 || g.Records[2].Attempts != 1 {
+		t.Fatalf("the poll behind the delete: %+v", g.Records)
+	}
+	// And once more, then restart: it stays deleted, the neighbour stays.
+	if f := c.call(52, wire.AppendDeleteGroup(nil, 52, wire.DeleteGroup{Name: jobs, Group: "work"})); f.Header.Type != wire.TypeOK {
+		t.Fatalf("third delete: %s %s", f.Header.Type, errFrame(f))
 	}
 	sCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

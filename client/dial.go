@@ -17,13 +17,11 @@ const (
 	// DefaultDialTimeout bounds one dial of one address: the QUIC handshake
 	// and Hello/Welcome (WithDialTimeout).
 	DefaultDialTimeout = 2 * time.Second
-	// DefaultIdleTimeout is how long a connection may hear nothing from the
-	// node before the client takes it as lost (WithIdleTimeout).
+	// DefaultIdleTimeout bounds how long a node that stopped answering
+	// under a live connection goes unnoticed (WithIdleTimeout).
 	DefaultIdleTimeout = 5 * time.Second
-	// minIdleTimeout is the shortest idle timeout: quic-go takes a shorter
-	// one a peer advertises as 5 s (protocol.MinRemoteIdleTimeout), so the
-	// two ends would disagree.
-	minIdleTimeout = 5 * time.Second
+	// minIdleTimeout is the shortest WithIdleTimeout.
+	minIdleTimeout = time.Second
 )
 
 // ErrNoNodeAnswered matches the error of a dial that got no answer at an
@@ -130,13 +128,20 @@ func newDialer(o *options, seeds []string) *dialer {
 	// of them) never starve the control stream, publish acks or the other
 	// subscriptions.
 	//
-	// The idle timeout is how soon a node that died under a live connection
-	// is noticed; quic-go sends a keep-alive after half of it without
-	// traffic, so a live but quiet node is never taken for dead.
-	idle := max(o.idleTimeout, minIdleTimeout)
+	// A node that died under a live connection is noticed when nothing
+	// came from it for QUIC's idle timeout, counted from the last packet
+	// received or, if later, the first packet sent after it (RFC 9000
+	// §10.1). On a quiet connection that first packet is the keep-alive,
+	// sent after keepAlive without traffic (quic-go caps it at half the
+	// idle timeout), so a death goes unnoticed for at most keepAlive +
+	// idle: a third and two thirds of WithIdleTimeout. (The node takes an
+	// advertised idle timeout below 5 s as 5 s for itself; the
+	// keep-alives come far sooner.)
+	detect := max(o.idleTimeout, minIdleTimeout)
+	keepAlive, idle := detect/3, detect-detect/3
 	qconf := &quic.Config{
 		HandshakeIdleTimeout:           o.dialTimeout,
-		KeepAlivePeriod:                idle / 2,
+		KeepAlivePeriod:                keepAlive,
 		MaxIdleTimeout:                 idle,
 		MaxIncomingStreams:             maxIncomingStreams,
 		InitialStreamReceiveWindow:     streamReceiveWindow / 2,

@@ -104,12 +104,13 @@ func WithDialTimeout(d time.Duration) Option {
 	}
 }
 
-// WithIdleTimeout sets how long the connection may hear nothing from the
-// node before the client takes the node for gone and the connection as lost
-// (default DefaultIdleTimeout, 5 s, which is also the least: quic-go raises
-// a shorter one to 5 s). The client sends a keep-alive after half of it
-// without traffic, so a live node is never taken for gone. The node's own
-// idle_timeout applies if it is shorter.
+// WithIdleTimeout bounds how long a node that stopped answering under a
+// live connection (it died, or the network dropped it) goes unnoticed
+// before the client takes the connection as lost and reconnects (default
+// DefaultIdleTimeout, 5 s; at least 1 s). The client sends a QUIC
+// keep-alive after a third of it without traffic, so a live node, even a
+// quiet one, is never taken for gone. The node's idle_timeout applies if it
+// is shorter.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {

@@ -5,9 +5,9 @@
 //
 // # Shape
 //
-// A *Client is one QUIC connection to one node. Its methods take a
-// context.Context, block until the node answers (or the context ends) and are
-// safe for concurrent use:
+// A *Client is a QUIC connection to a node that reconnects when it is lost
+// (see Reconnecting). Its methods take a context.Context, block until the
+// node answers (or the context ends) and are safe for concurrent use:
 //
 //	c, err := client.Dial(ctx, "127.0.0.1:7400", client.WithCAFile("data/tls/ca.pem"))
 //	if err != nil { ... }
@@ -84,6 +84,46 @@
 //	d, err := m.Next(ctx)
 //	err = m.Ack(ctx, d)
 //
+// # Reconnecting
+//
+// Dial takes one address or several ("a:7400,b:7400", and WithSeeds) and
+// tries them in turn, each within WithDialTimeout (2 s): where nothing
+// answers (QUIC runs over UDP, which has no "connection refused") the
+// error is a *DialError naming the address and matching ErrNoNodeAnswered.
+// Dial itself does not retry.
+//
+// Once connected, a lost connection is noticed within WithIdleTimeout (5 s)
+// when the node stops answering, at once when it closes the connection or
+// sends GoAway. The client then reconnects by itself, on by default: its
+// attempts are paced by an exponential backoff with jitter and bounded by
+// count and time (WithReconnect(Reconnect{...}); 2 minutes by default;
+// WithoutReconnect turns it off), and each dials the addresses in turn.
+// WithConnectionEvents tells the application: ConnectionDisconnected,
+// ConnectionReconnected, and ConnectionClosed once the client will not
+// connect again. Meanwhile, and on the new connection:
+//
+//   - calls wait for the connection, honouring their contexts; a read-only
+//     control call (DescribeStream, ListStreams, Read, Group.Describe,
+//     Group.DeadLetters) that was unanswered is sent again, a change
+//     (CreateStream, DeleteStream, Group.Poll, Ack, Nack, ...) fails with an
+//     error matching ErrOutcomeUnknown;
+//   - publishes not yet written wait, within the in-flight byte budget
+//     (WithPublishInflightBytes), and are written on the new connection in
+//     order; a plain publish written and unanswered fails with
+//     ErrOutcomeUnknown; a Producer's is sent again and the node's dedup
+//     makes it exactly once; one the node refused with ErrShuttingDown is
+//     sent again;
+//   - a Subscription resubscribes each shard one past the last record it
+//     received: no gap and no duplicate on a durable stream; what the node
+//     no longer has (an ephemeral stream after its node restarted) is
+//     reported in line by Next as a *GapError;
+//   - a GroupMember rejoins as the same member (with the id the node gave
+//     it, if it gave one); its records come back as the group's rules say,
+//     and an Ack of a Delivery from before the rejoin is ErrStaleCursor.
+//
+// When the client gives up, every call fails with a *ReconnectError. Close
+// during a reconnect stops it at once; calls then fail with ErrClosed.
+//
 // # Options and headers
 //
 // Every optional setting is a functional option named WithX, typed for the
@@ -101,18 +141,24 @@
 // stable Code; compare them with errors.Is against the Err* sentinels, which
 // match by code. Where callers need more, typed errors wrap them and say so:
 // *LaggedError, *OffsetOutOfRangeError and *ShardError from subscriptions,
-// *ProducerError from a Producer. ErrClosed is returned after Close. A connection failure fails
-// every pending call with an error wrapping its cause; a malformed frame from
-// the node closes the connection and fails calls with a *Error of
-// CodeMalformedFrame (or the decoder's code).
+// *ProducerError from a Producer, *GapError from a resumed subscription,
+// *DialError from Dial and *ReconnectError once reconnecting gave up.
+// ErrClosed is returned after Close. A malformed frame from the node closes
+// the connection with a *Error of CodeMalformedFrame (or the decoder's
+// code), which ends the subscription or member it came for and fails the
+// read-only calls waiting on the control stream (changes fail in doubt,
+// ErrOutcomeUnknown); the client then reconnects for the rest.
 //
 // # Inside
 //
 // The client is actor-backed (protoactor-go), one actor system per Client:
 //
 //	connection actor        owns the control stream, pending control calls by
-//	│                       request id, and the routing of (stream, shard)
-//	│                       pairs to publish streams
+//	│                       request id, the routing of (stream, shard)
+//	│                       pairs to publish streams, and reconnecting: a
+//	│                       reconnect loop goroutine dials, paced by a
+//	│                       backoff; the actor hands each new session to
+//	│                       its children, which resume on it
 //	├── publish stream (≤ WithPublishStreams)
 //	│                       owns one QUIC publish stream's send side and its
 //	│                       unacknowledged publishes; a reader goroutine feeds
@@ -137,6 +183,10 @@
 // The exported methods are the Go-shaped doors into these actors: they send a
 // message carrying a reply channel and wait on it, their context, and the
 // client's shutdown. Every goroutine the client starts (one reader per QUIC
-// stream, one heartbeat goroutine per group subscription) is owned by the
-// client and waited for by Close.
+// stream, one heartbeat goroutine per group subscription, the reconnect loop
+// and the connection events' dispatcher) is owned by the client and waited
+// for by Close. The rules of reconnecting are plain code with no I/O, tested
+// on their own: backoff (the schedule), planLoss (what becomes of a publish
+// stream's frames), shardResume and eventQueue (where a shard resumes and
+// the gap it reports).
 package client

@@ -162,3 +162,42 @@ func ExampleClient_Subscribe() {
 		fmt.Printf("%d %d %s\n", ev.Shard, ev.Offset, ev.Payload)
 	}
 }
+
+// ExampleWithReconnect dials a node that may restart: the client reconnects
+// by itself (here for at most a minute after each loss), tells the
+// application as it goes, and its subscription goes on without a gap. It
+// needs a running node, so it has no checked output.
+func ExampleWithReconnect() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	c, err := client.Dial(ctx, "127.0.0.1:7400,127.0.0.1:7410", client.WithCAFile("data/tls/ca.pem"),
+		client.WithReconnect(client.Reconnect{Timeout: time.Minute}),
+		client.WithConnectionEvents(func(ev client.ConnectionEvent) {
+			log.Printf("herald %s %s: %v", ev.Kind, ev.Addr, ev.Err)
+		}))
+	if err != nil {
+		log.Fatal(err) // errors.Is(err, client.ErrNoNodeAnswered): nothing listens there
+	}
+	defer c.Close()
+
+	orders := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "orders"}
+	sub, err := c.Subscribe(ctx, orders, client.WithStartEarliest())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	for {
+		ev, err := sub.Next(ctx)
+		var gap *client.GapError
+		switch {
+		case errors.As(err, &gap):
+			log.Printf("shard %d: records from %d lost across a restart; going on at %d", gap.Shard, gap.From, gap.To)
+			continue
+		case err != nil:
+			log.Print(err) // the context ended, or reconnecting gave up (*client.ReconnectError)
+			return
+		}
+		fmt.Println(ev.Shard, ev.Offset, string(ev.Payload))
+	}
+}

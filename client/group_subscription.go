@@ -109,7 +109,8 @@ type GroupAssignment struct {
 // GroupMember is a push member of a consumer group (Group.Subscribe), on
 // its own QUIC stream: the node assigns it shards of the stream, pushes
 // their records within its credit window, and expects each Delivery to be
-// acked. Records pushed to it and not acked are delivered again (to it or
+// acked. It survives the client's reconnects, rejoining as the same member
+// (see Next). Records pushed to it and not acked are delivered again (to it or
 // another member) after the group's visibility timeout, or at once when the
 // member leaves; a Delivery not acked keeps its place in the window until it
 // is, and a member that holds its whole window unacked past the visibility
@@ -230,11 +231,19 @@ func (m *GroupMember) Assignment() GroupAssignment {
 // window.
 //
 // When the node ends the member (its *Error with ErrSessionExpired,
-// ErrStreamNotFound, ErrShuttingDown, ...), or the group stream or the
-// connection fails, Next returns that error on every call; deliveries not
-// yet taken are dropped (the group delivers their records again). After
-// Close it returns ErrSubscriptionClosed, after the client's Close
-// ErrClosed.
+// ErrStreamNotFound, ...), or the group stream fails, Next returns that
+// error on every call; deliveries not yet taken are dropped (the group
+// delivers their records again).
+//
+// A lost connection, or a node that drains (ErrShuttingDown), does not end
+// the member: while the client reconnects Next waits, and the member
+// rejoins on the new connection as the same member (WithMember), its
+// deliveries not yet taken dropped; the group delivers their records again
+// as its rules say (when the old membership's claims are let go, or lapse
+// after the group's visibility timeout). Only if the client gives
+// up reconnecting (or WithoutReconnect) does Next return the connection's
+// error. After Close it returns ErrSubscriptionClosed, after the client's
+// Close ErrClosed.
 func (m *GroupMember) Next(ctx context.Context) (Delivery, error) {
 	select {
 	case <-m.closed:
@@ -291,6 +300,14 @@ func (m *GroupMember) Next(ctx context.Context) (Delivery, error) {
 // returns what ended it; after Close, ErrSubscriptionClosed. An Ack whose
 // ctx ends before the answer returns ctx's error; the node may still apply
 // it.
+//
+// Across a lost connection: an Ack sent and unanswered when the connection
+// went fails with an error matching ErrOutcomeUnknown (the commit may have
+// happened; if not, the records are delivered again), and an Ack of a
+// Delivery taken before the member rejoined fails at once with
+// ErrStaleCursor, without asking the node (its membership ended with the
+// connection; its records are delivered again). A Heartbeat made while the
+// member rejoins waits for the rejoin.
 func (m *GroupMember) Ack(ctx context.Context, d Delivery) error {
 	switch {
 	case len(d.Cursor) == 0:

@@ -163,11 +163,13 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithPublishInflightBytes bounds the bytes of acked publishes in flight on
-// the connection (default 4 MiB; n <= 0 keeps the default). A publisher
-// waits for room, honouring its context, and its bytes stay counted until
-// its ack arrives. A batch larger than n is sent alone, when nothing else is
-// in flight.
+// WithPublishInflightBytes bounds the bytes of publishes in flight on the
+// client (default 4 MiB; n <= 0 keeps the default). A publisher waits for
+// room, honouring its context, and its bytes stay counted until its ack
+// arrives (an AckNone publish's, until it is written). While the client
+// reconnects, publishes wait in this budget for the new connection: at most
+// n bytes of them queue up, and later ones wait. A batch larger than n is
+// sent alone, when nothing else is in flight.
 func WithPublishInflightBytes(n int64) Option {
 	return func(o *options) {
 		if n > 0 {

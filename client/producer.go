@@ -21,12 +21,18 @@ import (
 // restore them with SetSequence (from where the application keeps them) or
 // re-send the last batch of each shard with PublishSequence.
 //
+// A lost connection needs nothing of the caller: the client reconnects and
+// sends the Producer's unanswered batches again, with their sequences, on
+// the new connection, and the node answers a batch it had written with its
+// original offsets (Duplicate set), so each is written exactly once and
+// Publish returns its ack as if nothing had happened.
+//
 // On an error whose outcome is unknown (a *ProducerError whose Err is a
-// connection failure, a context error, or a code whose Retry is
-// wire.RetryOutcomeUnknown), re-send the same payloads with the same
-// sequence, ProducerError.Sequence, with PublishSequence: if the first
-// attempt was written, the answer is a PublishAck with Duplicate set and the
-// original offsets, and nothing is written twice.
+// context error, a connection failure the client did not recover from, or
+// a code whose Retry is wire.RetryOutcomeUnknown), re-send the same payloads
+// with the same sequence, ProducerError.Sequence, with PublishSequence: if
+// the first attempt was written, the answer is a PublishAck with Duplicate
+// set and the original offsets, and nothing is written twice.
 type Producer struct {
 	c *Client
 	// name is the stream the producer publishes to.

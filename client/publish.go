@@ -16,7 +16,8 @@ type AckMode = wire.AckMode
 // Ack modes.
 const (
 	// AckNone: the node does not answer; a publish returns once its frame
-	// is handed to the QUIC stream. A failure is only logged (at debug).
+	// is handed to the QUIC stream (while the client reconnects, once it is
+	// on the new connection's). A failure is only logged (at debug).
 	AckNone = wire.AckNone
 	// AckPerMessage: every payload is sent as its own publish and acked;
 	// the call returns when all are, with each record's offset in Offsets.
@@ -157,6 +158,16 @@ func (c *Client) publishSync(ctx context.Context, name StreamName, payloads [][]
 // If the node refuses the publish with ErrInvalidShard or ErrStreamNotFound,
 // the future fails with that error, and the client drops its cached
 // description so that the next publish describes the stream again.
+//
+// Across a lost connection (see Client): a publish not yet written when the
+// connection goes, or made while the client reconnects, is written on the
+// new connection, in order, and holds its bytes in the budget meanwhile, so
+// that a reconnect queues at most the budget and later publishes wait in
+// PublishAsync. One written and unanswered fails with an error matching
+// ErrOutcomeUnknown (read the shard, or publish through a Producer, whose
+// batches are sent again). One the node refused with ErrShuttingDown (it is
+// draining and applied nothing) is sent again on the next connection. If the
+// client gives up reconnecting, every one fails with the *ReconnectError.
 func (c *Client) PublishAsync(ctx context.Context, name StreamName, payloads [][]byte, opts ...PublishOption) (*PublishFuture, error) {
 	o := publishOptionsOf(opts)
 	f, _, err := c.publishAsync(ctx, name, payloads, &o, publishSpec{})

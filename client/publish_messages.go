@@ -20,6 +20,12 @@ func (*publishStatsRequest) IgnoreDeadLetterLogging() {}
 func (*publishDrainRequest) IgnoreDeadLetterLogging() {}
 func (*publishersRequest) IgnoreDeadLetterLogging()   {}
 
+// The connection actor's notices to its children race with their stop (a
+// Subscription's Close).
+func (*sessionStarted) IgnoreDeadLetterLogging()  {}
+func (*connectionEnded) IgnoreDeadLetterLogging() {}
+func (*drainingSeen) IgnoreDeadLetterLogging()    {}
+
 // publishRoute is what a publish is routed by to a publish-stream actor:
 // each (stream, shard) the client publishes to has one.
 type publishRoute struct {

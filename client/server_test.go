@@ -66,6 +66,7 @@ func testCert(t testing.TB) (tls.Certificate, *x509.CertPool) {
 type testServer struct {
 	t    *testing.T
 	ln   *quic.Listener
+	tr   *quic.Transport
 	addr string
 	// clientTLS trusts the server's certificate.
 	clientTLS *tls.Config
@@ -96,6 +97,9 @@ type testServer struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	open  []*quic.Conn
+	// stopped is set by stop (under mu): a connection accepted after it
+	// (the listener hands out its queue after Close) is closed at once.
+	stopped bool
 }
 
 // serverConn is the node's side of one connection.
@@ -110,14 +114,23 @@ type serverConn struct {
 func newTestServer(t *testing.T) *testServer {
 	t.Helper()
 	cert, pool := testCert(t)
-	ln, err := quic.ListenAddr("127.0.0.1:0", &tls.Config{
+	// The node's own transport, closed by stop: a listener made by
+	// quic.ListenAddr keeps its socket until the last connection's ids are
+	// forgotten, and a client that reconnects as the node stops can leave
+	// one that never is.
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	ln, err := tr.Listen(&tls.Config{
 		Certificates: []tls.Certificate{cert}, NextProtos: []string{wire.ALPN}, MinVersion: tls.VersionTLS13,
 	}, &quic.Config{MaxIncomingStreams: 1000, MaxIdleTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
 	s := &testServer{
-		t: t, ln: ln, addr: ln.Addr().String(),
+		t: t, ln: ln, tr: tr, addr: ln.Addr().String(),
 		clientTLS: &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{wire.ALPN}},
 		welcome: wire.Welcome{Version: wire.Version, Features: wire.Features, MaxFrameBytes: wire.DefaultMaxFrameBytes,
 			PublishWindow: 64, NodeID: "test-node"},
@@ -233,6 +246,12 @@ func (s *testServer) start() {
 				return
 			}
 			s.mu.Lock()
+			if s.stopped {
+				// A reconnecting client got in as the node stopped.
+				s.mu.Unlock()
+				_ = conn.CloseWithError(0, "test over")
+				continue
+			}
 			s.open = append(s.open, conn)
 			s.mu.Unlock()
 			s.wg.Add(1)
@@ -247,11 +266,14 @@ func (s *testServer) start() {
 func (s *testServer) stop() {
 	_ = s.ln.Close()
 	s.mu.Lock()
+	s.stopped = true
 	for _, c := range s.open {
 		_ = c.CloseWithError(0, "test over")
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	_ = s.tr.Close()
+	_ = s.tr.Conn.Close()
 }
 
 func (s *testServer) serveConn(conn *quic.Conn) {

@@ -86,8 +86,9 @@ func WithAutoResume() SubscribeOption { return func(o *subscribeOptions) { o.aut
 
 // Subscription receives the records of one or more shards of a stream,
 // pushed by the node, each shard on its own QUIC stream. Next returns them
-// merged, each shard's in offset order, each offset at most once. Its
-// methods are safe for concurrent use; Close it when done.
+// merged, each shard's in offset order, each offset at most once. It
+// survives the client's reconnects (see Next). Its methods are safe for
+// concurrent use; Close it when done.
 type Subscription struct {
 	subscriptionHandle
 	// mu guards buf: events brought back by a request and not yet returned
@@ -292,9 +293,21 @@ func (sub *Subscription) Resumes() int { return int(sub.resumes.Load()) }
 // resume it from ResumeFrom, or use WithAutoResume), an *OffsetOutOfRangeError,
 // or a *ShardError (ErrSubscriptionAborted, ErrStreamNotFound, ...); the
 // other shards go on. Once every shard has ended, Next returns the last of
-// those errors on every call. A connection failure ends every shard: Next
-// returns the held events, then the failure. After Close it returns
-// ErrSubscriptionClosed, after the client's Close ErrClosed.
+// those errors on every call.
+//
+// A lost connection does not end the subscription: Next goes on returning
+// the events received, then waits while the client reconnects, and each
+// shard is subscribed again on the new connection one past the last record
+// it received, so on a durable stream the events go on with no gap and no
+// duplicate. Where the node no longer has those records (an ephemeral
+// shard, which loses them when its node restarts and whose offsets start
+// again at 0, or records retention deleted meanwhile), the shard goes on
+// from the first offset the node has, or its tail, and Next returns a
+// *GapError in their place, once, and then the shard's next events: the
+// only error after which Next goes on. If the client gives up reconnecting
+// (or WithoutReconnect), Next returns the held events, then the connection's
+// error. After Close it returns ErrSubscriptionClosed, after the client's
+// Close ErrClosed.
 func (sub *Subscription) Next(ctx context.Context) (Event, error) {
 	select {
 	case <-sub.closed:

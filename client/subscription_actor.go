@@ -618,6 +618,10 @@ func (a *subscriptionActor) onSessionStarted(ctx actor.Context, m *sessionStarte
 		if sh.err != nil || sh.s == m.s {
 			continue
 		}
+		if sh.stream != nil {
+			// The old attempt's stream, on the lost connection.
+			closeStream(sh.stream)
+		}
 		start, offset := sh.start.start, sh.start.offset
 		if sh.answered {
 			start, offset = sh.resume.begin(sh.q.resumeOffset())

@@ -77,7 +77,11 @@ func TestSigtermDrainsInFlightPublishes(t *testing.T) {
 		}
 	}
 	for p := range publishers {
-		c := node.dial(t)
+		// Without reconnecting, so each publisher sees what the node
+		// answered: a reconnecting client would resend what was refused as
+		// shutting_down to the next node (TestReconnectAcrossKillNine
+		// covers that).
+		c := node.dial(t, client.WithoutReconnect())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -133,11 +133,12 @@ func startNode(t *testing.T, dataDir string, env ...string) *nodeProcess {
 	}
 }
 
-func (p *nodeProcess) dial(t *testing.T) *client.Client {
+func (p *nodeProcess) dial(t *testing.T, opts ...client.Option) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, p.addr, client.WithCAFile(filepath.Join(p.dataDir, "tls", "ca.pem")))
+	opts = append([]client.Option{client.WithCAFile(filepath.Join(p.dataDir, "tls", "ca.pem"))}, opts...)
+	c, err := client.Dial(ctx, p.addr, opts...)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

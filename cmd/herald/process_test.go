@@ -63,6 +63,8 @@ type nodeProcess struct {
 	http      string
 	done      chan struct{}
 	exitState *os.ProcessState
+	// logPath is the file the node's standard output and error go to.
+	logPath string
 }
 
 func freePorts(t *testing.T) (udp, tcp string) {
@@ -94,6 +96,7 @@ func startNode(t *testing.T, dataDir string, env ...string) *nodeProcess {
 		t.Fatal(err)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.logPath = logFile.Name()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -78,28 +78,13 @@ func traceSampleRatio(cfg Config, exporter string) float64 {
 // publisher's sampling decision; for one without, the node starts a trace
 // of its own for trace_sample_ratio of them.
 func newTracerProvider(ctx context.Context, cfg Config, nodeID string, stdout io.Writer, getenv func(string) string) (*sdktrace.TracerProvider, bool, error) {
-	var exp sdktrace.SpanExporter
-	var err error
 	name := traceExporterName(cfg, getenv)
-	switch name {
-	case traceOff:
+	if name == traceOff {
 		return nil, false, nil
-	case traceStdout:
-		exp, err = stdouttrace.New(stdouttrace.WithWriter(stdout))
-	case traceOTLP:
-		switch p := otlpProtocol(cfg, getenv); p {
-		case "grpc":
-			exp, err = otlptracegrpc.New(ctx)
-		case "http/protobuf", "http":
-			exp, err = otlptracehttp.New(ctx)
-		default:
-			return nil, false, fmt.Errorf("trace_otlp_protocol %q: want grpc or http/protobuf", p)
-		}
-	default:
-		return nil, false, fmt.Errorf("trace_exporter %q: want none, stdout or otlp", name)
 	}
+	exp, err := NewSpanExporter(ctx, name, otlpProtocol(cfg, getenv), stdout)
 	if err != nil {
-		return nil, false, fmt.Errorf("trace exporter: %w", err)
+		return nil, false, err
 	}
 	// Later sources win: herald's defaults, then the OTEL_* variables.
 	res, err := resource.New(ctx, resource.WithTelemetrySDK(),
@@ -117,6 +102,38 @@ func newTracerProvider(ctx context.Context, cfg Config, nodeID string, stdout io
 	// standard OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG.
 	return sdktrace.NewTracerProvider(opts...), ratio > 0, nil
 }
+
+// NewSpanExporter returns the span exporter named: "stdout" writes pretty
+// JSON to stdout, "otlp" exports over protocol ("grpc" or "http/protobuf")
+// to where the standard OTEL_EXPORTER_OTLP_* variables say (the node and
+// the CLI's --trace share it).
+func NewSpanExporter(ctx context.Context, name, protocol string, stdout io.Writer) (sdktrace.SpanExporter, error) {
+	var exp sdktrace.SpanExporter
+	var err error
+	switch name {
+	case traceStdout:
+		exp, err = stdouttrace.New(stdouttrace.WithWriter(stdout))
+	case traceOTLP:
+		switch protocol {
+		case "grpc":
+			exp, err = otlptracegrpc.New(ctx)
+		case "http/protobuf", "http":
+			exp, err = otlptracehttp.New(ctx)
+		default:
+			return nil, fmt.Errorf("trace_otlp_protocol %q: want grpc or http/protobuf", protocol)
+		}
+	default:
+		return nil, fmt.Errorf("trace_exporter %q: want none, stdout or otlp", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trace exporter: %w", err)
+	}
+	return exp, nil
+}
+
+// OTELEnvResource returns a resource detector of OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES, read through getenv.
+func OTELEnvResource(getenv func(string) string) resource.Detector { return envResource{getenv} }
 
 // envResource reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES through
 // getenv (resource.WithFromEnv reads the process environment, which tests

@@ -75,6 +75,11 @@ type clientFlags struct {
 	tenant string
 	// getenv reads the environment (set by resolve; os.Getenv if nil).
 	getenv func(string) string
+	// trace exports the command's spans through the OTEL_* variables
+	// (--trace; cmd_trace.go).
+	trace bool
+	// env is the command's environment (set by resolve).
+	env *cliEnv
 }
 
 // frameBytesFlag is a frame size in bytes: 1 to 4 GiB − 1 (a u32 on the
@@ -108,13 +113,14 @@ func registerClientFlags(fs *pflag.FlagSet) *clientFlags {
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "bound on each non-streaming call")
 	fs.Var(&f.maxFrame, "max-frame-bytes", "largest frame to accept, e.g. 16MiB: at least the node's max_frame_bytes")
 	fs.StringVar(&f.contextName, "context", "", "use this saved `context` (default $HERALD_CONTEXT, else the current one; see herald context)")
+	fs.BoolVar(&f.trace, "trace", false, "export this command's spans with OpenTelemetry, as the OTEL_* variables say (OTEL_TRACES_EXPORTER otlp or console, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, ...)")
 	return f
 }
 
 // resolve fills in what the flags of fs left unset from the environment
 // and the selected context.
 func (f *clientFlags) resolve(fs *pflag.FlagSet, env *cliEnv) error {
-	f.getenv = env.getenv
+	f.getenv, f.env = env.getenv, env
 	ctx, err := selectedContext(f.contextName, env.getenv, env.userConfigDir)
 	if err != nil {
 		return err
@@ -211,11 +217,11 @@ func (f *clientFlags) options(getenv func(string) string, exists func(string) bo
 // hasCredentials reports whether the client authenticates with a token or
 // a certificate (without either, a node that accepts it is in dev mode).
 func (f *clientFlags) hasCredentials() bool {
-	return cmp.Or(f.token, f.env("HERALD_TOKEN"), f.ctxToken, f.cert) != ""
+	return cmp.Or(f.token, f.getEnv("HERALD_TOKEN"), f.ctxToken, f.cert) != ""
 }
 
-// env reads an environment variable through the resolved getenv.
-func (f *clientFlags) env(key string) string {
+// getEnv reads an environment variable through the resolved getenv.
+func (f *clientFlags) getEnv(key string) string {
 	if f.getenv == nil {
 		return os.Getenv(key)
 	}
@@ -228,8 +234,18 @@ func (f *clientFlags) env(key string) string {
 func (f *clientFlags) dial(ctx context.Context) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	getenv := f.env
-	c, err := client.Dial(ctx, f.server, f.options(getenv, fileExists)...)
+	getenv := f.getEnv
+	opts := f.options(getenv, fileExists)
+	if f.trace && f.env != nil {
+		tp, err := newCLITracerProvider(ctx, f.env)
+		if err != nil {
+			return nil, err
+		}
+		if tp != nil {
+			opts = append(opts, client.WithTracerProvider(tp))
+		}
+	}
+	c, err := client.Dial(ctx, f.server, opts...)
 	if err != nil {
 		err = fmt.Errorf("connect to %s: %w", f.server, err)
 		if unknownAuthority(err) {

@@ -33,7 +33,14 @@ type cliEnv struct {
 	// parsed, when set, receives each client command's parsed form instead
 	// of running it (the parse tests).
 	parsed func(any)
+	// exits are run, last first, when the command has ended (runEnv):
+	// what a command started that must outlive its RunE, such as a tracer
+	// provider that still holds spans.
+	exits []func()
 }
+
+// atExit has fn run when the command has ended.
+func (e *cliEnv) atExit(fn func()) { e.exits = append(e.exits, fn) }
 
 // processEnv returns the environment of a real process with the given
 // streams.
@@ -64,6 +71,10 @@ func runEnv(env *cliEnv, args []string) int {
 	root.SetOut(env.stdout)
 	root.SetErr(env.stderr)
 	c, err := root.ExecuteC()
+	for i := len(env.exits) - 1; i >= 0; i-- {
+		env.exits[i]()
+	}
+	env.exits = nil
 	name := ""
 	if c != nil {
 		name = strings.TrimSpace(strings.TrimPrefix(c.CommandPath(), root.Name()))

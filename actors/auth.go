@@ -120,8 +120,12 @@ func (p *Principal) missing(perm Permission) *wire.Error {
 
 // AllowList checks a ListStreams of tenant (and namespace, "" for all) and
 // returns the tenant to list: when tenant is empty, the principal's own
-// ("default" in dev mode).
+// ("default" in dev mode). Only a principal of every tenant (dev mode) may
+// list wire.AllTenants.
 func (p *Principal) AllowList(tenant, namespace string) (string, *wire.Error) {
+	if tenant == wire.AllTenants && !p.Any {
+		return "", wire.Errorf(wire.CodePermissionDenied, "credentials %q belong to tenant %s: they cannot list every tenant", p.Name, p.Tenant)
+	}
 	if p.Any {
 		if tenant == "" {
 			tenant = "default"

@@ -576,7 +576,7 @@ func (c *catalog) onPersisted(ctx actor.Context, m *streamPersisted) {
 func (c *catalog) list(m *ListStreamsRequest) *ListStreamsResponse {
 	var out []*StreamHandle
 	for _, h := range c.streams {
-		if h.Name.Tenant == m.Tenant && (m.Namespace == "" || h.Name.Namespace == m.Namespace) {
+		if (m.Tenant == wire.AllTenants || h.Name.Tenant == m.Tenant) && (m.Namespace == "" || h.Name.Namespace == m.Namespace) {
 			out = append(out, h)
 		}
 	}

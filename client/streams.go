@@ -224,11 +224,20 @@ func (c *Client) DeleteStream(ctx context.Context, name StreamName) error {
 	return err
 }
 
+// AllTenants as ListStreams' tenant lists the streams of every tenant.
+const AllTenants = wire.AllTenants
+
 // ListStreams returns the streams of tenant, of one namespace or, when
 // namespace is "", of all of them. An empty tenant means the one the
 // client's credentials are bound to ("default" on a node without
-// authentication).
+// authentication). AllTenants lists every tenant's: only credentials of
+// every tenant (a node without authentication) may, others get
+// ErrPermissionDenied, and a node without the list_all_tenants feature an
+// *UnsupportedError.
 func (c *Client) ListStreams(ctx context.Context, tenant, namespace string) ([]StreamInfo, error) {
+	if tenant == AllTenants && c.session().welcome.Features&wire.FeatureListAllTenants == 0 {
+		return nil, &UnsupportedError{Feature: "list_all_tenants", What: "listing every tenant's streams"}
+	}
 	req := wire.ListStreams{Tenant: tenant, Namespace: namespace}
 	v, err := c.call(ctx, wire.TypeStreamList, readOnly, func(dst []byte, id uint64) []byte {
 		return wire.AppendListStreams(dst, id, req)

@@ -183,6 +183,8 @@ func TestAuthTenantIsolation(t *testing.T) {
 	}
 	_, err := acme.ListStreams(ctx, "globex", "")
 	denied("list globex", err)
+	_, err = acme.ListStreams(ctx, client.AllTenants, "")
+	denied("list every tenant", err)
 	list, err := acme.ListStreams(ctx, "", "")
 	if err != nil {
 		t.Fatal(err)

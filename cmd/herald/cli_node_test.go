@@ -98,7 +98,7 @@ func TestCLIOutputsAgainstNode(t *testing.T) {
 	}
 	code, out, _ = nodeCLI(t, node, none, "stream", "list", "--all-tenants", "--json")
 	var list streamListJSON
-	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || fmt.Sprint(list.Tenants) != "[default]" || len(list.Streams) != 1 {
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || fmt.Sprint(list.Tenants) != "[acme default]" || len(list.Streams) != 2 {
 		t.Fatalf("stream list --all-tenants --json: %d %q %v", code, out, err)
 	}
 	code, out, _ = nodeCLI(t, node, none, "stream", "list", "nobody")

@@ -205,15 +205,16 @@ Without TENANT it lists the current context's tenant; without a tenant in a cont
 tenant the credentials are bound to ("default" on a dev node, which has no credentials).
 A credential bound to a tenant may list only that tenant.
 
---all-tenants lists every tenant the CLI knows of: "default" and the tenants of your saved
-contexts, skipping those the credentials may not list. (The node has no request that
-enumerates tenants, so tenants the CLI has never been told of are not listed.)`,
+--all-tenants lists every tenant's streams. Only credentials of every tenant may: a node
+without authentication (dev mode); credentials bound to a tenant are refused. Against an
+older node that cannot enumerate tenants it lists those the CLI knows of: "default" and the
+tenants of your saved contexts, skipping those the credentials may not list.`,
 		Example: `  herald stream list
   herald stream list acme
   herald stream list acme/shop -o json
   herald stream list --all-tenants`,
 	}
-	c.Flags().BoolVarP(&allTenants, "all-tenants", "A", false, `list "default" and every saved context's tenant`)
+	c.Flags().BoolVarP(&allTenants, "all-tenants", "A", false, "list every tenant's streams (credentials of every tenant only)")
 	addOutputFlags(c, &out, `an object: {"tenants": [...], "namespace": "", "streams": [each as stream describe prints it]}`)
 	c.RunE = streamOp(env, conn, &out, "list", func(_ *cobra.Command, cmd *streamCmd, args []string) error {
 		cmd.allTenants = allTenants
@@ -359,14 +360,30 @@ func (cmd *streamCmd) run(ctx context.Context, env *cliEnv) error {
 }
 
 // list lists one tenant's streams, or with --all-tenants those of every
-// tenant the CLI knows of.
+// tenant: the node enumerates them, or, a node without that feature, the
+// CLI lists every tenant it knows of.
 func (cmd *streamCmd) list(ctx context.Context, c *client.Client, env *cliEnv, f outputFormat) error {
 	tenants := []string{cmd.tenant}
-	if cmd.allTenants {
-		tenants = knownTenants(env)
-	}
 	var infos []client.StreamInfo
 	var listed []string
+	if cmd.allTenants {
+		list, err := c.ListStreams(ctx, client.AllTenants, cmd.namespace)
+		switch {
+		case err == nil:
+			tenants = nil
+			listed = []string{}
+			for _, info := range list {
+				if !slices.Contains(listed, info.Name.Tenant) {
+					listed = append(listed, info.Name.Tenant)
+				}
+			}
+			infos = list
+		case errors.Is(err, errors.ErrUnsupported):
+			tenants = knownTenants(env)
+		default:
+			return err
+		}
+	}
 	for _, tenant := range tenants {
 		list, err := c.ListStreams(ctx, tenant, cmd.namespace)
 		if cmd.allTenants && errors.Is(err, client.ErrPermissionDenied) {

@@ -30,12 +30,15 @@ const (
 	// FeatureGroupAdmin: list, delete and seek consumer groups (frames
 	// 0x4E-0x51; a seek is answered with ShardOffsets).
 	FeatureGroupAdmin uint64 = 1 << 8
+	// FeatureListAllTenants: a ListStreams of tenant AllTenants lists every
+	// tenant's streams (for credentials that may see every tenant).
+	FeatureListAllTenants uint64 = 1 << 9
 )
 
 // Features is every feature this package's version implements.
 const Features = FeaturePublishPipeline | FeatureEventBatch | FeatureSubscribeQueue |
 	FeaturePublishConditional | FeatureIdempotentProducer | FeatureRead | FeatureGroups |
-	FeatureOffsetsForTime | FeatureGroupAdmin
+	FeatureOffsetsForTime | FeatureGroupAdmin | FeatureListAllTenants
 
 // StreamName names a stream: tenant, namespace and stream. Each part is 1–64
 // bytes of [A-Za-z0-9._-].
@@ -357,9 +360,15 @@ func DecodeDescribeStream(body []byte) (StreamName, error) {
 
 // ListStreams asks for the streams of a tenant, optionally one namespace.
 type ListStreams struct {
+	// Tenant is the tenant to list: empty for the credentials' own,
+	// AllTenants for every tenant (FeatureListAllTenants).
 	Tenant    string
 	Namespace string // empty: every namespace
 }
+
+// AllTenants as ListStreams' tenant lists every tenant's streams. It is no
+// valid tenant name, so it cannot name one.
+const AllTenants = "*"
 
 // AppendListStreams appends a ListStreams frame.
 func AppendListStreams(dst []byte, reqID uint64, l ListStreams) []byte {

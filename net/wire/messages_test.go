@@ -715,7 +715,7 @@ func TestParseStreamName(t *testing.T) {
 func TestFeatures(t *testing.T) {
 	bits := []uint64{wire.FeaturePublishPipeline, wire.FeatureEventBatch, wire.FeatureSubscribeQueue,
 		wire.FeaturePublishConditional, wire.FeatureIdempotentProducer, wire.FeatureRead, wire.FeatureGroups,
-		wire.FeatureOffsetsForTime, wire.FeatureGroupAdmin}
+		wire.FeatureOffsetsForTime, wire.FeatureGroupAdmin, wire.FeatureListAllTenants}
 	var all uint64
 	for i, b := range bits {
 		if b != 1<<i {

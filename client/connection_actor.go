@@ -202,6 +202,10 @@ func decodeControlFrame(f wire.Frame) (*controlFrameReceived, error) {
 		m.value, err = wire.DecodeGroupDeadList(f.Body)
 	case wire.TypeGroupInfo:
 		m.value, err = wire.DecodeGroupInfo(f.Body)
+	case wire.TypeShardOffsets:
+		m.value, err = wire.DecodeShardOffsets(f.Body)
+	case wire.TypeGroupList:
+		m.value, err = wire.DecodeGroupList(f.Body)
 	case wire.TypeError:
 		m.value, err = wire.DecodeError(f.Body)
 	case wire.TypeGoAway:

@@ -41,8 +41,9 @@ type controlRequest struct {
 // wire.StreamInfo (TypeStreamInfo), a []wire.StreamInfo (TypeStreamList), a
 // wire.ReadResult (TypeReadResult), struct{}{} (TypeOK), a
 // wire.GroupRecords (TypeGroupRecords), a uint64 (TypeGroupDone), a
-// wire.GroupDeadList (TypeGroupDeadList) or a wire.GroupInfo
-// (TypeGroupInfo).
+// wire.GroupDeadList (TypeGroupDeadList), a wire.GroupInfo
+// (TypeGroupInfo), a []wire.ShardOffset (TypeShardOffsets) or a
+// []wire.GroupSummary (TypeGroupList).
 type controlResponse struct {
 	value any
 	err   error
@@ -58,8 +59,8 @@ type controlFrameReceived struct {
 	typ wire.Type
 	// value is the decoded body: wire.StreamInfo, []wire.StreamInfo,
 	// wire.ReadResult, struct{}{} (OK), wire.GroupRecords, uint64
-	// (GroupDone), wire.GroupDeadList, wire.GroupInfo, *wire.Error, or the
-	// GoAway reason (string).
+	// (GroupDone), wire.GroupDeadList, wire.GroupInfo, []wire.ShardOffset,
+	// []wire.GroupSummary, *wire.Error, or the GoAway reason (string).
 	value any
 }
 

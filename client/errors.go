@@ -102,7 +102,8 @@ var (
 	// past the group's session timeout and the node removed it; its
 	// GroupMember has ended. Subscribe to the group again.
 	ErrSessionExpired error = &wire.Error{Code: wire.CodeSessionExpired}
-	// ErrGroupNotFound: the group has never been used on this stream.
+	// ErrGroupNotFound: the group has never been used on this stream (or
+	// was deleted since: Group.Delete).
 	ErrGroupNotFound error = &wire.Error{Code: wire.CodeGroupNotFound}
 	// ErrStreamNotDurable: the operation needs a durable stream; consumer
 	// groups do.
@@ -111,7 +112,39 @@ var (
 	// (max_streams_per_tenant), or the stream its maximum of consumer groups
 	// (group_max_per_stream); waiting does not help.
 	ErrQuotaExceeded error = &wire.Error{Code: wire.CodeQuotaExceeded}
+	// ErrGroupInUse: a Group.Delete or Group.Seek refused because of what
+	// the group is doing: it has push members (GroupMembers), or, for a
+	// seek, a shard it moves has records claimed (polled and not yet acked,
+	// nacked or expired); the message says which. Nothing was changed. Stop
+	// the members or let the claims settle, then try again.
+	ErrGroupInUse error = &wire.Error{Code: wire.CodeGroupInUse}
 )
+
+// UnsupportedError is the error of a call the node cannot serve because it
+// does not announce the protocol feature the call needs (an older node).
+// Nothing was sent. It matches errors.ErrUnsupported and, as the client's
+// other feature checks do, ErrInvalidRequest.
+type UnsupportedError struct {
+	// Feature is the feature's name in the protocol ("offsets_for_time",
+	// "group_admin").
+	Feature string
+	// What says what the feature provides, for the message.
+	What string
+}
+
+// Error implements error.
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("herald: the node does not support %s (no %s feature in its welcome)", e.What, e.Feature)
+}
+
+// Is matches errors.ErrUnsupported.
+func (e *UnsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }
+
+// Unwrap returns an invalid_request *Error, so that errors.Is(err,
+// ErrInvalidRequest) holds.
+func (e *UnsupportedError) Unwrap() error {
+	return wire.Errorf(wire.CodeInvalidRequest, "the node does not support %s", e.What)
+}
 
 // ErrOutcomeUnknown matches the error of a publish that was written to the
 // node but never answered: the stream or the connection ended first (the

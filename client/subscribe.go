@@ -6,6 +6,7 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -21,6 +22,8 @@ type subscribeOptions struct {
 	// the shard.
 	start  wire.StartKind
 	offset uint64
+	// startTime is WithStartTime's time, with start startAtTime.
+	startTime time.Time
 	// offsets are per-shard start offsets (WithStartOffsets).
 	offsets map[uint32]uint64
 	// oneShard is set by WithShard; shard is then the only shard.
@@ -190,6 +193,11 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 			}
 		case errors.Is(err, ErrStreamNotFound):
 		default:
+			return nil, err
+		}
+	}
+	if o.start == startAtTime {
+		if err := c.resolveStartTime(ctx, name, &o, shards); err != nil {
 			return nil, err
 		}
 	}

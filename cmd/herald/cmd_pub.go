@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,11 @@ type pubCmd struct {
 	// ifOffset (--if-offset).
 	conditional bool
 	ifOffset    uint64
+	// producerID, when not 0, publishes through an idempotent
+	// client.Producer with this id (--producer-id): one batch at a time,
+	// and a batch sent again after a reconnect or a timeout is written
+	// once.
+	producerID uint64
 	// json and yaml select the output (--output, --json).
 	json, yaml bool
 	// progress, when set, receives a progress bar for --count (a terminal's
@@ -77,11 +83,22 @@ The records are the MESSAGE arguments; without any, one record per line of stand
 records, followed by a summary (and, on a terminal, a progress bar with the rate).
 
 --batch N publishes N records per request; every record's offset is printed.
+--producer-id N publishes through an idempotent producer with id N (see below).
 --if-offset N publishes every record as one batch, only if the key's shard's tail is N:
 it prints "written at OFFSET", or "refused: tail is T" and exits with status 1.
 
 A stream that does not exist is created on its first publish when the node has
 auto_create_streams on (the dev default).
+
+With --producer-id N every batch carries the producer id N and its sequence number on
+its shard, so the node writes each batch exactly once: a batch the client sends again
+after it reconnected to a restarted node, or that pub sends again after --timeout, is
+answered with the offsets it was written at, and printed as if nothing had happened.
+Batches go one at a time, each after the previous one's ack (--batch sets how many records
+a batch holds); the ack mode is always batch, and --if-offset does not apply. A run goes
+on from the producer's last sequence on the shard, which it asks the node for before its
+first batch, so every run writes its records: re-running a command publishes them again.
+Give each publisher that runs at the same time its own id.
 
 ` + streamArgHelp,
 		Example: `  herald pub orders "hello" "world"                 # prints 0 0 and 0 1
@@ -89,7 +106,9 @@ auto_create_streams on (the dev default).
   herald pub orders -H source=web -H trace=abc "x"   # with headers
   herald pub acme/shop/images --raw < photo.jpg      # one binary record
   herald pub orders --count 200000 --size 1KiB       # generated load, with a summary
-  herald pub orders --key k1 --if-offset 12 "tick"   # only if shard's tail is 12`,
+  herald pub orders --key k1 --if-offset 12 "tick"   # only if shard's tail is 12
+  seq 1 1000 | herald pub orders --producer-id 7      # exactly once across node restarts
+  herald pub orders --producer-id 7 --count 100000 --batch 100`,
 		Args: cobra.ArbitraryArgs,
 	}
 	cmd.conn = registerClientFlags(c.Flags())
@@ -102,7 +121,8 @@ auto_create_streams on (the dev default).
 	f.Var(&size, "size", "payload bytes of each generated record, e.g. 128 or 1KiB (with --count)")
 	f.BoolVar(&cmd.raw, "raw", false, "publish all of standard input as one record (binary safe)")
 	f.Uint64Var(&cmd.ifOffset, "if-offset", 0, "publish every record as one batch, only if the key's shard's tail is this `offset`")
-	addOutputFlags(c, &out, `a line {"shard","offset"} per record; with --count a summary object`)
+	f.Uint64Var(&cmd.producerID, "producer-id", 0, "publish through an idempotent producer with this `id` (at least 1): each batch written exactly once, also across reconnects")
+	addOutputFlags(c, &out, `a line {"shard","offset"} per record (and "duplicate": true for one the node had written before a re-send, with --producer-id); with --count a summary object`)
 	completeWords(c, "ack", "none", "message", "batch")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := cmd.conn.resolve(c.Flags(), env); err != nil {
@@ -156,10 +176,18 @@ func (cmd *pubCmd) check(c *cobra.Command) error {
 	}
 	if c.Flags().Changed("if-offset") {
 		cmd.conditional = true
-		for _, f := range []string{"count", "batch", "ack"} {
+		for _, f := range []string{"count", "batch", "ack", "producer-id"} {
 			if c.Flags().Changed(f) {
 				return usageErrorf("--if-offset publishes one acked batch: it does not take --%s", f)
 			}
+		}
+	}
+	if c.Flags().Changed("producer-id") {
+		switch {
+		case cmd.producerID == 0:
+			return usageErrorf("--producer-id must be at least 1")
+		case cmd.ack != client.AckPerBatch:
+			return usageErrorf("--producer-id publishes acked batches: it takes only --ack batch")
 		}
 	}
 	return nil
@@ -294,7 +322,8 @@ func generatedPayload(i, size int) []byte {
 
 // pendingPublish is a publish waiting for its ack.
 type pendingPublish struct {
-	fut *client.PublishFuture
+	// wait waits for the ack.
+	wait func(context.Context) (client.PublishAck, error)
 	// records and bytes are what the publish holds, for the progress bar.
 	records, bytes int
 }
@@ -323,7 +352,13 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 		return cmd.runConditional(ctx, c, stdin, stdout)
 	}
 
-	opts := append(cmd.publishOptions(), client.WithAck(cmd.ack))
+	opts := cmd.publishOptions()
+	var publish func(ctx context.Context, batch [][]byte) (pendingPublish, error)
+	if cmd.producerID != 0 {
+		publish = cmd.idempotentPublisher(c.NewProducer(cmd.name, cmd.producerID), opts)
+	} else {
+		publish = cmd.plainPublisher(c, append(opts, client.WithAck(cmd.ack)))
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	out := bufio.NewWriter(stdout)
@@ -344,9 +379,7 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 	go func() {
 		defer close(printed)
 		for p := range pending {
-			wctx, wcancel := context.WithTimeout(ctx, cmd.conn.timeout)
-			ack, err := p.fut.Wait(wctx)
-			wcancel()
+			ack, err := p.wait(ctx)
 			if err != nil {
 				cancel(err)
 				return
@@ -386,15 +419,16 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 		if len(batch) == 0 || loopErr != nil {
 			break
 		}
-		fut, err := c.PublishAsync(ctx, cmd.name, batch, opts...)
+		p, err := publish(ctx, batch)
 		if err != nil {
 			loopErr = err
 			break
 		}
+		p.records, p.bytes = len(batch), size
 		records += len(batch)
 		bytes += size
 		select {
-		case pending <- pendingPublish{fut: fut, records: len(batch), bytes: size}:
+		case pending <- p:
 		case <-ctx.Done():
 			loopErr = ctx.Err()
 		}
@@ -424,6 +458,112 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 	return nil
 }
 
+// plainPublisher returns the publish of the run without --producer-id: a
+// pipelined PublishAsync, whose ack is waited for (within --timeout) by the
+// printer.
+func (cmd *pubCmd) plainPublisher(c *client.Client, opts []client.PublishOption) func(context.Context, [][]byte) (pendingPublish, error) {
+	return func(ctx context.Context, batch [][]byte) (pendingPublish, error) {
+		fut, err := c.PublishAsync(ctx, cmd.name, batch, opts...)
+		if err != nil {
+			return pendingPublish{}, err
+		}
+		return pendingPublish{wait: func(ctx context.Context) (client.PublishAck, error) {
+			ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+			defer cancel()
+			return fut.Wait(ctx)
+		}}, nil
+	}
+}
+
+// idempotentPublisher returns the publish of the run with --producer-id:
+// each batch goes through prod and is acked before the next one is sent, so
+// that the batches are numbered, written and printed in input order. The
+// first batch first learns the producer's last sequence on its shard from
+// the node (resumeProducer).
+func (cmd *pubCmd) idempotentPublisher(prod *client.Producer, opts []client.PublishOption) func(context.Context, [][]byte) (pendingPublish, error) {
+	resumed := false
+	return func(ctx context.Context, batch [][]byte) (pendingPublish, error) {
+		var ack client.PublishAck
+		var err error
+		if !resumed {
+			resumed = true
+			ack, err = cmd.resumeProducer(ctx, prod, batch, opts)
+			if !errors.Is(err, errProducerResumed) {
+				return resolvedPublish(ack, err), err
+			}
+		}
+		ack, err = cmd.sendIdempotent(ctx, prod, 0, batch, opts)
+		return resolvedPublish(ack, err), err
+	}
+}
+
+// resolvedPublish is a pendingPublish whose ack is in.
+func resolvedPublish(ack client.PublishAck, err error) pendingPublish {
+	return pendingPublish{wait: func(context.Context) (client.PublishAck, error) { return ack, err }}
+}
+
+// errProducerResumed is resumeProducer's report that the producer now goes
+// on from the node's last sequence and that batch is still to be published.
+var errProducerResumed = errors.New("producer resumed")
+
+// resumeProducer makes prod go on from the producer's last sequence on
+// batch's shard on the node, so that a run does not number its batches
+// from 1 again and have the node answer them as duplicates of an earlier
+// run's. The node has no call that reads the sequence, but it answers a
+// sequence past the next one with sequence_gap and the one it expects, and
+// writes nothing; the Producer takes that answer and numbers its next
+// publish with it. So resumeProducer sends batch numbered as far ahead as a
+// sequence goes, and returns errProducerResumed when the node answered so.
+// (Were the producer's last sequence on the node just below it, batch was
+// written: its ack is returned, with no error.)
+func (cmd *pubCmd) resumeProducer(ctx context.Context, prod *client.Producer, batch [][]byte, opts []client.PublishOption) (client.PublishAck, error) {
+	ack, err := cmd.sendIdempotent(ctx, prod, math.MaxUint64, batch, opts)
+	if errors.Is(err, client.ErrSequenceGap) {
+		return client.PublishAck{}, errProducerResumed
+	}
+	return ack, err
+}
+
+// sendIdempotent publishes batch through prod, numbered seq (0: the next
+// sequence), and waits for its ack, each attempt within --timeout. A
+// failure whose outcome is unknown (the timeout, a connection the client
+// lost and could not resend on, a node error that may have written it)
+// sends the batch again with the same sequence: the node writes it if the
+// earlier attempt did not land, and answers with its offsets if it did. Any
+// other failure is returned; so is the client's giving up reconnecting,
+// after which an attempt fails with an error that is not a
+// *client.ProducerError.
+func (cmd *pubCmd) sendIdempotent(ctx context.Context, prod *client.Producer, seq uint64, batch [][]byte, opts []client.PublishOption) (client.PublishAck, error) {
+	pctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+	var ack client.PublishAck
+	var err error
+	if seq == 0 {
+		ack, err = prod.Publish(pctx, batch, opts...)
+	} else {
+		ack, err = prod.PublishSequence(pctx, seq, batch, opts...)
+	}
+	cancel()
+	for {
+		var pe *client.ProducerError
+		if err == nil || !errors.As(err, &pe) || ctx.Err() != nil || !outcomeUnknown(pe.Err) {
+			return ack, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+		ack, err = prod.PublishSequence(pctx, pe.Sequence, batch, opts...)
+		cancel()
+	}
+}
+
+// outcomeUnknown reports whether err, the cause of a failed idempotent
+// publish, leaves it unknown whether the batch was written.
+func outcomeUnknown(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, client.ErrOutcomeUnknown) {
+		return true
+	}
+	var we *wire.Error
+	return errors.As(err, &we) && we.Code.Retry() == wire.RetryOutcomeUnknown
+}
+
 // pubSummaryJSON is the json and yaml form of the --count summary.
 type pubSummaryJSON struct {
 	Records       int     `json:"records"`
@@ -437,6 +577,10 @@ type pubSummaryJSON struct {
 type ackJSON struct {
 	Shard  uint32 `json:"shard"`
 	Offset uint64 `json:"offset"`
+	// Duplicate is set when the node answered a re-send of an idempotent
+	// batch (--producer-id) that it had written already, with the offsets
+	// it was written at.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // printAck prints a line "shard offset" per record of an ack (or, when rw
@@ -453,7 +597,7 @@ func printAck(w io.Writer, rw *recordWriter, ack client.PublishAck) error {
 	for _, o := range offsets {
 		var err error
 		if rw != nil && rw.format.structured() {
-			err = rw.write(ackJSON{Shard: ack.Shard, Offset: o})
+			err = rw.write(ackJSON{Shard: ack.Shard, Offset: o, Duplicate: ack.Duplicate})
 		} else {
 			_, err = fmt.Fprintf(w, "%d %d\n", ack.Shard, o)
 		}

@@ -30,8 +30,15 @@ const (
 type subCmd struct {
 	conn *clientFlags
 	name client.StreamName
-	// from is where the subscription starts (--from).
+	// from is where the subscription starts (--from, --from-time; --since
+	// sets it when the command runs).
 	from client.SubscribeOption
+	// since starts the subscription at the records committed this long
+	// before the command runs (--since); 0 when not given.
+	since time.Duration
+	// fromTime starts the subscription at the records committed at or after
+	// it (--from-time); the zero time when not given.
+	fromTime time.Time
 	// oneShard is set by --shard: subscribe to shard only; otherwise to
 	// every shard.
 	oneShard bool
@@ -68,7 +75,8 @@ var groupMemberFlags = []string{"member", "window", "max", "heartbeat"}
 
 func newSubCmd(env *cliEnv) *cobra.Command {
 	var out outputFlags
-	var from string
+	var from, fromTime string
+	var since durationFlag
 	var shard, queue uint
 	cmd := &subCmd{}
 	c := &cobra.Command{
@@ -78,6 +86,11 @@ func newSubCmd(env *cliEnv) *cobra.Command {
 with --json), until --count records or Ctrl-C (exit status 0). Without --shard it
 subscribes to every shard, merged; a shard that falls behind its queue on a durable stream
 is resubscribed where it stopped, so the output has no gap.
+
+--from starts every shard at earliest (the default), latest or an offset. --since 10m
+(units d, h, m, s: 7d, 1d12h, 90s) and --from-time 2026-12-01T10:00:00Z (RFC 3339) start
+each shard at its first record committed at or after that time, by the node's clock, or at
+its tail when it has none that recent; give only one of the three.
 
 A stream that does not exist yet is waited for (polling with backoff up to 2s, and saying
 so on stderr): it appears when someone creates it or, on a node with auto_create_streams
@@ -93,12 +106,16 @@ delivery cut short by the count is not acked and all its records go back to the 
 		Example: `  herald sub orders --count 2                      # 0 0 hello, 0 1 world
   herald sub orders --from latest                  # follow new records until Ctrl-C
   herald sub acme/shop/orders --shard 2 --from 100 --json
+  herald sub orders --since 10m                    # the last ten minutes, then follow
+  herald sub orders --from-time 2026-12-01T10:00:00Z --count 100
   herald sub orders --group workers --count 10     # a group member: print, then ack`,
 		Args: cobra.ArbitraryArgs,
 	}
 	cmd.conn = registerClientFlags(c.Flags())
 	f := c.Flags()
 	f.StringVar(&from, "from", "earliest", "where to start: earliest, latest or an `offset` (of every subscribed shard)")
+	f.Var(&since, "since", "start at the records committed this long ago, e.g. 10m, 2h or 7d")
+	f.StringVar(&fromTime, "from-time", "", "start at the records committed at or after this RFC 3339 `time`, e.g. 2026-12-01T10:00:00Z")
 	f.UintVar(&shard, "shard", 0, "subscribe to this shard only (default: every shard)")
 	f.IntVar(&cmd.count, "count", 0, "exit after this many records (0: run until interrupted)")
 	f.UintVar(&queue, "queue", 0, "queue capacity in batches to ask the node for (0: the stream's default)")
@@ -130,6 +147,9 @@ delivery cut short by the count is not acked and all its records go back to the 
 			return err
 		}
 		if cmd.from, err = parseFrom(from); err != nil {
+			return err
+		}
+		if err := cmd.parseStartTime(c, time.Duration(since), fromTime); err != nil {
 			return err
 		}
 		if shard > 1<<32-1 || queue > 1<<32-1 {
@@ -171,8 +191,14 @@ func (cmd *subCmd) checkGroupFlags(c *cobra.Command) error {
 		return nil
 	}
 	switch {
-	case fs.Changed("from"):
-		return usageErrorf("--from does not go with --group: a group member resumes at the group's committed position")
+	case fs.Changed("from"), fs.Changed("since"), fs.Changed("from-time"):
+		flag := "--from"
+		if fs.Changed("since") {
+			flag = "--since"
+		} else if fs.Changed("from-time") {
+			flag = "--from-time"
+		}
+		return usageErrorf("%s does not go with --group: a group member resumes at the group's committed position (move it with herald group seek)", flag)
 	case fs.Changed("shard"):
 		return usageErrorf("--shard does not go with --group: the node assigns the group's shards to its members")
 	case fs.Changed("queue"):
@@ -204,8 +230,12 @@ func (cmd *subCmd) checkGroupFlags(c *cobra.Command) error {
 }
 
 // checkGroupName checks a group or member name (what is the flag's name).
-func checkGroupName(what, s string) error {
-	if err := wire.ValidateGroupName("--"+what, s); err != nil {
+func checkGroupName(what, s string) error { return checkName("--"+what, s) }
+
+// checkName checks a group or member name given as label (a flag or an
+// argument).
+func checkName(label, s string) error {
+	if err := wire.ValidateGroupName(label, s); err != nil {
 		var werr *wire.Error
 		if errors.As(err, &werr) {
 			return usageErrorf("%s", werr.Message)
@@ -230,10 +260,45 @@ func parseFrom(s string) (client.SubscribeOption, error) {
 	return client.WithStartOffset(off), nil
 }
 
+// parseStartTime checks --since and --from-time (since and fromTime, as
+// given) and sets the start they ask for: --from-time's now, --since's when
+// the command runs.
+func (cmd *subCmd) parseStartTime(c *cobra.Command, since time.Duration, fromTime string) error {
+	fs := c.Flags()
+	given := 0
+	for _, f := range []string{"from", "since", "from-time"} {
+		if fs.Changed(f) {
+			given++
+		}
+	}
+	if given > 1 {
+		return usageErrorf("--from, --since and --from-time say where to start: give only one")
+	}
+	switch {
+	case fs.Changed("since"):
+		if since <= 0 {
+			return usageErrorf("--since must be more than 0: how long ago to start, e.g. 10m or 7d (--from latest starts now)")
+		}
+		cmd.since = since
+	case fs.Changed("from-time"):
+		t, err := time.Parse(time.RFC3339Nano, fromTime)
+		if err != nil {
+			return usageErrorf("--from-time %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z or 2026-12-01T11:00:00+01:00", fromTime)
+		}
+		cmd.fromTime = t
+		cmd.from = client.WithStartTime(t)
+	}
+	return nil
+}
+
 // run prints the records of a plain subscription until --count records
 // or an interrupt (SIGINT or SIGTERM, a clean exit), and returns an error
 // otherwise.
 func (cmd *subCmd) run(ctx context.Context, stdout, stderr io.Writer) error {
+	if cmd.since > 0 {
+		// Once: waiting for the stream to be created does not move it.
+		cmd.from = client.WithStartTime(time.Now().Add(-cmd.since))
+	}
 	c, err := cmd.conn.dial(ctx)
 	if err != nil {
 		return interrupted(ctx, err)

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +42,29 @@ of the shard, without --shard of every shard (OFFSETs need --shard). Prints how 
 	"describe": {"describe STREAM --group G", "Describe a group: position, lag and members per shard",
 		`Print the group's generation, settings and lag, a table of its shards (committed,
 delivered, tail, lag, claims, owed, dead letters) and a table of its push members.`},
+	"list": {"list STREAM", "List a stream's consumer groups with their members and lag",
+		`Print a table of the stream's consumer groups, in name order, each with its push members
+and its lag (records between its committed position and the shards' tails, summed over
+shards), as its coordinator last published them.`},
+	"seek": {"seek STREAM GROUP (--to-offset N | --to-time T | --to-earliest | --to-latest)", "Move a group's committed position: replay or skip records",
+		`Set the group's committed position on every shard (or --shard's) and print each shard's new
+position: --to-offset N (clamped to what the shard retains), --to-time T (RFC 3339: each
+shard's first record committed at or after T, or its tail when it has none that recent),
+--to-earliest (replay everything retained) or --to-latest (skip the backlog). Everything
+below the position counts as settled, everything from it on is delivered again, attempts
+counted from 1. A group never used is created there.
+
+It is refused (group_in_use) while the group has push members, or while a shard it moves
+has records claimed: stop the members (herald sub --group), let the claims settle, then
+seek. The group may be given as GROUP or with --group.`},
+	"delete": {"delete STREAM GROUP", "Delete a consumer group and all its state",
+		`Delete a consumer group and all its state, for good: cursors, attempts, dead letters. The
+next poll or member of the name starts a new group at the stream's first retained record.
+It is refused (group_in_use) while the group has push members. The group may be given as
+GROUP or with --group.
+
+On a terminal it asks for confirmation first, unless --force. When standard input is not
+a terminal (a script, a pipe) it deletes nothing without --force: there is nobody to ask.`},
 }
 
 // groupOpExamples are each subcommand's examples.
@@ -51,10 +76,16 @@ var groupOpExamples = map[string]string{
 	"redrive":      "  herald group redrive orders --group fulfilment --shard 2 1041\n  herald group redrive orders --group fulfilment",
 	"discard":      "  herald group discard orders --group fulfilment --shard 2 1041",
 	"describe":     "  herald group describe orders --group fulfilment\n  herald group describe orders --group fulfilment -o json",
+	"list":         "  herald group list orders\n  herald group list acme/shop/orders -o json",
+	"seek": "  herald group seek orders fulfilment --to-time 2026-12-01T10:00:00Z   # replay from then\n" +
+		"  herald group seek orders fulfilment --to-latest                      # skip the backlog\n" +
+		"  herald group seek orders fulfilment --shard 2 --to-offset 1041",
+	"delete": "  herald group delete orders fulfilment          # asks: Delete group fulfilment on default/default/orders ...? [y/N]\n" +
+		"  herald group delete orders fulfilment --force  # in scripts",
 }
 
 // groupOps are the subcommands of `herald group`, in help order.
-var groupOps = []string{"poll", "ack", "nack", "dead-letters", "redrive", "discard", "describe"}
+var groupOps = []string{"poll", "ack", "nack", "dead-letters", "redrive", "discard", "describe", "list", "seek", "delete"}
 
 // Defaults of `herald group poll`.
 const (
@@ -85,23 +116,38 @@ type groupCmd struct {
 	// limit prints at most this many dead letters; 0 means all (--limit).
 	limit int
 	// json and yaml select the output (--output, --json) of poll,
-	// dead-letters and describe.
+	// dead-letters, describe, list, seek and delete.
 	json bool
 	yaml bool
+	// to is where seek moves the group (--to-offset, --to-time,
+	// --to-earliest, --to-latest).
+	to client.SeekTarget
+	// force deletes without asking (delete --force).
+	force bool
+}
+
+// seekFlags are the flags of `herald group seek` that say where to.
+type seekFlags struct {
+	offset           uint64
+	time             string
+	earliest, latest bool
 }
 
 func newGroupCmd(env *cliEnv) *cobra.Command {
-	c := parentCmd("group", "Inspect, consume from and repair a consumer group",
-		`Inspect, consume from and repair a consumer group on a durable stream. (herald sub
-STREAM --group G runs a push member.)
+	c := parentCmd("group", "Inspect, consume from, repair and administer consumer groups",
+		`Inspect, consume from and repair a consumer group on a durable stream; list a stream's
+groups, move a group's position and delete a group. (herald sub STREAM --group G runs a
+push member.)
 
 `+streamArgHelp,
 		`  herald group describe orders --group fulfilment
   herald group poll orders --group fulfilment --shard 0 --max 10
-  herald group dead-letters orders --group fulfilment`)
+  herald group dead-letters orders --group fulfilment
+  herald group list orders
+  herald group seek orders fulfilment --to-time 2026-12-01T10:00:00Z`)
 	conn := registerClientFlags(c.PersistentFlags())
 	var group string
-	c.PersistentFlags().StringVar(&group, "group", "", "the consumer `group` (required)")
+	c.PersistentFlags().StringVar(&group, "group", "", "the consumer `group` (required; seek and delete also take it as GROUP, list takes none)")
 	for _, op := range groupOps {
 		c.AddCommand(newGroupOpCmd(env, conn, &group, op))
 	}
@@ -115,6 +161,7 @@ func newGroupOpCmd(env *cliEnv, conn *clientFlags, group *string, op string) *co
 	cmd := &groupCmd{op: op, conn: conn}
 	var shard uint
 	var out outputFlags
+	var seek seekFlags
 	f := c.Flags()
 	switch op {
 	case "poll":
@@ -134,6 +181,18 @@ func newGroupOpCmd(env *cliEnv, conn *clientFlags, group *string, op string) *co
 		f.UintVar(&shard, "shard", 0, "the shard (default every shard)")
 	case "describe":
 		addOutputFlags(c, &out, "one object: stream, group, generation, visibility_ms, session_ms, max_attempts, lag, shards, members")
+	case "list":
+		addOutputFlags(c, &out, `one object: {"stream", "groups": [{"group","members","lag"}]}`)
+	case "seek":
+		f.UintVar(&shard, "shard", 0, "move this shard only (default every shard)")
+		f.Uint64Var(&seek.offset, "to-offset", 0, "move to this `offset`, clamped to what each shard retains")
+		f.StringVar(&seek.time, "to-time", "", "move to the first record committed at or after this RFC 3339 `time`, e.g. 2026-12-01T10:00:00Z")
+		f.BoolVar(&seek.earliest, "to-earliest", false, "move to the first retained record: replay everything")
+		f.BoolVar(&seek.latest, "to-latest", false, "move to the tail: skip the backlog")
+		addOutputFlags(c, &out, `one object: {"stream", "group", "shards": [{"shard","committed"}]}`)
+	case "delete":
+		f.BoolVarP(&cmd.force, "force", "f", false, "delete without asking for confirmation")
+		addOutputFlags(c, &out, `one object: {"stream", "deleted": GROUP}`)
 	}
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := conn.resolve(c.Flags(), env); err != nil {
@@ -147,20 +206,23 @@ func newGroupOpCmd(env *cliEnv, conn *clientFlags, group *string, op string) *co
 			setFormat(fm, &cmd.json, &cmd.yaml)
 		}
 		cmd.group = *group
-		if err := cmd.parseArgs(c, args, shard); err != nil {
+		if err := cmd.parseArgs(c, args, shard, &seek); err != nil {
 			return err
 		}
 		return parsedOrRun(env, cmd, func() error {
+			if cmd.op == "delete" && !cmd.force && !env.isTerminal(env.stdin) {
+				return usageErrorf("not deleting group %s on %s: standard input is not a terminal, so nobody can confirm; pass --force to delete it", cmd.group, cmd.name)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return cmd.run(ctx, env.stdout, env.stderr)
+			return cmd.run(ctx, env)
 		})
 	}
 	return c
 }
 
 // parseArgs checks the arguments and flags of the subcommand.
-func (cmd *groupCmd) parseArgs(c *cobra.Command, args []string, shard uint) error {
+func (cmd *groupCmd) parseArgs(c *cobra.Command, args []string, shard uint, seek *seekFlags) error {
 	if len(args) < 1 {
 		return usageErrorf("missing STREAM")
 	}
@@ -168,11 +230,26 @@ func (cmd *groupCmd) parseArgs(c *cobra.Command, args []string, shard uint) erro
 	if cmd.name, err = parseStreamArg(args[0], cmd.conn.tenant); err != nil {
 		return err
 	}
-	if !c.Flags().Changed("group") {
-		return usageErrorf("--group is required")
-	}
-	if err := checkGroupName("group", cmd.group); err != nil {
-		return err
+	switch cmd.op {
+	case "list":
+		switch {
+		case c.Flags().Changed("group"):
+			return usageErrorf("list takes no --group: it lists every group of the stream")
+		case len(args) > 1:
+			return usageErrorf("unexpected argument %q", args[1])
+		}
+		return nil
+	case "seek", "delete":
+		if args, err = cmd.groupArg(c, args); err != nil {
+			return err
+		}
+	default:
+		if !c.Flags().Changed("group") {
+			return usageErrorf("--group is required")
+		}
+		if err := checkGroupName("group", cmd.group); err != nil {
+			return err
+		}
 	}
 	if shard > 1<<32-2 { // 1<<32-1 is client.AllShards
 		return usageErrorf("--shard %d is out of range", shard)
@@ -221,26 +298,85 @@ func (cmd *groupCmd) parseArgs(c *cobra.Command, args []string, shard uint) erro
 		if cmd.limit < 0 {
 			return usageErrorf("--limit must not be negative")
 		}
+	case "seek":
+		return cmd.parseSeekTarget(c, seek)
 	}
 	return nil
 }
 
-func (cmd *groupCmd) run(ctx context.Context, stdout, stderr io.Writer) error {
+// groupArg takes the group of seek and delete from the GROUP argument or
+// --group (one of them, or both the same) and returns the arguments left.
+func (cmd *groupCmd) groupArg(c *cobra.Command, args []string) ([]string, error) {
+	byFlag := c.Flags().Changed("group")
+	switch {
+	case len(args) > 2:
+		return nil, usageErrorf("unexpected argument %q", args[2])
+	case len(args) == 2 && byFlag && args[1] != cmd.group:
+		return nil, usageErrorf("GROUP %q and --group %q differ: give the group once", args[1], cmd.group)
+	case len(args) == 2:
+		cmd.group = args[1]
+		if err := checkName("GROUP", cmd.group); err != nil {
+			return nil, err
+		}
+	case !byFlag:
+		return nil, usageErrorf("%s needs GROUP: herald group %s STREAM GROUP", cmd.op, cmd.op)
+	default:
+		if err := checkGroupName("group", cmd.group); err != nil {
+			return nil, err
+		}
+	}
+	return args[:1], nil
+}
+
+// parseSeekTarget sets where seek moves the group: exactly one of
+// --to-offset, --to-time, --to-earliest and --to-latest.
+func (cmd *groupCmd) parseSeekTarget(c *cobra.Command, seek *seekFlags) error {
+	fs := c.Flags()
+	given := 0
+	for _, set := range []bool{fs.Changed("to-offset"), fs.Changed("to-time"), seek.earliest, seek.latest} {
+		if set {
+			given++
+		}
+	}
+	switch {
+	case given == 0:
+		return usageErrorf("seek needs where to: --to-offset N, --to-time T, --to-earliest or --to-latest")
+	case given > 1:
+		return usageErrorf("--to-offset, --to-time, --to-earliest and --to-latest say where to seek: give only one")
+	case fs.Changed("to-offset"):
+		cmd.to = client.SeekToOffset(seek.offset)
+	case fs.Changed("to-time"):
+		t, err := time.Parse(time.RFC3339Nano, seek.time)
+		if err != nil {
+			return usageErrorf("--to-time %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z or 2026-12-01T11:00:00+01:00", seek.time)
+		}
+		cmd.to = client.SeekToTime(t)
+	case seek.earliest:
+		cmd.to = client.SeekToEarliest()
+	default:
+		cmd.to = client.SeekToLatest()
+	}
+	return nil
+}
+
+func (cmd *groupCmd) run(ctx context.Context, env *cliEnv) error {
 	c, err := cmd.conn.dial(ctx)
 	if err != nil {
 		return interrupted(ctx, err)
 	}
 	defer c.Close()
-	out := bufio.NewWriter(stdout)
-	err = cmd.do(ctx, c, out, stderr)
+	out := bufio.NewWriter(env.stdout)
+	err = cmd.do(ctx, c, out, env)
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}
 	return interrupted(ctx, err)
 }
 
-// do runs the subcommand on c.
-func (cmd *groupCmd) do(ctx context.Context, c *client.Client, out *bufio.Writer, stderr io.Writer) error {
+// do runs the subcommand on c; delete asks env's terminal for
+// confirmation.
+func (cmd *groupCmd) do(ctx context.Context, c *client.Client, out *bufio.Writer, env *cliEnv) error {
+	stderr := env.stderr
 	switch cmd.op {
 	case "poll":
 		return cmd.poll(ctx, c, out, stderr)
@@ -296,8 +432,146 @@ func (cmd *groupCmd) do(ctx context.Context, c *client.Client, out *bufio.Writer
 			return writeValue(out, f, groupInfoJSONOf(cmd.name, info))
 		}
 		return writeGroupInfo(out, cmd.name, info)
+	case "list":
+		cctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+		defer cancel()
+		groups, err := c.ListGroups(cctx, cmd.name)
+		if err != nil {
+			return err
+		}
+		if f := format(cmd.json, cmd.yaml); f.structured() {
+			return writeValue(out, f, groupListJSONOf(cmd.name, groups))
+		}
+		return writeGroupList(out, cmd.name, groups)
+	case "seek":
+		cctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+		defer cancel()
+		positions, err := c.Group(cmd.name, cmd.group).Seek(cctx, cmd.shard, cmd.to)
+		if err != nil {
+			return err
+		}
+		j := groupSeekJSONOf(cmd.name, cmd.group, positions)
+		if f := format(cmd.json, cmd.yaml); f.structured() {
+			return writeValue(out, f, j)
+		}
+		return writeGroupSeek(out, j)
+	case "delete":
+		return cmd.delete(ctx, c, out, env)
 	}
 	return fmt.Errorf("unknown subcommand %q", cmd.op) // parseGroupCmd refuses it
+}
+
+// delete deletes the group, after asking on the terminal unless --force
+// (run refuses to go on without --force when there is no terminal).
+func (cmd *groupCmd) delete(ctx context.Context, c *client.Client, out *bufio.Writer, env *cliEnv) error {
+	ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+	defer cancel()
+	g := c.Group(cmd.name, cmd.group)
+	if !cmd.force {
+		info, err := g.Describe(ctx)
+		if err != nil {
+			return err
+		}
+		var dead uint64
+		for _, s := range info.Shards {
+			dead += uint64(s.DeadLetters)
+		}
+		fmt.Fprintf(env.stderr, "Delete group %s on %s (lag %d, %d dead letters, %d push members) and all its state? [y/N] ",
+			cmd.group, cmd.name, info.Lag(), dead, len(info.Members))
+		answer, _ := bufio.NewReader(env.stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return errNotConfirmed
+		}
+	}
+	if err := g.Delete(ctx); err != nil {
+		return err
+	}
+	if f := format(cmd.json, cmd.yaml); f.structured() {
+		return writeValue(out, f, groupDeletedJSON{Stream: cmd.name.String(), Deleted: cmd.group})
+	}
+	_, err := fmt.Fprintf(out, "deleted group %s on %s\n", cmd.group, cmd.name)
+	return err
+}
+
+// writeGroupList prints a caption and a table of a stream's groups, or a
+// sentence when it has none.
+func writeGroupList(w io.Writer, name client.StreamName, groups []client.GroupSummary) error {
+	if len(groups) == 0 {
+		_, err := fmt.Fprintf(w, "No groups on %s.\n", name)
+		return err
+	}
+	noun := "groups"
+	if len(groups) == 1 {
+		noun = "group"
+	}
+	fmt.Fprintf(w, "%d %s on %s:\n", len(groups), noun, name)
+	t := newTable("GROUP", "MEMBERS", "LAG")
+	for _, g := range groups {
+		appendRow(t, g.Group, strconv.FormatUint(uint64(g.Members), 10), strconv.FormatUint(g.Lag, 10))
+	}
+	return writeTable(w, t)
+}
+
+// groupListJSON is the --json form of a stream's groups.
+type groupListJSON struct {
+	Stream string             `json:"stream"`
+	Groups []groupSummaryJSON `json:"groups"`
+}
+
+// groupSummaryJSON is one group of groupListJSON.
+type groupSummaryJSON struct {
+	Group   string `json:"group"`
+	Members uint32 `json:"members"`
+	Lag     uint64 `json:"lag"`
+}
+
+// groupListJSONOf returns the --json form of a stream's groups.
+func groupListJSONOf(name client.StreamName, groups []client.GroupSummary) groupListJSON {
+	j := groupListJSON{Stream: name.String(), Groups: make([]groupSummaryJSON, len(groups))}
+	for i, g := range groups {
+		j.Groups[i] = groupSummaryJSON(g)
+	}
+	return j
+}
+
+// groupSeekJSON is the --json form of a seek's outcome: each sought shard's
+// new committed position, in shard order.
+type groupSeekJSON struct {
+	Stream string              `json:"stream"`
+	Group  string              `json:"group"`
+	Shards []groupPositionJSON `json:"shards"`
+}
+
+// groupPositionJSON is one shard of groupSeekJSON.
+type groupPositionJSON struct {
+	Shard     uint32 `json:"shard"`
+	Committed uint64 `json:"committed"`
+}
+
+// groupSeekJSONOf returns the --json form of positions, in shard order.
+func groupSeekJSONOf(name client.StreamName, group string, positions map[uint32]uint64) groupSeekJSON {
+	j := groupSeekJSON{Stream: name.String(), Group: group, Shards: make([]groupPositionJSON, 0, len(positions))}
+	for _, shard := range slices.Sorted(maps.Keys(positions)) {
+		j.Shards = append(j.Shards, groupPositionJSON{Shard: shard, Committed: positions[shard]})
+	}
+	return j
+}
+
+// writeGroupSeek prints a seek's outcome: a caption and a table of each
+// shard's new committed position.
+func writeGroupSeek(w io.Writer, j groupSeekJSON) error {
+	fmt.Fprintf(w, "group %s on %s moved:\n", j.Group, j.Stream)
+	t := newTable("SHARD", "COMMITTED")
+	for _, s := range j.Shards {
+		appendRow(t, strconv.FormatUint(uint64(s.Shard), 10), strconv.FormatUint(s.Committed, 10))
+	}
+	return writeTable(w, t)
+}
+
+// groupDeletedJSON is the --json form of a delete's outcome.
+type groupDeletedJSON struct {
+	Stream  string `json:"stream"`
+	Deleted string `json:"deleted"`
 }
 
 // poll claims records, prints them and, with --ack, acks them and says on

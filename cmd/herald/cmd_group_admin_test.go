@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -296,4 +298,31 @@ func TestGroupAdminCLIAgainstNode(t *testing.T) {
 	ok("stream", "create", "acme/shop/ticks", "--ephemeral")
 	failed("stream_not_durable", "group", "list", "acme/shop/ticks")
 	failed("stream_not_found", "group", "list", "acme/shop/nope")
+}
+
+// The command lines of list, seek, delete and sub from a time that the
+// README and docs show parse as written.
+func TestDocsAdminCommandsParse(t *testing.T) {
+	shown := regexp.MustCompile(`^(?:\./bin/)?herald (group (?:list|seek|delete) .*|sub .*--(?:since|from-time) .*)$`)
+	n := 0
+	for _, doc := range []string{"README.md", "docs/streams.md", "docs/groups.md"} {
+		md, err := os.ReadFile(filepath.Join("..", "..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(md), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			m := shown.FindStringSubmatch(strings.TrimSpace(line))
+			if m == nil {
+				continue
+			}
+			n++
+			if _, err := parseCommandLine(strings.Fields(m[1]), io.Discard, env(nil)); err != nil {
+				t.Errorf("%s: %q: %v", doc, m[0], err)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found %d command lines in the docs: the pattern no longer matches them", n)
+	}
 }

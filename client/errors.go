@@ -166,7 +166,7 @@ type OutcomeUnknownError struct {
 
 // Error implements error.
 func (e *OutcomeUnknownError) Error() string {
-	return "herald: outcome unknown: the publish was sent but not answered: " + e.Cause.Error()
+	return "herald: outcome unknown: the request was sent but not answered: " + e.Cause.Error()
 }
 
 // Is matches ErrOutcomeUnknown.

@@ -104,8 +104,17 @@ func (cmd *subCmd) consumeGroup(ctx context.Context, m groupMember, out *bufio.W
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmd.conn.timeout)
 		err = m.Ack(actx, d)
 		cancel()
-		if errors.Is(err, client.ErrStaleCursor) {
+		switch {
+		case errors.Is(err, client.ErrStaleCursor):
 			fmt.Fprintf(stderr, "herald sub: %d records not acked, the group delivers them again: %s\n",
+				len(d.Records), strings.ReplaceAll(err.Error(), "herald: ", ""))
+			continue
+		case ctx.Err() == nil && (errors.Is(err, client.ErrOutcomeUnknown) || errors.Is(err, context.DeadlineExceeded)):
+			// The connection was lost with the ack in flight, or the node
+			// did not answer within --timeout (the client is reconnecting):
+			// the member carries on, and the records come back after their
+			// visibility timeout unless the ack landed.
+			fmt.Fprintf(stderr, "herald sub: %d records may not be acked, the group delivers them again unless the ack landed: %s\n",
 				len(d.Records), strings.ReplaceAll(err.Error(), "herald: ", ""))
 			continue
 		}

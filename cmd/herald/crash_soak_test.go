@@ -44,6 +44,10 @@ const (
 	crashKillDelayMax = 600 * time.Millisecond
 	// crashIdempotentID is the idempotent producer's id.
 	crashIdempotentID = 77
+	// crashBudgetBase and crashBudgetPerKill make the soak's deadline, so
+	// that it grows with HERALD_CRASH_KILLS (go test's -timeout must too).
+	crashBudgetBase    = 2 * time.Minute
+	crashBudgetPerKill = 10 * time.Second
 )
 
 // crashEnv reads an integer from the environment variable name, or returns
@@ -646,7 +650,9 @@ func percentile(ds []time.Duration, p int) time.Duration {
 // each time, and check after each restart that every acknowledged record is
 // stored once at its offset, that re-sent idempotent batches were not
 // written twice, and that no group cursor passed an unacknowledged record.
-// HERALD_CRASH_SEED replays a run; HERALD_CRASH_KILLS kills more often.
+// HERALD_CRASH_SEED replays a run; HERALD_CRASH_KILLS kills more often, and
+// the deadline (crashBudgetBase plus crashBudgetPerKill per kill, within go
+// test's -timeout) grows with it.
 func TestCrashSoak(t *testing.T) {
 	seed := uint64(crashEnv(t, "HERALD_CRASH_SEED", time.Now().UnixNano()))
 	kills := int(crashEnv(t, "HERALD_CRASH_KILLS", crashDefaultKills))
@@ -659,7 +665,13 @@ func TestCrashSoak(t *testing.T) {
 	env := []string{"HERALD_GROUP_MAX_ATTEMPTS=1000000"}
 	name := client.StreamName{Tenant: "acme", Namespace: "crash", Stream: "soak"}
 	m := newSoakModel(name)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	budget := crashBudgetBase + time.Duration(kills)*crashBudgetPerKill
+	deadline := time.Now().Add(budget)
+	if d, ok := t.Deadline(); ok && d.Add(-30*time.Second).Before(deadline) {
+		deadline = d.Add(-30 * time.Second)
+		t.Logf("go test's -timeout cuts the soak's budget of %v to %v", budget, time.Until(deadline).Round(time.Second))
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
 	node := startCrashNode(t, dir, logFile, env...)

@@ -10,9 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,9 +23,11 @@ import (
 	"github.com/heraldmq/herald/net/wire"
 )
 
-// The crash soak: a real `herald node` on one data dir, killed with SIGKILL
-// at random moments while publishers and a consumer group work on it, and
-// checked after every restart against what the clients were told.
+// The crash soak: a real `herald node` on one data dir and one address,
+// killed with SIGKILL at random moments while publishers and a consumer
+// group work on it through clients dialed once, which reconnect by
+// themselves; checked after every restart against what the clients were
+// told (the model: crash_soak_model_test.go).
 
 const (
 	// crashShards is the soak stream's shard count.
@@ -38,16 +40,28 @@ const (
 	// crashReadyBound is how long a restarted node may take to accept a
 	// connection and answer a describe; longer fails the test as a hang.
 	crashReadyBound = 30 * time.Second
+	// crashSettleBound is how long, after a restart, the soak's clients may
+	// take to reconnect and get an answer to everything they had in
+	// flight; longer fails the test as a hang.
+	crashSettleBound = time.Minute
 	// crashKillDelayMin and crashKillDelayMax bound the random time the
 	// node runs under load before it is killed.
 	crashKillDelayMin = 30 * time.Millisecond
 	crashKillDelayMax = 600 * time.Millisecond
 	// crashIdempotentID is the idempotent producer's id.
 	crashIdempotentID = 77
-	// crashBudgetBase and crashBudgetPerKill make the soak's deadline, so
-	// that it grows with HERALD_CRASH_KILLS (go test's -timeout must too).
+	// crashBudgetBase and crashBudgetPerKill make the soak's deadline: a
+	// kill takes about 1.5 s, so the budget is generous, but it grows with
+	// HERALD_CRASH_KILLS (go test's -timeout must too).
 	crashBudgetBase    = 2 * time.Minute
 	crashBudgetPerKill = 10 * time.Second
+	// crashFullEvery is how often (in kills) the soak re-reads every
+	// record it verified; it always does at the end.
+	crashFullEvery = 100
+	// crashIdleTimeout is the soak clients' WithIdleTimeout: they notice a
+	// killed node within about two thirds of it (the minimum the client
+	// allows), and then reconnect.
+	crashIdleTimeout = time.Second
 )
 
 // crashEnv reads an integer from the environment variable name, or returns
@@ -81,12 +95,23 @@ type crashNode struct {
 // connection goroutine behind.
 var crashHTTP = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
-// startCrashNode starts `herald node` on dataDir with its output appended to
-// logFile and env added to its environment. It does not wait for the node:
-// see ready.
+// startCrashNode starts `herald node` on dataDir, on addresses of its own,
+// with its output appended to logFile and env added to its environment,
+// and kills it at the end of the test. It does not wait for the node: see
+// ready.
 func startCrashNode(t *testing.T, dataDir string, logFile *os.File, env ...string) *crashNode {
 	t.Helper()
 	addr, httpAddr := freePorts(t)
+	n := startCrashNodeAt(t, dataDir, addr, httpAddr, logFile, env...)
+	t.Cleanup(n.kill)
+	return n
+}
+
+// startCrashNodeAt starts `herald node` like startCrashNode, listening on
+// addr (QUIC) and httpAddr, so that a restarted node is where its clients
+// left it. The caller kills it.
+func startCrashNodeAt(t *testing.T, dataDir, addr, httpAddr string, logFile *os.File, env ...string) *crashNode {
+	t.Helper()
 	n := &crashNode{dataDir: dataDir, addr: addr, http: httpAddr, done: make(chan struct{})}
 	n.cmd = exec.Command(heraldBinary(t), "node", "--data-dir", dataDir, "--listen", addr, "--http", httpAddr, "--log-level", "warn")
 	n.cmd.Env = append(os.Environ(), env...)
@@ -100,7 +125,6 @@ func startCrashNode(t *testing.T, dataDir string, logFile *os.File, env ...strin
 		_ = n.cmd.Wait()
 		close(n.done)
 	}()
-	t.Cleanup(n.kill)
 	return n
 }
 
@@ -168,18 +192,6 @@ func (n *crashNode) dialCtx() (*client.Client, error) {
 	return client.Dial(ctx, n.addr, client.WithCAFile(filepath.Join(n.dataDir, "tls", "ca.pem")))
 }
 
-// dial dials the node or fails the test; the connection is closed at the
-// end of the test at the latest.
-func (n *crashNode) dial(t *testing.T) *client.Client {
-	t.Helper()
-	c, err := n.dialCtx()
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // crashLog is the node log shared by every run of the node in a test.
 func crashLog(t *testing.T) *os.File {
 	t.Helper()
@@ -214,427 +226,572 @@ func shardKeys(n int) [][]byte {
 	return keys
 }
 
-// idemBatch is one batch of the idempotent producer.
-type idemBatch struct {
-	key      []byte
-	shard    uint32
-	seq      uint64
-	payloads [][]byte
-	// offset is where the batch was written (once acked).
-	offset uint64
+// soakGate holds the soak's workers between two of their operations while
+// the soak verifies the node, so that nothing is in flight then and the
+// model is still. mu guards every field; cond is signalled whenever one
+// changes.
+type soakGate struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	// held: the workers are to wait at the gate; stopped: they are to
+	// return.
+	held, stopped bool
+	// running counts the workers that have not returned, waiting those
+	// waiting at the gate.
+	running, waiting int
 }
 
-// soakModel is what the clients were told, across every run of the node.
-type soakModel struct {
+func newSoakGate() *soakGate {
+	g := &soakGate{}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// start runs fn as a worker on wg.
+func (g *soakGate) start(wg *sync.WaitGroup, fn func()) {
+	g.mu.Lock()
+	g.running++
+	g.mu.Unlock()
+	wg.Go(func() {
+		defer func() {
+			g.mu.Lock()
+			g.running--
+			g.cond.Broadcast()
+			g.mu.Unlock()
+		}()
+		fn()
+	})
+}
+
+// pass is where a worker stands between two operations, with none of its
+// own in flight: it waits while the gate is held, and reports false once
+// the workers are to return.
+func (g *soakGate) pass() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.waiting++
+	g.cond.Broadcast()
+	for g.held && !g.stopped {
+		g.cond.Wait()
+	}
+	g.waiting--
+	return !g.stopped
+}
+
+// holding reports whether the workers are to come to the gate.
+func (g *soakGate) holding() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held || g.stopped
+}
+
+// hold makes the workers wait at the gate; release lets them go on; stop
+// makes them return.
+func (g *soakGate) hold()    { g.set(func() { g.held = true }) }
+func (g *soakGate) release() { g.set(func() { g.held = false }) }
+func (g *soakGate) stop()    { g.set(func() { g.stopped = true }) }
+
+func (g *soakGate) set(f func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f()
+	g.cond.Broadcast()
+}
+
+// settled waits until every worker that has not returned waits at the
+// gate, or ctx ends.
+func (g *soakGate) settled(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { g.set(func() {}) })
+	defer stop()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.waiting < g.running {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%d of %d workers at the gate: %w", g.waiting, g.running, err)
+		}
+		g.cond.Wait()
+	}
+	return nil
+}
+
+// soakConn is one of the soak's clients, dialed once for the whole run,
+// and what its connection went through. mu guards the counts.
+type soakConn struct {
+	role string
+	c    *client.Client
+	mu   sync.Mutex
+	// changed is closed (and replaced) at every event.
+	changed chan struct{}
+	// lost and back count ConnectionDisconnected and ConnectionReconnected,
+	// lostAt and backAt are when the last of each came; closed are the
+	// ConnectionClosed events' errors.
+	lost, back     int
+	lostAt, backAt time.Time
+	closed         []error
+	// noticed and returned are, per kill, how long after it the client
+	// noticed the loss and was connected again.
+	noticed, returned []time.Duration
+	// task is what the client's worker is doing, for the report of a
+	// worker that does not settle.
+	task atomic.Pointer[soakTask]
+}
+
+// soakTask is one operation of a worker.
+type soakTask struct {
+	what  string
+	since time.Time
+}
+
+// dialSoak dials node with a reconnecting client: the soak's idle timeout,
+// and attempts soon after a loss (the node restarts at once).
+func dialSoak(ctx context.Context, t *testing.T, node *crashNode, role string) *soakConn {
+	t.Helper()
+	sc := &soakConn{role: role, changed: make(chan struct{})}
+	c, err := client.Dial(ctx, node.addr, client.WithCAFile(filepath.Join(node.dataDir, "tls", "ca.pem")),
+		client.WithIdleTimeout(crashIdleTimeout),
+		client.WithReconnect(client.Reconnect{InitialDelay: 20 * time.Millisecond, MaxDelay: 250 * time.Millisecond}),
+		client.WithConnectionEvents(sc.event), client.WithName("crash-soak-"+role))
+	if err != nil {
+		t.Fatalf("dial %s: %v", role, err)
+	}
+	sc.c = c
+	return sc
+}
+
+func (sc *soakConn) event(ev client.ConnectionEvent) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	switch ev.Kind {
+	case client.ConnectionDisconnected:
+		sc.lost++
+		sc.lostAt = time.Now()
+	case client.ConnectionReconnected:
+		sc.back++
+		sc.backAt = time.Now()
+	case client.ConnectionClosed:
+		sc.closed = append(sc.closed, ev.Err)
+	}
+	close(sc.changed)
+	sc.changed = make(chan struct{})
+}
+
+// counts returns how often the connection was lost and came back so far.
+func (sc *soakConn) counts() (lost, back int) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.lost, sc.back
+}
+
+// waitFor waits until cond(lost, back) holds, or ctx ends.
+func (sc *soakConn) waitFor(ctx context.Context, cond func(lost, back int) bool) bool {
+	for {
+		sc.mu.Lock()
+		ok, changed := cond(sc.lost, sc.back), sc.changed
+		sc.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// lostSince reports whether the connection was lost after the client had
+// counted lost0 losses, waiting a little for the event: it is delivered on
+// a goroutine of the client's, maybe after the call that it failed.
+func (sc *soakConn) lostSince(ctx context.Context, lost0 int) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return sc.waitFor(ctx, func(lost, _ int) bool { return lost > lost0 })
+}
+
+// doing notes what the client's worker does now.
+func (sc *soakConn) doing(what string) { sc.task.Store(&soakTask{what, time.Now()}) }
+
+// soak is one run of the crash soak: its clients, its workers and the
+// model they feed.
+type soak struct {
+	t    *testing.T
+	ctx  context.Context
+	m    *soakModel
 	name client.StreamName
 	keys [][]byte
-
-	mu sync.Mutex
-	// acked holds every acknowledged record: shard -> offset -> payload.
-	acked [crashShards]map[uint64]string
-	// idemLast is the idempotent producer's last acknowledged batch per
-	// shard.
-	idemLast map[uint32]idemBatch
-	// idemSeq is the idempotent producer's last sequence used per shard.
-	idemSeq map[uint32]uint64
-	// idemDoubt are idempotent batches whose outcome is unknown (in flight
-	// at a kill), to be re-sent after the restart.
-	idemDoubt []idemBatch
-	// delivered is what the group delivered: shard -> offset -> payload.
-	delivered [crashShards]map[uint64]string
-	// groupAcked are the offsets whose group ack succeeded, per shard.
-	groupAcked [crashShards]map[uint64]bool
-	// groupDoubt are offsets whose group ack failed at a kill (outcome
-	// unknown), per shard.
-	groupDoubt [crashShards]map[uint64]bool
-
-	// Counts, for the log.
-	ackedBatches, idemResent, idemDuplicates, idemRewritten, groupAcks int
+	gate *soakGate
+	wg   sync.WaitGroup
+	// conns are the workers' clients.
+	conns []*soakConn
+	// idem is the idempotent producer, on its worker's client.
+	idem *client.Producer
+	// kills counts the SIGKILLs so far (those while recovering included).
+	kills atomic.Int64
+	// closing is set when the clients are closed under the workers (the
+	// test failed): their errors then are no news.
+	closing   atomic.Bool
+	closeOnce sync.Once
 }
 
-func newSoakModel(name client.StreamName) *soakModel {
-	m := &soakModel{name: name, keys: shardKeys(crashShards), idemLast: map[uint32]idemBatch{}, idemSeq: map[uint32]uint64{}}
-	for s := range crashShards {
-		m.acked[s] = map[uint64]string{}
-		m.delivered[s] = map[uint64]string{}
-		m.groupAcked[s] = map[uint64]bool{}
-		m.groupDoubt[s] = map[uint64]bool{}
-	}
-	return m
-}
-
-// recordAck notes an acknowledged batch.
-func (m *soakModel) recordAck(shard uint32, offset uint64, payloads [][]byte) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ackedBatches++
-	for j, p := range payloads {
-		m.acked[shard][offset+uint64(j)] = string(p)
+// fail reports a worker's unexpected error (unless the clients are being
+// closed under it).
+func (s *soak) fail(sc *soakConn, format string, args ...any) {
+	if !s.closing.Load() {
+		s.t.Errorf("%s: "+format, append([]any{sc.role}, args...)...)
 	}
 }
 
-// soakPayloads returns n unique payloads; some batches are padded past Badger's
-// value threshold so that both the LSM tree and the value log hold batches.
-func soakPayloads(rng *rand.Rand, kill int, who string, seq *int, n int) [][]byte {
-	pad := ""
-	if rng.IntN(3) == 0 {
-		pad = strings.Repeat(".", 100+rng.IntN(200))
+// killedSince reports whether a kill happened, or sc lost its connection,
+// since kills0 and lost0 were taken; wait also waits a little for a loss
+// event still on its way.
+func (s *soak) killedSince(sc *soakConn, kills0 int64, lost0 int, wait bool) bool {
+	if s.kills.Load() != kills0 {
+		return true
 	}
-	out := make([][]byte, n)
-	for j := range out {
-		*seq++
-		out[j] = fmt.Appendf(nil, "%s-k%d-%d%s", who, kill, *seq, pad)
+	if lost, _ := sc.counts(); lost != lost0 {
+		return true
 	}
-	return out
+	return wait && sc.lostSince(s.ctx, lost0)
 }
 
-// cycle is one run of the node under load, until its kill.
-type cycle struct {
-	t      *testing.T
-	m      *soakModel
-	kill   int
-	ctx    context.Context
-	killed atomic.Bool
-}
-
-// unexpected reports a failure that is not the kill's doing (nor, in the
-// last run, the stop's).
-func (cy *cycle) unexpected(format string, args ...any) {
-	if !cy.killed.Load() {
-		cy.t.Errorf("kill %d: "+format, append([]any{cy.kill}, args...)...)
+// settlePublish notes the outcome of a plain publish of b to shard; it
+// returns false if the worker should give up.
+func (s *soak) settlePublish(sc *soakConn, shard uint32, b soakBatch, ack client.PublishAck, err error) bool {
+	switch {
+	case err == nil:
+		if ack.Shard != shard || ack.Count != b.n {
+			s.m.problem("%s: %v for shard %d acknowledged as %+v", sc.role, b, shard, ack)
+		}
+		s.m.acked(ack.Shard, ack.Offset, b)
+	case errors.Is(err, client.ErrOutcomeUnknown):
+		// Written on a connection lost before its ack: stored or not.
+		// Nothing re-sends it.
+		s.m.inDoubt(shard, b)
+	default:
+		s.fail(sc, "publish of %v: %v", b, err)
+		return false
 	}
+	return true
 }
 
 // publishSingles publishes one record at a time, to random shards.
-func (cy *cycle) publishSingles(c *client.Client, rng *rand.Rand) {
-	seq := 0
-	for cy.ctx.Err() == nil {
-		p := soakPayloads(rng, cy.kill, "single", &seq, 1)
-		ack, err := c.Publish(cy.ctx, cy.m.name, p[0], client.WithKey(cy.m.keys[rng.IntN(crashShards)]))
-		if err != nil {
-			cy.unexpected("publish: %v", err)
+func (s *soak) publishSingles(sc *soakConn, rng *rand.Rand) {
+	for s.gate.pass() {
+		shard := uint32(rng.IntN(crashShards))
+		b := s.m.next(whoSingle, 1)
+		sc.doing("publish " + b.String())
+		ack, err := sc.c.Publish(s.ctx, s.name, b.record(0).appendPayload(nil), client.WithKey(s.keys[shard]))
+		if !s.settlePublish(sc, shard, b, ack, err) {
 			return
 		}
-		cy.m.recordAck(ack.Shard, ack.Offset, p)
 	}
 }
 
-// publishBatches pipelines batches of 1-8 records, up to 4 unanswered.
-func (cy *cycle) publishBatches(c *client.Client, rng *rand.Rand) {
+// publishBatches pipelines batches of 1-8 records, up to 4 unanswered; it
+// waits for them all before it stands at the gate.
+func (s *soak) publishBatches(sc *soakConn, rng *rand.Rand) {
 	type pending struct {
-		f        *client.PublishFuture
-		payloads [][]byte
+		f     *client.PublishFuture
+		shard uint32
+		b     soakBatch
 	}
-	futures := make(chan pending, 4)
-	go func() {
-		defer close(futures)
-		seq := 0
-		for cy.ctx.Err() == nil {
-			p := soakPayloads(rng, cy.kill, "batch", &seq, 1+rng.IntN(8))
-			f, err := c.PublishAsync(cy.ctx, cy.m.name, p, client.WithKey(cy.m.keys[rng.IntN(crashShards)]))
-			if err != nil {
-				cy.unexpected("publish async: %v", err)
+	var q []pending
+	for {
+		if len(q) == 4 || len(q) > 0 && s.gate.holding() {
+			p := q[0]
+			q = q[1:]
+			sc.doing("wait for the ack of " + p.b.String())
+			ack, err := p.f.Wait(s.ctx)
+			if !s.settlePublish(sc, p.shard, p.b, ack, err) {
 				return
 			}
-			futures <- pending{f, p}
+			continue
 		}
-	}()
-	for p := range futures {
-		ack, err := p.f.Wait(cy.ctx)
+		if len(q) == 0 && !s.gate.pass() {
+			return
+		}
+		shard := uint32(rng.IntN(crashShards))
+		b := s.m.next(whoBatch, 1+rng.IntN(crashMaxBatch))
+		sc.doing("publish " + b.String())
+		f, err := sc.c.PublishAsync(s.ctx, s.name, b.payloads(), client.WithKey(s.keys[shard]))
 		if err != nil {
-			cy.unexpected("publish async ack: %v", err)
-			continue // in flight at the kill: outcome unknown
+			s.fail(sc, "publish async of %v: %v", b, err)
+			return
 		}
-		cy.m.recordAck(ack.Shard, ack.Offset, p.payloads)
+		q = append(q, pending{f, shard, b})
 	}
 }
 
 // publishIdempotent publishes with the idempotent producer p, single
 // records and batches, and now and then re-sends its last batch on purpose,
-// which must come back as a duplicate at the original offsets.
-func (cy *cycle) publishIdempotent(p *client.Producer, rng *rand.Rand) {
-	m := cy.m
-	seq := 0
-	for cy.ctx.Err() == nil {
+// which must come back as a duplicate at the original offsets. Its client
+// re-sends a batch in flight at a kill by itself: Publish does not fail.
+func (s *soak) publishIdempotent(sc *soakConn, p *client.Producer, rng *rand.Rand) {
+	for s.gate.pass() {
 		shard := uint32(rng.IntN(crashShards))
 		if rng.IntN(8) == 0 {
-			m.mu.Lock()
-			last, ok := m.idemLast[shard]
-			m.mu.Unlock()
-			if ok {
-				ack, err := p.PublishSequence(cy.ctx, last.seq, last.payloads, client.WithKey(last.key))
-				if err != nil {
-					cy.unexpected("idempotent re-send of sequence %d: %v", last.seq, err)
-					return // a re-send of a written batch changes nothing
+			if last := s.m.idemLastOf(shard); last.ok {
+				sc.doing("re-send " + last.batch.String())
+				if err := s.resendIdem(p, shard, last); err != nil {
+					s.fail(sc, "%v", err)
+					return
 				}
-				if !ack.Duplicate || ack.Shard != shard || ack.Offset != last.offset {
-					cy.t.Errorf("kill %d: re-send of sequence %d on shard %d written at %d: ack %+v, want a duplicate at %d",
-						cy.kill, last.seq, shard, last.offset, ack, last.offset)
-				}
-				m.mu.Lock()
-				m.idemResent++
-				m.mu.Unlock()
 				continue
 			}
 		}
 		n := 1
 		if rng.IntN(2) == 0 {
-			n = 2 + rng.IntN(7)
+			n = 2 + rng.IntN(crashMaxBatch-1)
 		}
-		payloads := soakPayloads(rng, cy.kill, "idem", &seq, n)
-		key := m.keys[shard]
-		ack, err := p.Publish(cy.ctx, payloads, client.WithKey(key))
-		var pe *client.ProducerError
-		switch {
-		case errors.As(err, &pe):
-			cy.unexpected("idempotent publish: %v", err)
-			m.mu.Lock()
-			m.idemDoubt = append(m.idemDoubt, idemBatch{key: key, shard: pe.Shard, seq: pe.Sequence, payloads: payloads})
-			m.idemSeq[pe.Shard] = p.Sequence(pe.Shard)
-			m.mu.Unlock()
-			return // the next batch waits for this one's outcome
-		case err != nil:
-			cy.unexpected("idempotent publish (nothing sent): %v", err)
+		b := s.m.next(whoIdem, n)
+		kills0 := s.kills.Load()
+		lost0, _ := sc.counts()
+		sc.doing("publish " + b.String())
+		ack, err := p.Publish(s.ctx, b.payloads(), client.WithKey(s.keys[shard]))
+		if err != nil {
+			s.fail(sc, "idempotent publish of %v: %v", b, err)
 			return
-		case ack.Duplicate:
-			cy.t.Errorf("kill %d: a fresh sequence %d came back as a duplicate: %+v", cy.kill, p.Sequence(shard), ack)
 		}
-		m.recordAck(ack.Shard, ack.Offset, payloads)
-		m.mu.Lock()
-		m.idemLast[ack.Shard] = idemBatch{key: key, shard: ack.Shard, seq: p.Sequence(ack.Shard), payloads: payloads, offset: ack.Offset}
-		m.idemSeq[ack.Shard] = p.Sequence(ack.Shard)
-		m.mu.Unlock()
+		if ack.Shard != shard || ack.Count != n {
+			s.m.problem("%s: %v for shard %d acknowledged as %+v", sc.role, b, shard, ack)
+		}
+		killed := s.killedSince(sc, kills0, lost0, ack.Duplicate)
+		s.m.idemAcked(ack.Shard, ack.Offset, p.Sequence(ack.Shard), b, ack.Duplicate, killed)
 	}
+}
+
+// resendIdem re-sends the idempotent producer's last acknowledged batch on
+// shard: a duplicate at its offset, nothing written.
+func (s *soak) resendIdem(p *client.Producer, shard uint32, last idemLast) error {
+	ack, err := p.PublishSequence(s.ctx, last.seq, last.batch.payloads(), client.WithKey(s.keys[shard]))
+	if err != nil {
+		return fmt.Errorf("idempotent re-send of sequence %d (%v): %w", last.seq, last.batch, err)
+	}
+	if !ack.Duplicate || ack.Shard != shard || ack.Offset != last.offset {
+		s.m.problem("re-send of sequence %d (%v) of shard %d, written at %d: ack %+v, want a duplicate there",
+			last.seq, last.batch, shard, last.offset, ack)
+	}
+	s.m.count(func(st *soakStats) { st.idemResent++ })
+	return nil
 }
 
 // consumeGroup polls the group on each shard in turn and acks everything it
 // gets at once.
-func (cy *cycle) consumeGroup(c *client.Client) {
-	m := cy.m
-	for shard := uint32(0); cy.ctx.Err() == nil; shard = (shard + 1) % crashShards {
-		recs, err := c.Group(m.name, crashGroup).Poll(cy.ctx, shard, 64, 20*time.Millisecond)
-		if err != nil {
-			cy.unexpected("group poll: %v", err)
+func (s *soak) consumeGroup(sc *soakConn) {
+	g := sc.c.Group(s.name, crashGroup)
+	var scratch []byte
+	for shard := uint32(0); s.gate.pass(); shard = (shard + 1) % crashShards {
+		kills0 := s.kills.Load()
+		lost0, _ := sc.counts()
+		sc.doing(fmt.Sprintf("poll shard %d", shard))
+		recs, err := g.Poll(s.ctx, shard, 64, 20*time.Millisecond)
+		switch {
+		case err == nil:
+		case errors.Is(err, client.ErrOutcomeUnknown):
+			// What it claimed is delivered again.
+			s.m.count(func(st *soakStats) { st.groupPollDoubt++ })
+			continue
+		default:
+			s.fail(sc, "group poll: %v", err)
 			return
 		}
 		if len(recs) == 0 {
 			continue
 		}
 		offsets := make([]uint64, len(recs))
-		m.mu.Lock()
 		for i, r := range recs {
 			offsets[i] = r.Offset
-			if prev, ok := m.delivered[shard][r.Offset]; ok && prev != string(r.Payload) {
-				cy.t.Errorf("kill %d: group delivered %d/%d as %q, earlier as %q", cy.kill, shard, r.Offset, r.Payload, prev)
-			}
-			m.delivered[shard][r.Offset] = string(r.Payload)
+			scratch = s.m.delivered(shard, r.Offset, r.Payload, scratch)
 		}
-		m.mu.Unlock()
-		_, err = c.Group(m.name, crashGroup).AckOffsets(cy.ctx, shard, offsets...)
-		m.mu.Lock()
-		for _, off := range offsets {
-			if err == nil {
-				m.groupAcked[shard][off] = true
-				delete(m.groupDoubt[shard], off)
-			} else if !m.groupAcked[shard][off] {
-				m.groupDoubt[shard][off] = true
-			}
-		}
-		if err == nil {
-			m.groupAcks++
-		}
-		m.mu.Unlock()
-		if err != nil {
-			cy.unexpected("group ack: %v", err)
+		sc.doing(fmt.Sprintf("ack %d records of shard %d", len(offsets), shard))
+		_, err = g.AckOffsets(s.ctx, shard, offsets...)
+		switch {
+		case err == nil:
+			s.m.groupAcked(shard, offsets)
+		case errors.Is(err, client.ErrOutcomeUnknown):
+			s.m.groupInDoubt(shard, offsets)
+		case errors.Is(err, client.ErrNotDelivered) && s.killedSince(sc, kills0, lost0, true):
+			// Polled from the node before a kill, acked at the restarted
+			// one, which has not delivered them yet: it will.
+			s.m.count(func(st *soakStats) { st.groupNotDelivered++ })
+		default:
+			s.fail(sc, "group ack: %v", err)
 			return
 		}
 	}
 }
 
-// readShard reads shard's records [0, tail) with range reads, in pages, and
-// returns their payloads by offset.
-func readShard(ctx context.Context, t *testing.T, c *client.Client, name client.StreamName, shard uint32, tail uint64) []string {
+// readRange reads shard's records [from, to) in pages and hands each to fn,
+// in offset order.
+func readRange(ctx context.Context, t *testing.T, c *client.Client, name client.StreamName, shard uint32, from, to uint64, fn func(off uint64, payload []byte)) {
 	t.Helper()
-	out := make([]string, 0, tail)
-	for next := uint64(0); next < tail; {
-		page, err := c.Read(ctx, name, shard, next, tail)
+	for next := from; next < to; {
+		page, err := c.Read(ctx, name, shard, next, to)
 		if err != nil {
-			t.Fatalf("read shard %d from %d (tail %d): %v", shard, next, tail, err)
+			t.Fatalf("read shard %d from %d (to %d): %v", shard, next, to, err)
 		}
 		if len(page.Records) == 0 {
-			t.Fatalf("read shard %d from %d (tail %d): an empty page, next %d", shard, next, tail, page.Next)
+			t.Fatalf("read shard %d from %d (to %d): an empty page, next %d", shard, next, to, page.Next)
 		}
 		for _, r := range page.Records {
 			if r.Offset != next {
 				t.Fatalf("read shard %d: offset %d where %d was due", shard, r.Offset, next)
 			}
-			out = append(out, string(r.Payload))
+			fn(r.Offset, r.Payload)
 			next++
 		}
 	}
+}
+
+// readShard reads shard's records [0, tail) and returns their payloads by
+// offset.
+func readShard(ctx context.Context, t *testing.T, c *client.Client, name client.StreamName, shard uint32, tail uint64) []string {
+	t.Helper()
+	out := make([]string, 0, tail)
+	readRange(ctx, t, c, name, shard, 0, tail, func(_ uint64, payload []byte) { out = append(out, string(payload)) })
 	return out
 }
 
-// prefix returns the first offset from 0 that is in none of sets.
-func prefix(sets ...map[uint64]bool) uint64 {
-	for off := uint64(0); ; off++ {
-		in := false
-		for _, s := range sets {
-			in = in || s[off]
-		}
-		if !in {
-			return off
-		}
-	}
-}
-
-// location is where a payload is stored.
-type location struct {
-	shard  uint32
-	offset uint64
-}
-
-// verify checks the restarted node against the model: every acknowledged
-// record at its offset, every payload stored at most once, the group's
-// cursors between what was surely acked and what may have been, and the
-// idempotent producer's memory of its batches. It re-sends the idempotent
-// batches whose outcome is unknown on p, checking that each is written
-// exactly once, and returns how many records the stream holds.
-func (m *soakModel) verify(ctx context.Context, t *testing.T, kill int, c *client.Client, p *client.Producer) int {
+// begin begins the verification after kill through c, with every worker at
+// the gate (so nothing is in flight): it takes the shards' tails and the
+// group's cursors and checks the cursors, re-sends the idempotent
+// producer's last batches, and hands the model's pending state to the
+// verification it returns, whose reads (read) may run under load. See
+// TestCrashSoak for what is checked when.
+func (s *soak) begin(c *client.Client, kill int) *soakCheck {
+	t, ctx := s.t, s.ctx
 	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	info, err := c.DescribeStream(ctx, m.name)
+	info, err := c.DescribeStream(ctx, s.name)
 	if err != nil {
 		t.Fatalf("after kill %d: describe: %v", kill, err)
 	}
-	where := map[string]location{}
-	total := 0
-	for s := range uint32(crashShards) {
-		tail := info.Tails[s]
-		stored := readShard(ctx, t, c, m.name, s, tail)
-		total += len(stored)
-		for off, payload := range stored {
-			if prev, dup := where[payload]; dup {
-				t.Fatalf("after kill %d: %q is stored twice: at %d/%d and at %d/%d", kill, payload, prev.shard, prev.offset, s, off)
-			}
-			where[payload] = location{s, uint64(off)}
-		}
-		for off, payload := range m.acked[s] {
-			if off >= tail {
-				t.Fatalf("after kill %d: shard %d's tail is %d, but offset %d (%q) was acknowledged", kill, s, tail, off, payload)
-			}
-			if stored[off] != payload {
-				t.Fatalf("after kill %d: %d/%d holds %q, %q was acknowledged there", kill, s, off, stored[off], payload)
-			}
-		}
-		for off, payload := range m.delivered[s] {
-			if off >= tail || stored[off] != payload {
-				t.Fatalf("after kill %d: the group delivered %q as %d/%d, which is not stored there", kill, payload, s, off)
-			}
-		}
-	}
-	m.verifyGroup(ctx, t, kill, c, info.Tails)
-
-	// The producer remembers its last batch on each shard across the
-	// crash: a re-send is a duplicate at the original offsets.
-	for s := range uint32(crashShards) {
-		last, ok := m.idemLast[s]
-		if !ok {
-			continue
-		}
-		ack, err := p.PublishSequence(ctx, last.seq, last.payloads, client.WithKey(last.key))
-		if err != nil {
-			t.Fatalf("after kill %d: re-send of acknowledged sequence %d on shard %d: %v", kill, last.seq, s, err)
-		}
-		if !ack.Duplicate || ack.Shard != s || ack.Offset != last.offset {
-			t.Fatalf("after kill %d: re-send of sequence %d on shard %d written at %d: ack %+v, want a duplicate there",
-				kill, last.seq, s, last.offset, ack)
-		}
-		m.idemResent++
-	}
-	// A batch in flight at the kill is re-sent with its sequence: a
-	// duplicate where it was written, or written now if it was not.
-	for _, d := range m.idemDoubt {
-		loc, found := where[string(d.payloads[0])]
-		ack, err := p.PublishSequence(ctx, d.seq, d.payloads, client.WithKey(d.key))
-		if err != nil {
-			t.Fatalf("after kill %d: re-send of sequence %d on shard %d: %v", kill, d.seq, d.shard, err)
-		}
-		if ack.Shard != d.shard {
-			t.Fatalf("after kill %d: re-send of sequence %d of shard %d went to shard %d", kill, d.seq, d.shard, ack.Shard)
-		}
-		if found {
-			for j, payload := range d.payloads {
-				if got := where[string(payload)]; got != (location{d.shard, loc.offset + uint64(j)}) {
-					t.Fatalf("after kill %d: batch of sequence %d is torn: record %d at %+v, the first at %+v", kill, d.seq, j, got, loc)
-				}
-			}
-			if !ack.Duplicate || ack.Offset != loc.offset {
-				t.Fatalf("after kill %d: re-send of sequence %d, stored at %d/%d: ack %+v, want a duplicate there",
-					kill, d.seq, loc.shard, loc.offset, ack)
-			}
-			m.idemDuplicates++
-		} else {
-			for _, payload := range d.payloads {
-				if got, ok := where[string(payload)]; ok {
-					t.Fatalf("after kill %d: part of the batch of sequence %d is stored (%q at %+v), not the rest", kill, d.seq, payload, got)
-				}
-			}
-			if ack.Duplicate || ack.Offset != info.Tails[d.shard] {
-				t.Fatalf("after kill %d: re-send of sequence %d, not stored: ack %+v, want it written at the tail %d",
-					kill, d.seq, ack, info.Tails[d.shard])
-			}
-			m.idemRewritten++
-		}
-		m.ackedBatches++
-		for j, payload := range d.payloads {
-			m.acked[d.shard][ack.Offset+uint64(j)] = string(payload)
-		}
-		m.idemLast[d.shard] = idemBatch{key: d.key, shard: d.shard, seq: d.seq, payloads: d.payloads, offset: ack.Offset}
-		m.idemSeq[d.shard] = max(m.idemSeq[d.shard], d.seq)
-	}
-	m.idemDoubt = nil
-	return total
-}
-
-// verifyGroup checks each shard's committed cursor: at least every offset
-// acked before the kill (acks are answered once durable), and never past an
-// offset that was not acked (or whose ack was in flight at the kill).
-func (m *soakModel) verifyGroup(ctx context.Context, t *testing.T, kill int, c *client.Client, tails []uint64) {
-	t.Helper()
 	committed := make([]uint64, crashShards)
-	info, err := c.Group(m.name, crashGroup).Describe(ctx)
+	g, err := c.Group(s.name, crashGroup).Describe(ctx)
 	switch {
 	case errors.Is(err, client.ErrGroupNotFound):
-		// Never used, or its first use did not outlive the kill: nothing
-		// may have been acked then.
+		// Its first use did not outlive the kill: nothing may have been
+		// acked then.
 	case err != nil:
 		t.Fatalf("after kill %d: describe group: %v", kill, err)
 	default:
-		for _, s := range info.Shards {
-			committed[s.Shard] = s.Committed
+		for _, sh := range g.Shards {
+			committed[sh.Shard] = sh.Committed
 		}
 	}
-	for s := range crashShards {
-		sure, maybe := prefix(m.groupAcked[s]), prefix(m.groupAcked[s], m.groupDoubt[s])
-		switch {
-		case committed[s] < sure:
-			t.Fatalf("after kill %d: shard %d's group cursor is %d, but every offset below %d was acked", kill, s, committed[s], sure)
-		case committed[s] > maybe:
-			t.Fatalf("after kill %d: shard %d's group cursor is %d, past offset %d, which was never acked", kill, s, committed[s], maybe)
-		case committed[s] > tails[s]:
-			t.Fatalf("after kill %d: shard %d's group cursor %d is past its tail %d", kill, s, committed[s], tails[s])
-		}
-		// An ack in doubt below the cursor took effect (nothing else
-		// settles a record here: no nacks, and attempts never run out).
-		for off := range m.groupDoubt[s] {
-			if off < committed[s] {
-				m.groupAcked[s][off] = true
-				delete(m.groupDoubt[s], off)
+	s.m.checkGroup(kill, committed, info.Tails)
+
+	// The producer's last batch on each shard is remembered across the
+	// crash: a re-send is a duplicate at the original offsets. (Only while
+	// the producer is still: the node answers a re-send of an earlier batch
+	// than the last with ErrDuplicateSequence.)
+	for shard := range uint32(crashShards) {
+		if last := s.m.idemLastOf(shard); last.ok {
+			if err := s.resendIdem(s.idem, shard, last); err != nil {
+				t.Fatalf("after kill %d: %v", kill, err)
 			}
 		}
 	}
+	return s.m.check(kill, info.Tails)
+}
+
+// read does v's reads through c: each shard's new records, the deliveries
+// to read again, and the records verified earlier (all of them if full,
+// else a sampled segment per shard). It returns the records the stream
+// held when v began.
+func (s *soak) read(c *client.Client, v *soakCheck, full bool, sample *rand.Rand) uint64 {
+	t, ctx := s.t, s.ctx
+	t.Helper()
+	var stored uint64
+	for shard, sc := range v.shards {
+		from, to := sc.span()
+		readRange(ctx, t, c, s.name, uint32(shard), from, to, sc.record)
+		sc.finish()
+		stored += to
+	}
+	for shard := range uint32(crashShards) {
+		for _, r := range v.readBackRanges(shard) {
+			readRange(ctx, t, c, s.name, shard, r[0], r[1], func(off uint64, payload []byte) { v.readBackRecord(shard, off, payload) })
+		}
+	}
+	v.end()
+
+	// Records verified earlier are still there, unchanged.
+	for shard := range uint32(crashShards) {
+		segs, verified := s.m.segments(shard)
+		switch {
+		case full:
+			r := s.m.reread(v.kill, shard, 0)
+			readRange(ctx, t, c, s.name, shard, 0, verified, r.record)
+			r.finish()
+		case segs > 0:
+			seg := sample.IntN(segs)
+			r := s.m.reread(v.kill, shard, seg)
+			readRange(ctx, t, c, s.name, shard, uint64(seg)*crashSegment, uint64(seg+1)*crashSegment, r.record)
+		}
+	}
+	return stored
+}
+
+// check fails the test with the problems the model found, if any.
+func (s *soak) check(when string) {
+	s.t.Helper()
+	problems, more := s.m.takeProblems()
+	for _, p := range problems {
+		s.t.Error(p)
+	}
+	if more > 0 {
+		s.t.Errorf("and %d more problems", more)
+	}
+	if s.t.Failed() {
+		s.t.Fatalf("%s: stopping", when)
+	}
+}
+
+// settle waits, after a restart, until every client is connected again
+// (after losing its connection since lost0, at the kill at killedAt) and
+// every worker waits at the gate with nothing in flight.
+func (s *soak) settle(kill int, killedAt time.Time, lost0 []int) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.ctx, crashSettleBound)
+	defer cancel()
+	for i, sc := range s.conns {
+		if !sc.waitFor(ctx, func(lost, back int) bool { return lost > lost0[i] && back == lost }) {
+			lost, back := sc.counts()
+			s.t.Fatalf("after kill %d: the %s client is not back after %v (%d losses, %d reconnects)", kill, sc.role, crashSettleBound, lost, back)
+		}
+		sc.mu.Lock()
+		sc.noticed = append(sc.noticed, sc.lostAt.Sub(killedAt))
+		sc.returned = append(sc.returned, sc.backAt.Sub(killedAt))
+		sc.mu.Unlock()
+	}
+	if err := s.gate.settled(ctx); err != nil {
+		for _, sc := range s.conns {
+			if task := sc.task.Load(); task != nil {
+				s.t.Logf("%s: %s, since %v", sc.role, task.what, time.Since(task.since).Round(time.Millisecond))
+			}
+		}
+		s.t.Fatalf("after kill %d: the workers did not settle: %v", kill, err)
+	}
+}
+
+// shutdown stops the workers and closes the clients; once.
+func (s *soak) shutdown() {
+	s.closeOnce.Do(func() {
+		s.gate.stop()
+		s.closing.Store(true)
+		for _, sc := range s.conns {
+			_ = sc.c.Close()
+		}
+		s.wg.Wait()
+	})
+}
+
+// heapAlloc returns the test process's live heap, after a collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
 
 // percentile returns the p-th percentile (0-100) of ds.
@@ -644,139 +801,220 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	return s[(len(s)-1)*p/100]
 }
 
+// mib formats n bytes in MiB.
+func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
 // Kill -9 a node again and again under acked durable publishing (single
-// records, pipelined batches and an idempotent producer, from three
-// clients) and consumer-group consumption, restart it on the same data dir
-// each time, and check after each restart that every acknowledged record is
-// stored once at its offset, that re-sent idempotent batches were not
-// written twice, and that no group cursor passed an unacknowledged record.
-// HERALD_CRASH_SEED replays a run; HERALD_CRASH_KILLS kills more often, and
-// the deadline (crashBudgetBase plus crashBudgetPerKill per kill, within go
-// test's -timeout) grows with it.
+// records, pipelined batches and an idempotent producer) and consumer-group
+// consumption, each on its own client dialed once, which reconnects by
+// itself to the node restarted on the same address and data dir. The run
+// lasts HERALD_CRASH_KILLS kills (20 by default); HERALD_CRASH_SEED replays
+// its schedule. Its deadline is crashBudgetBase plus crashBudgetPerKill per
+// kill (within go test's -timeout).
+//
+// After each kill, the soak restarts the node (now and then killing it once
+// more while it recovers), times it from its start until it answers a
+// connection and a describe, and holds the workers at a gate until every
+// client is back and everything in flight is answered. Then, with nothing in
+// flight, it takes the shards' tails and checks
+//   - each group cursor: not below what was acked, not past an offset never
+//     acked, nor past the tail (so it never goes backwards);
+//   - the idempotent producer's last batch per shard: a re-send is a
+//     duplicate at its offset;
+//
+// and lets the workers go on. Until the next kill, while they work, it
+// reads and checks (the records below those tails no longer change):
+//   - the records new since the last check, per shard from its verified
+//     tail to the tail taken, each read once: the tail is not below the
+//     verified tail; every batch acknowledged since is at its offset,
+//     whole, with its payloads; a publish that failed with
+//     ErrOutcomeUnknown is stored whole, once, or not at all; nothing else
+//     is stored (a second copy, a re-sent idempotent batch written again, a
+//     record no publisher wrote); the group delivered every record it
+//     delivered as it is stored (read again if it is below the verified
+//     tail), never past the tail;
+//   - that the records verified earlier did not change: one random segment
+//     of crashSegment records per shard, compared with the checksum taken
+//     when it was verified, and every verified record every crashFullEvery
+//     kills and at the end.
+//
+// Throughout, the idempotent producer's publishes never fail (its client
+// re-sends a batch in flight at a kill), and a fresh sequence is answered
+// as a duplicate only across a lost connection; plain publishes are never
+// re-sent by the test. The model keeps no payloads (they derive from the
+// records' identities) and drops what it verified, so its memory stays
+// flat; the log says how the heap went.
 func TestCrashSoak(t *testing.T) {
 	seed := uint64(crashEnv(t, "HERALD_CRASH_SEED", time.Now().UnixNano()))
 	kills := int(crashEnv(t, "HERALD_CRASH_KILLS", crashDefaultKills))
-	t.Logf("seed %d (HERALD_CRASH_SEED=%d replays the kill schedule), %d kills", seed, seed, kills)
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-
-	dir := t.TempDir()
-	logFile := crashLog(t)
-	// Attempts never run out, so a record is settled only by an ack.
-	env := []string{"HERALD_GROUP_MAX_ATTEMPTS=1000000"}
-	name := client.StreamName{Tenant: "acme", Namespace: "crash", Stream: "soak"}
-	m := newSoakModel(name)
 	budget := crashBudgetBase + time.Duration(kills)*crashBudgetPerKill
 	deadline := time.Now().Add(budget)
 	if d, ok := t.Deadline(); ok && d.Add(-30*time.Second).Before(deadline) {
 		deadline = d.Add(-30 * time.Second)
 		t.Logf("go test's -timeout cuts the soak's budget of %v to %v", budget, time.Until(deadline).Round(time.Second))
 	}
+	t.Logf("seed %d (HERALD_CRASH_SEED=%d replays the kill schedule), %d kills, until %s", seed, seed, kills, deadline.Format(time.TimeOnly))
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	sample := rand.New(rand.NewPCG(seed, 7))
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 
-	node := startCrashNode(t, dir, logFile, env...)
+	dir := t.TempDir()
+	logFile := crashLog(t)
+	addr, httpAddr := freePorts(t)
+	// Attempts never run out, so a record is settled only by an ack.
+	env := []string{"HERALD_GROUP_MAX_ATTEMPTS=1000000"}
+	s := &soak{t: t, ctx: ctx, m: newSoakModel(), keys: shardKeys(crashShards), gate: newSoakGate(),
+		name: client.StreamName{Tenant: "acme", Namespace: "crash", Stream: "soak"}}
+
+	node := startCrashNodeAt(t, dir, addr, httpAddr, logFile, env...)
+	t.Cleanup(func() { node.kill() })
 	c, _ := node.ready(t, client.StreamName{})
-	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: crashShards, Durable: true}); err != nil {
+	if _, err := c.CreateStream(ctx, s.name, client.StreamConfig{Shards: crashShards, Durable: true}); err != nil {
 		t.Fatal(err)
 	}
 	// The group comes into being on its first poll (of an empty shard:
 	// nothing is claimed).
-	if _, err := c.Group(name, crashGroup).Poll(ctx, 0, 1, 0); err != nil {
+	if _, err := c.Group(s.name, crashGroup).Poll(ctx, 0, 1, 0); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.Close()
 
-	var readyTimes []time.Duration
-	startKills := 0
-	records := 0
-	var verifying time.Duration
-	for kill := 0; kill <= kills; kill++ {
-		if kill > 0 {
-			// Now and then the node is killed again while it recovers.
-			if rng.IntN(5) == 0 {
-				node = startCrashNode(t, dir, logFile, env...)
-				select {
-				case <-node.done:
-					t.Fatalf("node exited by itself (%v) while it recovered", node.cmd.ProcessState)
-				case <-time.After(time.Duration(rng.IntN(300)) * time.Millisecond): // the random kill moment
-				}
-				node.kill()
-				startKills++
-			}
-			node = startCrashNode(t, dir, logFile, env...)
-			c, took := node.ready(t, name)
-			readyTimes = append(readyTimes, took)
-			_ = c.Close()
-		}
-		cy := &cycle{t: t, m: m, kill: kill}
-		var stop context.CancelFunc
-		cy.ctx, stop = context.WithCancel(ctx)
-		clients := make([]*client.Client, 4)
-		for i := range clients {
-			clients[i] = node.dial(t)
-		}
-		p := clients[2].NewProducer(name, crashIdempotentID)
-		for s, last := range m.idemSeq {
-			p.SetSequence(s, last)
-		}
-		if kill > 0 {
-			start := time.Now()
-			records = m.verify(ctx, t, kill, clients[3], p)
-			verifying += time.Since(start)
-		}
-
-		var wg sync.WaitGroup
-		workerSeeds := [4]uint64{rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64()}
-		wg.Go(func() { cy.publishSingles(clients[0], rand.New(rand.NewPCG(workerSeeds[0], 1))) })
-		wg.Go(func() { cy.publishBatches(clients[1], rand.New(rand.NewPCG(workerSeeds[1], 2))) })
-		wg.Go(func() { cy.publishIdempotent(p, rand.New(rand.NewPCG(workerSeeds[2], 3))) })
-		wg.Go(func() { cy.consumeGroup(clients[3]) })
-
-		if kill == kills {
-			// The last run is not killed: it is stopped, and a call that
-			// stop cancels is no failure either.
-			cy.killed.Store(true)
-			stop()
-			wg.Wait()
-			for _, c := range clients {
-				_ = c.Close()
-			}
-			break
-		}
-		delay := crashKillDelayMin + time.Duration(rng.Int64N(int64(crashKillDelayMax-crashKillDelayMin)))
-		select {
-		case <-time.After(delay): // the random kill moment
-		case <-node.done:
-			t.Fatalf("node exited by itself (%v)", node.cmd.ProcessState)
-		}
-		cy.killed.Store(true)
-		node.kill()
-		stop() // calls waiting on the dead node return now
-		wg.Wait()
-		for _, c := range clients {
-			_ = c.Close()
-		}
-		if t.Failed() {
-			t.FailNow()
-		}
+	single, batch, idem, group := dialSoak(ctx, t, node, "single"), dialSoak(ctx, t, node, "batch"),
+		dialSoak(ctx, t, node, "idempotent"), dialSoak(ctx, t, node, "group")
+	s.conns = []*soakConn{single, batch, idem, group}
+	s.idem = idem.c.NewProducer(s.name, crashIdempotentID)
+	t.Cleanup(s.shutdown)
+	heapStart := heapAlloc()
+	heapMax := heapStart
+	began := time.Now()
+	var seeds [4]uint64
+	for i := range seeds {
+		seeds[i] = rng.Uint64()
 	}
+	s.gate.start(&s.wg, func() { s.publishSingles(single, rand.New(rand.NewPCG(seeds[0], 1))) })
+	s.gate.start(&s.wg, func() { s.publishBatches(batch, rand.New(rand.NewPCG(seeds[1], 2))) })
+	s.gate.start(&s.wg, func() { s.publishIdempotent(idem, s.idem, rand.New(rand.NewPCG(seeds[2], 3))) })
+	s.gate.start(&s.wg, func() { s.consumeGroup(group) })
+
+	var readyTimes, settleTimes []time.Duration
+	var still, reading time.Duration
+	startKills := 0
+	lost0 := make([]int, len(s.conns))
+	// pending is the last kill's verification, whose reads run while the
+	// node is under load until the next kill; probe is its connection.
+	var pending *soakCheck
+	var probe *client.Client
+	finish := func(full bool) {
+		start := time.Now()
+		s.read(probe, pending, full, sample)
+		reading += time.Since(start)
+		_ = probe.Close()
+		s.check(fmt.Sprintf("after kill %d", pending.kill))
+		if full {
+			h := heapAlloc()
+			heapMax = max(heapMax, h)
+			t.Logf("kill %d: %v, heap %s", pending.kill, time.Since(began).Round(time.Second), mib(h))
+		}
+		pending = nil
+	}
+	for kill := 1; kill <= kills; kill++ {
+		delay := crashKillDelayMin + time.Duration(rng.Int64N(int64(crashKillDelayMax-crashKillDelayMin)))
+		killAt := time.Now().Add(delay) // the random kill moment
+		if pending != nil {
+			finish((kill-1)%crashFullEvery == 0)
+		}
+		select {
+		case <-time.After(time.Until(killAt)):
+		case <-node.done:
+			t.Fatalf("kill %d: node exited by itself (%v)", kill, node.cmd.ProcessState)
+		}
+		for i, sc := range s.conns {
+			lost0[i], _ = sc.counts()
+		}
+		node.kill()
+		killedAt := time.Now()
+		s.kills.Add(1)
+		s.gate.hold()
+		fmt.Fprintf(logFile, "--- killed (kill %d) at %s ---\n", kill, killedAt.Format(time.StampMilli))
+		// Now and then the node is killed again while it recovers.
+		if rng.IntN(5) == 0 {
+			node = startCrashNodeAt(t, dir, addr, httpAddr, logFile, env...)
+			select {
+			case <-node.done:
+				t.Fatalf("kill %d: node exited by itself (%v) while it recovered", kill, node.cmd.ProcessState)
+			case <-time.After(time.Duration(rng.IntN(300)) * time.Millisecond): // the random kill moment
+			}
+			node.kill()
+			s.kills.Add(1)
+			startKills++
+			fmt.Fprintf(logFile, "--- killed while recovering (kill %d) ---\n", kill)
+		}
+		node = startCrashNodeAt(t, dir, addr, httpAddr, logFile, env...)
+		// The probe's connection checks the node (a client of the
+		// workers' would notice the kill only after its idle timeout).
+		var took time.Duration
+		probe, took = node.ready(t, s.name)
+		readyTimes = append(readyTimes, took)
+		s.settle(kill, killedAt, lost0)
+		settleTimes = append(settleTimes, time.Since(killedAt))
+		start := time.Now()
+		pending = s.begin(probe, kill)
+		still += time.Since(start)
+		s.gate.release()
+	}
+	if pending != nil {
+		finish(kills%crashFullEvery == 0)
+	}
+
+	// The end: the workers finish what they have in flight on the live
+	// node and return; everything is checked once more, all of it read
+	// again.
+	s.gate.stop()
+	s.wg.Wait()
+	start := time.Now()
+	c, err := node.dialCtx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := s.read(c, s.begin(c, kills), true, sample)
+	_ = c.Close()
+	reading += time.Since(start)
+	s.check("at the end")
+	heapEnd := heapAlloc()
+	heapMax = max(heapMax, heapEnd)
+	took := time.Since(began)
+	for _, sc := range s.conns {
+		lost, back := sc.counts()
+		sc.mu.Lock()
+		t.Logf("%s client: %d connections lost, %d reconnects; after a kill it noticed the loss within p50 %v, max %v, and was back within p50 %v, max %v",
+			sc.role, lost, back, percentile(sc.noticed, 50).Round(time.Millisecond), percentile(sc.noticed, 100).Round(time.Millisecond),
+			percentile(sc.returned, 50).Round(time.Millisecond), percentile(sc.returned, 100).Round(time.Millisecond))
+		if len(sc.closed) > 0 || lost < kills || back != lost {
+			t.Errorf("%s client: %d losses and %d reconnects over %d kills, closed %v; want a loss and a reconnect for each kill, never closed",
+				sc.role, lost, back, kills, sc.closed)
+		}
+		sc.mu.Unlock()
+	}
+	s.shutdown()
 	node.kill()
 
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t.Logf("%d kills under load (%d more while recovering); the stream holds %d records, %d acked in %d batches; checking took %v",
-		kills, startKills, records, len(m.acked[0])+len(m.acked[1])+len(m.acked[2]), m.ackedBatches, verifying.Round(time.Millisecond))
-	t.Logf("idempotent producer: %d re-sends answered as duplicates, %d batches in flight at a kill were stored (duplicate on re-send), %d were not (written by the re-send)",
-		m.idemResent, m.idemDuplicates, m.idemRewritten)
-	sure := uint64(0)
-	for s := range crashShards {
-		sure += prefix(m.groupAcked[s])
-	}
-	t.Logf("group: %d acks, %d records settled in order", m.groupAcks, sure)
+	st, sure := s.m.summary()
+	t.Logf("%d kills under load (%d more while recovering) in %.1f min: %d records acked in %d batches, %d lost, %d duplicated; the stream holds %d records",
+		kills, startKills, took.Minutes(), st.ackedRecords, st.ackedBatches, st.lost, st.duplicated, stored)
 	if len(readyTimes) > 0 {
-		t.Logf("restart to ready (a connection and a describe answered): p50 %v, max %v over %d restarts",
-			percentile(readyTimes, 50).Round(time.Millisecond), percentile(readyTimes, 100).Round(time.Millisecond), len(readyTimes))
+		t.Logf("restart to ready (a connection and a describe answered): p50 %v, max %v over %d restarts; kill to settled (clients back, everything in flight answered): p50 %v, max %v",
+			percentile(readyTimes, 50).Round(time.Millisecond), percentile(readyTimes, 100).Round(time.Millisecond), len(readyTimes),
+			percentile(settleTimes, 50).Round(time.Millisecond), percentile(settleTimes, 100).Round(time.Millisecond))
 	}
+	t.Logf("plain publishes: %d batches failed with ErrOutcomeUnknown (in flight at a kill), %d of them were stored", st.doubtBatches, st.doubtLanded)
+	t.Logf("idempotent producer: %d re-sends answered as duplicates; of the batches in flight at a kill, %d were answered as duplicates (stored before it), %d written after it",
+		st.idemResent, st.idemKillDuplicate, st.idemKillWritten)
+	t.Logf("group: %d records delivered (%d checked by reading them again), %d acks answered, %d in doubt, %d refused after a kill as not delivered yet, %d polls in doubt; %d records settled in order",
+		st.groupDelivered, st.groupReadBack, st.groupAcks, st.groupAckDoubt, st.groupNotDelivered, st.groupPollDoubt, sure)
+	t.Logf("checking: %d records verified once each, %d read again; %v with the workers held, %v of reads under load",
+		st.verifiedRecords, st.rereadRecords, still.Round(time.Millisecond), reading.Round(time.Millisecond))
+	t.Logf("heap after GC: %s at the start, %s at most, %s at the end", mib(heapStart), mib(heapMax), mib(heapEnd))
 }
 
 // flipOnDisk inverts one byte in the middle of marker in the one file of

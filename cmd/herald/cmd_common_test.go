@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/wire"
 )
 
 // env returns a getenv over m.
@@ -448,5 +450,54 @@ func TestSubGroupWindowFollowsCount(t *testing.T) {
 	cmd, err = parseSubCmd([]string{"orders", "--group", "g"}, io.Discard, env(nil))
 	if err != nil || cmd.window != client.DefaultGroupWindow {
 		t.Fatalf("no --count: window %d, %v", cmd.window, err)
+	}
+}
+
+// confirm takes y or yes, refuses anything else and an end of input, and
+// gives up when its context ends (Ctrl-C at the prompt) while the input
+// has no answer yet.
+func TestConfirm(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want error
+	}{{"y\n", nil}, {"YES\n", nil}, {"n\n", errNotConfirmed}, {"", errNotConfirmed}, {"yep\n", errNotConfirmed}} {
+		var stderr bytes.Buffer
+		env := &cliEnv{stdin: strings.NewReader(tc.in), stderr: &stderr}
+		if err := confirm(context.Background(), env, "Delete x?"); err != tc.want {
+			t.Errorf("answer %q: %v, want %v", tc.in, err, tc.want)
+		}
+		if stderr.String() != "Delete x? [y/N] " {
+			t.Errorf("prompt %q", stderr.String())
+		}
+	}
+	r, w := io.Pipe() // an input that never answers
+	defer w.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr bytes.Buffer
+	if err := confirm(ctx, &cliEnv{stdin: r, stderr: &stderr}, "Delete x?"); err != errNotConfirmed {
+		t.Errorf("interrupted prompt: %v, want errNotConfirmed", err)
+	}
+}
+
+// pub --producer-id sends a batch again at once after a lost connection or
+// a timeout, after a pause (and a bounded number of times) after a node
+// error that may have written it, and never after a refusal.
+func TestPubOutcomeOf(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{context.DeadlineExceeded, outcomeLost},
+		{fmt.Errorf("wait: %w", &client.OutcomeUnknownError{Cause: errors.New("connection lost")}), outcomeLost},
+		{wire.Errorf(wire.CodeStorageFailure, "disk"), outcomeNodeError},
+		{wire.Errorf(wire.CodeInternal, "bug"), outcomeNodeError},
+		{wire.Errorf(wire.CodeSequenceGap, "gap"), outcomeKnown},
+		{wire.Errorf(wire.CodePermissionDenied, "no"), outcomeKnown},
+		{errors.New("other"), outcomeKnown},
+	} {
+		if got := outcomeOf(tc.err); got != tc.want {
+			t.Errorf("outcomeOf(%v) = %d, want %d", tc.err, got, tc.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -464,25 +465,32 @@ func (cmd *groupCmd) do(ctx context.Context, c *client.Client, out *bufio.Writer
 // delete deletes the group, after asking on the terminal unless --force
 // (run refuses to go on without --force when there is no terminal).
 func (cmd *groupCmd) delete(ctx context.Context, c *client.Client, out *bufio.Writer, env *cliEnv) error {
-	ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
-	defer cancel()
 	g := c.Group(cmd.name, cmd.group)
 	if !cmd.force {
-		info, err := g.Describe(ctx)
-		if err != nil {
+		// The figures need consume permission, the delete manage: a
+		// credential without the first is asked without them.
+		dctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+		info, err := g.Describe(dctx)
+		cancel()
+		prompt := fmt.Sprintf("Delete group %s on %s and all its state?", cmd.group, cmd.name)
+		switch {
+		case err == nil:
+			var dead uint64
+			for _, s := range info.Shards {
+				dead += uint64(s.DeadLetters)
+			}
+			prompt = fmt.Sprintf("Delete group %s on %s (lag %d, %d dead letters, %d push members) and all its state?",
+				cmd.group, cmd.name, info.Lag(), dead, len(info.Members))
+		case !errors.Is(err, client.ErrPermissionDenied):
 			return err
 		}
-		var dead uint64
-		for _, s := range info.Shards {
-			dead += uint64(s.DeadLetters)
-		}
-		fmt.Fprintf(env.stderr, "Delete group %s on %s (lag %d, %d dead letters, %d push members) and all its state? [y/N] ",
-			cmd.group, cmd.name, info.Lag(), dead, len(info.Members))
-		answer, _ := bufio.NewReader(env.stdin).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			return errNotConfirmed
+		if err := confirm(ctx, env, prompt); err != nil {
+			return err
 		}
 	}
+	// The delete's own --timeout, after however long the prompt took.
+	ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+	defer cancel()
 	if err := g.Delete(ctx); err != nil {
 		return err
 	}

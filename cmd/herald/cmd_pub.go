@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,6 +64,8 @@ type pubCmd struct {
 	// progress, when set, receives a progress bar for --count (a terminal's
 	// stderr).
 	progress io.Writer
+	// stderr receives notes, such as a re-send of an idempotent batch.
+	stderr io.Writer
 }
 
 func newPubCmd(env *cliEnv) *cobra.Command {
@@ -153,7 +158,19 @@ Give each publisher that runs at the same time its own id.
 		if cmd.count > 0 && env.isTerminal(env.stderr) {
 			cmd.progress = env.stderr
 		}
-		return parsedOrRun(env, cmd, func() error { return cmd.run(context.Background(), env.stdin, env.stdout) })
+		cmd.stderr = env.stderr
+		return parsedOrRun(env, cmd, func() error {
+			// Ctrl-C or SIGTERM stops publishing (what was acked is
+			// printed) and lets the command end as usual, exporting its
+			// --trace spans.
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			err := cmd.run(ctx, env.stdin, env.stdout)
+			if err != nil && ctx.Err() != nil {
+				return errors.New("interrupted: records after the last one printed may or may not be written")
+			}
+			return err
+		})
 	}
 	return c
 }
@@ -524,14 +541,24 @@ func (cmd *pubCmd) resumeProducer(ctx context.Context, prod *client.Producer, ba
 	return ack, err
 }
 
+// Re-sends of an idempotent batch the node answered with an error that may
+// have written it (storage_failure, internal): at most pubNodeRetries, the
+// first after pubRetryDelay, each later one after twice the wait.
+const (
+	pubNodeRetries = 5
+	pubRetryDelay  = 200 * time.Millisecond
+)
+
 // sendIdempotent publishes batch through prod, numbered seq (0: the next
 // sequence), and waits for its ack, each attempt within --timeout. A
-// failure whose outcome is unknown (the timeout, a connection the client
-// lost and could not resend on, a node error that may have written it)
-// sends the batch again with the same sequence: the node writes it if the
-// earlier attempt did not land, and answers with its offsets if it did. Any
-// other failure is returned; so is the client's giving up reconnecting,
-// after which an attempt fails with an error that is not a
+// failure whose outcome is unknown sends the batch again with the same
+// sequence: the node writes it if the earlier attempt did not land, and
+// answers with its offsets if it did. A lost connection or the timeout
+// (the client is reconnecting) sends it again at once, as often as it
+// happens: the client's reconnect policy bounds that. A node error that may
+// have written it sends it again after a pause, at most pubNodeRetries
+// times. Any other failure is returned; so is the client's giving up
+// reconnecting, after which an attempt fails with an error that is not a
 // *client.ProducerError.
 func (cmd *pubCmd) sendIdempotent(ctx context.Context, prod *client.Producer, seq uint64, batch [][]byte, opts []client.PublishOption) (client.PublishAck, error) {
 	pctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
@@ -543,9 +570,31 @@ func (cmd *pubCmd) sendIdempotent(ctx context.Context, prod *client.Producer, se
 		ack, err = prod.PublishSequence(pctx, seq, batch, opts...)
 	}
 	cancel()
+	retries, delay := 0, pubRetryDelay
 	for {
 		var pe *client.ProducerError
-		if err == nil || !errors.As(err, &pe) || ctx.Err() != nil || !outcomeUnknown(pe.Err) {
+		if err == nil || !errors.As(err, &pe) || ctx.Err() != nil {
+			return ack, err
+		}
+		switch outcomeOf(pe.Err) {
+		case outcomeLost:
+		case outcomeNodeError:
+			if retries++; retries > pubNodeRetries {
+				return ack, err
+			}
+			if cmd.stderr != nil {
+				fmt.Fprintf(cmd.stderr, "herald pub: batch %d may not be written (%v): sending it again in %v (%d of %d)\n",
+					pe.Sequence, pe.Err, delay, retries, pubNodeRetries)
+			}
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ack, err
+			}
+			delay *= 2
+		default:
 			return ack, err
 		}
 		pctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
@@ -554,14 +603,28 @@ func (cmd *pubCmd) sendIdempotent(ctx context.Context, prod *client.Producer, se
 	}
 }
 
-// outcomeUnknown reports whether err, the cause of a failed idempotent
-// publish, leaves it unknown whether the batch was written.
-func outcomeUnknown(err error) bool {
+// What a failed idempotent publish leaves unknown.
+const (
+	// outcomeKnown: the batch was not written (or the failure is final).
+	outcomeKnown = iota
+	// outcomeLost: the connection was lost or the attempt timed out with
+	// the batch in flight.
+	outcomeLost
+	// outcomeNodeError: the node answered with an error that may have
+	// written it (storage_failure, internal, a code this CLI does not know).
+	outcomeNodeError
+)
+
+// outcomeOf classifies err, the cause of a failed idempotent publish.
+func outcomeOf(err error) int {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, client.ErrOutcomeUnknown) {
-		return true
+		return outcomeLost
 	}
 	var we *wire.Error
-	return errors.As(err, &we) && we.Code.Retry() == wire.RetryOutcomeUnknown
+	if errors.As(err, &we) && we.Code.Retry() == wire.RetryOutcomeUnknown {
+		return outcomeNodeError
+	}
+	return outcomeKnown
 }
 
 // pubSummaryJSON is the json and yaml form of the --count summary.

@@ -299,6 +299,29 @@ func parseOverflow(s string) (client.Overflow, error) {
 // errNotConfirmed is the error of a delete the user did not confirm.
 var errNotConfirmed = errors.New("not confirmed: nothing deleted")
 
+// confirm prints prompt on stderr and reads the answer from stdin: nil for
+// y or yes, errNotConfirmed for anything else, an end of input, or ctx
+// ending first (Ctrl-C at the prompt). No --timeout runs meanwhile: the
+// user may take their time.
+func confirm(ctx context.Context, env *cliEnv, prompt string) error {
+	fmt.Fprint(env.stderr, prompt+" [y/N] ")
+	answer := make(chan string, 1)
+	go func() { // ends with the input; the process ends it otherwise
+		a, _ := bufio.NewReader(env.stdin).ReadString('\n')
+		answer <- a
+	}()
+	select {
+	case a := <-answer:
+		if a = strings.ToLower(strings.TrimSpace(a)); a == "y" || a == "yes" {
+			return nil
+		}
+		return errNotConfirmed
+	case <-ctx.Done():
+		fmt.Fprintln(env.stderr)
+		return errNotConfirmed
+	}
+}
+
 // run runs the stream command: create and describe print the stream's
 // description, list a table of streams, delete "deleted STREAM".
 func (cmd *streamCmd) run(ctx context.Context, env *cliEnv) error {
@@ -310,6 +333,7 @@ func (cmd *streamCmd) run(ctx context.Context, env *cliEnv) error {
 		return err
 	}
 	defer c.Close()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
 	defer cancel()
 	f := format(cmd.json, cmd.yaml)
@@ -341,12 +365,13 @@ func (cmd *streamCmd) run(ctx context.Context, env *cliEnv) error {
 			for _, t := range info.Tails {
 				records += t
 			}
-			fmt.Fprintf(env.stderr, "Delete stream %s (%d shards, %d records written) and all its records? [y/N] ", cmd.name, len(info.Tails), records)
-			answer, _ := bufio.NewReader(env.stdin).ReadString('\n')
-			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-				return errNotConfirmed
+			if err := confirm(parent, env, fmt.Sprintf("Delete stream %s (%d shards, %d records written) and all its records?", cmd.name, len(info.Tails), records)); err != nil {
+				return err
 			}
 		}
+		// The delete's own --timeout, after however long the prompt took.
+		ctx, cancel := context.WithTimeout(parent, cmd.conn.timeout)
+		defer cancel()
 		if err := c.DeleteStream(ctx, cmd.name); err != nil {
 			return err
 		}

@@ -103,8 +103,8 @@ func newTracerProvider(ctx context.Context, cfg Config, nodeID string, stdout io
 	return sdktrace.NewTracerProvider(opts...), ratio > 0, nil
 }
 
-// NewSpanExporter returns the span exporter named: "stdout" writes pretty
-// JSON to stdout, "otlp" exports over protocol ("grpc" or "http/protobuf")
+// NewSpanExporter returns the span exporter named: "stdout" writes a JSON
+// object per span and line to stdout, "otlp" exports over protocol ("grpc" or "http/protobuf")
 // to where the standard OTEL_EXPORTER_OTLP_* variables say (the node and
 // the CLI's --trace share it).
 func NewSpanExporter(ctx context.Context, name, protocol string, stdout io.Writer) (sdktrace.SpanExporter, error) {
@@ -120,7 +120,7 @@ func NewSpanExporter(ctx context.Context, name, protocol string, stdout io.Write
 		case "http/protobuf", "http":
 			exp, err = otlptracehttp.New(ctx)
 		default:
-			return nil, fmt.Errorf("trace_otlp_protocol %q: want grpc or http/protobuf", protocol)
+			return nil, fmt.Errorf("OTLP protocol %q (trace_otlp_protocol, OTEL_EXPORTER_OTLP_PROTOCOL): want grpc or http/protobuf", protocol)
 		}
 	default:
 		return nil, fmt.Errorf("trace_exporter %q: want none, stdout or otlp", name)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -230,5 +231,34 @@ func TestContextFromAnotherDirectory(t *testing.T) {
 	code, out, _ := runCLI(t, "stream", "list")
 	if code != 0 || !strings.HasPrefix(out, "1 stream in tenant acme:\n") {
 		t.Fatalf("stream list with the context's tenant:\n%s", out)
+	}
+}
+
+// stream list --all-tenants: credentials bound to a tenant may not list
+// every tenant, so the CLI says so on stderr and lists their own; the
+// other tenant's stream is not shown.
+func TestStreamListAllTenantsBoundCredentials(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
+	const token = "acme-admin-token-for-the-test"
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - name: acme-admin\n    tenant: acme\n    token: "+token+
+		"\n    permissions: [publish, subscribe, consume, manage]\n  - name: globex-admin\n    tenant: globex\n    token: globex-admin-token-for-the-test\n    permissions: [manage]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node := startNode(t, dir, "HERALD_AUTH_TOKENS_FILE="+tokens)
+	none := strings.NewReader("")
+	if code, _, errOut := nodeCLI(t, node, none, "stream", "create", "acme/shop/orders", "--token", token); code != 0 {
+		t.Fatalf("create acme: %d %q", code, errOut)
+	}
+	if code, _, errOut := nodeCLI(t, node, none, "stream", "create", "globex/shop/orders", "--token", "globex-admin-token-for-the-test"); code != 0 {
+		t.Fatalf("create globex: %d %q", code, errOut)
+	}
+	code, out, errOut := nodeCLI(t, node, none, "stream", "list", "--all-tenants", "--token", token, "--json")
+	var list streamListJSON
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || len(list.Streams) != 1 || list.Streams[0].Stream != "acme/shop/orders" {
+		t.Fatalf("list --all-tenants as acme: %d %q %q %v", code, out, errOut, err)
+	}
+	if !strings.Contains(errOut, "may not list every tenant") || !strings.Contains(errOut, "acme") {
+		t.Errorf("stderr does not say why only acme is listed: %q", errOut)
 	}
 }

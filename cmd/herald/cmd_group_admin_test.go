@@ -289,6 +289,7 @@ func TestGroupAdminCLIAgainstNode(t *testing.T) {
 		if !strings.Contains(errOut, "group_in_use") || time.Now().After(deadline) {
 			t.Fatalf("delete after the member left: %d %q", code, errOut)
 		}
+		time.Sleep(50 * time.Millisecond) // polling the node, not asserting time
 	}
 	if out := ok("group", "list", name); out != "No groups on acme/shop/orders.\n" {
 		t.Fatalf("list after the deletes: %q", out)

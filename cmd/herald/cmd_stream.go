@@ -206,7 +206,8 @@ tenant the credentials are bound to ("default" on a dev node, which has no crede
 A credential bound to a tenant may list only that tenant.
 
 --all-tenants lists every tenant's streams. Only credentials of every tenant may: a node
-without authentication (dev mode); credentials bound to a tenant are refused. Against an
+without authentication (dev mode); for credentials bound to a tenant it says so on stderr
+and lists that tenant. Against an
 older node that cannot enumerate tenants it lists those the CLI knows of: "default" and the
 tenants of your saved contexts, skipping those the credentials may not list.`,
 		Example: `  herald stream list
@@ -405,6 +406,11 @@ func (cmd *streamCmd) list(ctx context.Context, c *client.Client, env *cliEnv, f
 			infos = list
 		case errors.Is(err, errors.ErrUnsupported):
 			tenants = knownTenants(env)
+		case errors.Is(err, client.ErrPermissionDenied):
+			// Credentials bound to a tenant see that tenant: list it.
+			fmt.Fprintf(env.stderr, "herald stream list: the credentials may not list every tenant (%s); listing their own\n",
+				strings.TrimPrefix(err.Error(), "herald: "))
+			tenants = []string{""}
 		default:
 			return err
 		}

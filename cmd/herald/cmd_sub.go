@@ -89,8 +89,9 @@ is resubscribed where it stopped, so the output has no gap.
 
 --from starts every shard at earliest (the default), latest or an offset. --since 10m
 (units d, h, m, s: 7d, 1d12h, 90s) and --from-time 2026-12-01T10:00:00Z (RFC 3339) start
-each shard at its first record committed at or after that time, by the node's clock, or at
-its tail when it has none that recent; give only one of the three.
+each shard at its first record committed at or after that time, by the node's clock (--since
+counts back from this machine's clock), or at its tail when it has none that recent; give
+only one of the three.
 
 A stream that does not exist yet is waited for (polling with backoff up to 2s, and saying
 so on stderr): it appears when someone creates it or, on a node with auto_create_streams

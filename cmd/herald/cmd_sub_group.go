@@ -71,7 +71,9 @@ func (cmd *subCmd) groupOptions() []client.GroupSubscribeOption {
 // sent even if ctx ended meanwhile, since its records were printed. An ack
 // the node refuses as stale (the member lost the delivery's shard) is
 // reported on stderr and consuming goes on: the group delivers those records
-// again.
+// again. So is an ack whose outcome is unknown (the connection was lost with
+// it in flight, or --timeout passed while the client reconnects): the group
+// delivers its records again unless it landed.
 func (cmd *subCmd) consumeGroup(ctx context.Context, m groupMember, out *bufio.Writer, stderr io.Writer) error {
 	printed := 0
 	rw := &recordWriter{format: format(cmd.json, cmd.yaml), w: out}

@@ -19,8 +19,9 @@ import (
 // subscriber's receive spans; a group member's receive and settle spans)
 // through the OpenTelemetry SDK's standard variables:
 //
-//   - OTEL_TRACES_EXPORTER: otlp (the default), console (pretty JSON on
-//     standard error, so that the command's output stays parseable) or none;
+//   - OTEL_TRACES_EXPORTER: otlp (the default), console (a JSON object per
+//     span and line on standard error, so that the command's output stays
+//     parseable) or none;
 //   - OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
 //     _HEADERS, _INSECURE and the rest, read by the OTLP exporter itself;
 //   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL:
@@ -66,6 +67,7 @@ func newCLITracerProvider(ctx context.Context, env *cliEnv) (*sdktrace.TracerPro
 		resource.WithAttributes(semconv.ServiceName("herald-cli")),
 		resource.WithDetectors(supervisors.OTELEnvResource(getenv)))
 	if err != nil {
+		_ = exp.Shutdown(ctx)
 		return nil, fmt.Errorf("--trace: resource: %w", err)
 	}
 	// The SDK's default sampler: parent-based, always on, unless

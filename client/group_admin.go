@@ -87,7 +87,8 @@ func (g *Group) checkAdmin() error {
 // ErrInvalidStreamName or ErrInvalidRequest (a bad group name), and an
 // *UnsupportedError from a node without the group_admin feature. If the
 // connection is lost before the node answers, the error matches
-// ErrOutcomeUnknown: Describe the group to see whether it is gone.
+// ErrOutcomeUnknown: Describe the group to see whether it is gone (a
+// Delete sent again then answers ErrGroupNotFound if the first landed).
 func (g *Group) Delete(ctx context.Context) error {
 	if err := g.checkAdmin(); err != nil {
 		return err
@@ -147,7 +148,9 @@ func SeekToLatest() SeekTarget { return SeekToOffset(wire.NoEnd) }
 // ErrInvalidRequest (a bad group name), and an *UnsupportedError from a
 // node without the group_admin feature. If the connection is lost before
 // the node answers, the error matches ErrOutcomeUnknown; seeking again to
-// the same target is harmless.
+// the same offset or time moves the group to the same place, provided
+// nothing consumed it since (SeekToLatest moves it to the tail as it is
+// then).
 func (g *Group) Seek(ctx context.Context, shard uint32, to SeekTarget) (map[uint32]uint64, error) {
 	if err := g.checkAdmin(); err != nil {
 		return nil, err

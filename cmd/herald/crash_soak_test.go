@@ -911,11 +911,6 @@ func TestCrashSoak(t *testing.T) {
 		reading += time.Since(start)
 		_ = probe.Close()
 		s.check(fmt.Sprintf("after kill %d", pending.kill))
-		if full {
-			h := heapAlloc()
-			heapMax = max(heapMax, h)
-			t.Logf("kill %d: %v, heap %s", pending.kill, time.Since(began).Round(time.Second), mib(h))
-		}
 		pending = nil
 	}
 	for kill := 1; kill <= kills; kill++ {
@@ -961,6 +956,13 @@ func TestCrashSoak(t *testing.T) {
 		start := time.Now()
 		pending = s.begin(probe, kill)
 		still += time.Since(start)
+		if kill%crashFullEvery == 0 {
+			// Sampled with the workers held: nothing in flight, as at the
+			// start and the end.
+			h := heapAlloc()
+			heapMax = max(heapMax, h)
+			t.Logf("kill %d: %v, heap %s", kill, time.Since(began).Round(time.Second), mib(h))
+		}
 		s.gate.release()
 	}
 	if pending != nil {
@@ -1014,7 +1016,7 @@ func TestCrashSoak(t *testing.T) {
 		st.groupDelivered, st.groupReadBack, st.groupAcks, st.groupAckDoubt, st.groupNotDelivered, st.groupPollDoubt, sure)
 	t.Logf("checking: %d records verified once each, %d read again; %v with the workers held, %v of reads under load",
 		st.verifiedRecords, st.rereadRecords, still.Round(time.Millisecond), reading.Round(time.Millisecond))
-	t.Logf("heap after GC: %s at the start, %s at most, %s at the end", mib(heapStart), mib(heapMax), mib(heapEnd))
+	t.Logf("heap after GC, nothing in flight: %s at the start, %s at most (every %d kills), %s at the end", mib(heapStart), mib(heapMax), crashFullEvery, mib(heapEnd))
 }
 
 // flipOnDisk inverts one byte in the middle of marker in the one file of

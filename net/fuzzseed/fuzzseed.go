@@ -68,11 +68,11 @@ func Check(t testing.TB, seeds []Seed, update bool) {
 		}
 		got, err := os.ReadFile(path)
 		if err != nil {
-			t.Errorf("%s: %v (run with -update-seeds)", path, err)
+			t.Errorf("%s: %v (rewrite with: go test -run TestFuzzSeedFilesCurrent . -args -update-seeds)", path, err)
 			continue
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s is stale: the encoders now write\n%s(run with -update-seeds)", path, want)
+			t.Errorf("%s is stale: the encoders now write\n%s(rewrite with: go test -run TestFuzzSeedFilesCurrent . -args -update-seeds)", path, want)
 		}
 	}
 	dirs, err := os.ReadDir(filepath.Join("testdata", "fuzz"))

@@ -17,7 +17,7 @@ import (
 // when a file on disk differs (an encoding changed and the seed went stale),
 // and
 //
-//	go test -run '^TestFuzzSeedFilesCurrent$' -update-seeds ./net/wire/
+//	go test -run '^TestFuzzSeedFilesCurrent$' ./net/wire/ -args -update-seeds
 //
 // rewrites them. Files the fuzzer adds (failing inputs, named by hash) are
 // left alone.

@@ -94,7 +94,9 @@
 //
 // Once connected, a lost connection is noticed within WithIdleTimeout (5 s)
 // when the node stops answering, at once when it closes the connection or
-// sends GoAway. The client then reconnects by itself, on by default: its
+// sends GoAway, and at the next packet the client sends once a node
+// restarted on its address is listening (it answers with a QUIC stateless
+// reset). The client then reconnects by itself, on by default: its
 // attempts are paced by an exponential backoff with jitter and bounded by
 // count and time (WithReconnect(Reconnect{...}); 2 minutes by default;
 // WithoutReconnect turns it off), and each dials the addresses in turn.

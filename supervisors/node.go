@@ -3,6 +3,7 @@ package supervisors
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
@@ -104,10 +105,16 @@ type Node struct {
 
 	udp       net.PacketConn
 	transport *quic.Transport
-	quicLn    *quic.Listener
-	httpLn    net.Listener
-	httpSrv   *http.Server
-	caFile    string
+	// resetKey makes QUIC's stateless reset tokens. It is derived from the
+	// node's stored secret, so a node restarted on its address and data dir
+	// answers a packet of a connection from before the restart with a
+	// stateless reset, and the client notices the loss at once instead of
+	// after its idle timeout.
+	resetKey quic.StatelessResetKey
+	quicLn   *quic.Listener
+	httpLn   net.Listener
+	httpSrv  *http.Server
+	caFile   string
 
 	// ready is true while the node accepts work.
 	ready atomic.Bool
@@ -211,6 +218,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	n.resetKey = statelessResetKey(secret)
 	n.memory = storage.NewMemoryLog(storage.MemoryOptions{MaxShardBytes: cfg.EphemeralShardMaxBytes})
 	n.ephemeral = n.memory
 	if opts.WrapMemoryLog != nil {
@@ -430,7 +438,7 @@ func (n *Node) bind() error {
 // listen serves QUIC and HTTP on the bound sockets.
 func (n *Node) listen(tlsConf *tls.Config) error {
 	var err error
-	n.transport = &quic.Transport{Conn: n.udp}
+	n.transport = &quic.Transport{Conn: n.udp, StatelessResetKey: &n.resetKey}
 	n.quicLn, err = n.transport.Listen(tlsConf, &quic.Config{
 		HandshakeIdleTimeout:  n.cfg.HandshakeTimeout,
 		MaxIdleTimeout:        n.cfg.IdleTimeout,
@@ -820,6 +828,13 @@ func loadGroupSecret(log storage.Log) ([]byte, error) {
 		return nil, fmt.Errorf("node: group secret: %w", err)
 	}
 	return secret, nil
+}
+
+// statelessResetKey derives the QUIC stateless reset key from the node's
+// secret (which stays secret: the key is a one-way function of it, under a
+// label of its own).
+func statelessResetKey(secret []byte) quic.StatelessResetKey {
+	return quic.StatelessResetKey(sha256.Sum256(append([]byte("herald/quic-stateless-reset\x00"), secret...)))
 }
 
 // demoteHandler logs records whose message is message at debug level,

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/heraldmq/herald/client"
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -618,5 +620,54 @@ func TestReconnectNoticesKilledNode(t *testing.T) {
 	c.Close()
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("Close during the reconnect took %v", took)
+	}
+}
+
+// TestReconnectStatelessReset: a node killed with SIGKILL and restarted on
+// its address and data dir answers the first packet of a connection from
+// before the restart with a QUIC stateless reset (its reset key is derived
+// from the secret it keeps in its data dir), so the client learns of the
+// loss from that answer, not from its idle timeout, and reconnects.
+func TestReconnectStatelessReset(t *testing.T) {
+	node := newFixedNode(t)
+	node.start()
+	events := make(chan client.ConnectionEvent, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, node.addr, client.WithCAFile(filepath.Join(node.dataDir, "tls", "ca.pem")),
+		client.WithIdleTimeout(30*time.Second), // far longer than this test waits for the loss
+		client.WithConnectionEvents(func(ev client.ConnectionEvent) { events <- ev }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	name := client.StreamName{Tenant: "acme", Namespace: "recon", Stream: "reset"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	node.kill()
+	node.start()
+	restarted := time.Now()
+	// A call sends a packet on the old connection; the new node resets it.
+	// The describe itself is read-only, so the client sends it again on
+	// the new connection.
+	if _, err := c.DescribeStream(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ev := <-events:
+			if ev.Kind != client.ConnectionDisconnected {
+				continue
+			}
+			t.Logf("loss noticed %v after the restart: %v", time.Since(restarted).Round(time.Millisecond), ev.Err)
+			var reset *quic.StatelessResetError
+			if !errors.As(ev.Err, &reset) {
+				t.Fatalf("the connection was lost with %v, want a stateless reset from the restarted node", ev.Err)
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("no ConnectionDisconnected event")
+		}
 	}
 }

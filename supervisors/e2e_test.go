@@ -212,6 +212,13 @@ func TestSubscribeFromOffsetThenLive(t *testing.T) {
 	defer cancel()
 	c := dialClient(t, n)
 	name := client.StreamName{Tenant: "default", Namespace: "default", Stream: "resume"}
+	// Durable, as auto-create makes it, with overflow block: a queue of 3
+	// behind a publisher that runs ahead of the reader (as it may on a
+	// loaded machine) holds the publisher back instead of dropping records
+	// and ending the subscription as lagged.
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Overflow: client.OverflowBlock}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 50 {
 		if _, err := c.PublishBatch(ctx, name, [][]byte{[]byte(fmt.Sprint(2 * i)), []byte(fmt.Sprint(2*i + 1))}); err != nil {
 			t.Fatal(err)

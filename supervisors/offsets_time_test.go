@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
-	"github.com/heraldmq/herald/net/transport"
 	"github.com/heraldmq/herald/net/wire"
 )
 
@@ -204,37 +201,4 @@ func TestOffsetsForTimePermissions(t *testing.T) {
 	wantErrCode(t, pub.call(2, wire.AppendOffsetsForTime(nil, 2, wire.OffsetsForTime{Name: jobs})), wire.CodePermissionDenied)
 	other := wire.StreamName{Tenant: "globex", Namespace: "shop", Stream: "jobs"}
 	wantErrCode(t, reader.call(3, wire.AppendOffsetsForTime(nil, 3, wire.OffsetsForTime{Name: other})), wire.CodePermissionDenied)
-}
-
-// dialRaw with a token in the Hello.
-func dialRawToken(t testing.TB, n *Node, token string) *rawConn {
-	t.Helper()
-	tlsConf, err := transport.ClientTLSConfig(transport.ClientTLSOptions{CAFile: n.CAFile(), ServerName: "localhost"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := quic.DialAddr(ctx, n.Addr(), tlsConf, &quic.Config{MaxIdleTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.CloseWithError(0, "test done") })
-	control, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rawConn{t: t, conn: conn, control: control}
-	r.write(control, wire.AppendHello(nil, 1, wire.Hello{Version: wire.Version, Features: wire.Features, MaxFrameBytes: wire.DefaultMaxFrameBytes, Token: token, ClientName: "raw"}))
-	f := r.read(control)
-	if f.Header.Type != wire.TypeWelcome {
-		t.Fatalf("want welcome, got %s %s", f.Header.Type, errFrame(f))
-	}
-	if r.welcome, err = wire.DecodeWelcome(f.Body); err != nil {
-		t.Fatal(err)
-	}
-	if r.welcome.Features&(wire.FeatureOffsetsForTime|wire.FeatureGroupAdmin) != wire.FeatureOffsetsForTime|wire.FeatureGroupAdmin {
-		t.Fatalf("the node does not announce offsets_for_time and group_admin: %#x", r.welcome.Features)
-	}
-	return r
 }

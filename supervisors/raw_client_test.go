@@ -72,6 +72,12 @@ type rawConn struct {
 
 func dialRaw(t testing.TB, n *Node) *rawConn {
 	t.Helper()
+	return dialRawToken(t, n, "")
+}
+
+// dialRawToken is dialRaw with token in the Hello ("" for none).
+func dialRawToken(t testing.TB, n *Node, token string) *rawConn {
+	t.Helper()
 	tlsConf, err := transport.ClientTLSConfig(transport.ClientTLSOptions{CAFile: n.CAFile(), ServerName: "localhost"})
 	if err != nil {
 		t.Fatal(err)
@@ -88,13 +94,16 @@ func dialRaw(t testing.TB, n *Node) *rawConn {
 		t.Fatal(err)
 	}
 	r := &rawConn{t: t, conn: conn, control: control}
-	r.write(control, wire.AppendHello(nil, 1, wire.Hello{Version: wire.Version, Features: wire.Features, MaxFrameBytes: wire.DefaultMaxFrameBytes, ClientName: "raw"}))
+	r.write(control, wire.AppendHello(nil, 1, wire.Hello{Version: wire.Version, Features: wire.Features, MaxFrameBytes: wire.DefaultMaxFrameBytes, Token: token, ClientName: "raw"}))
 	f := r.read(control)
 	if f.Header.Type != wire.TypeWelcome {
-		t.Fatalf("want welcome, got %s", f.Header.Type)
+		t.Fatalf("want welcome, got %s %s", f.Header.Type, errFrame(f))
 	}
 	if r.welcome, err = wire.DecodeWelcome(f.Body); err != nil {
 		t.Fatal(err)
+	}
+	if r.welcome.Features != wire.Features {
+		t.Fatalf("the node announces features %#x to a Hello of all of them, want %#x", r.welcome.Features, wire.Features)
 	}
 	return r
 }

@@ -359,6 +359,12 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 		slog.String("node_id", n.nodeID), slog.String("quic", n.Addr()), slog.String("http", n.HTTPAddr()),
 		slog.String("data_dir", cfg.DataDir), slog.Duration("storage_open", time.Since(openStart)),
 		slog.Bool("auto_create_streams", cfg.AutoCreateStreams))
+	if rcv, snd, ok := udpBuffers(n.udp); ok {
+		// quic-go asks for 7 MiB each way and warns (on its own log) only
+		// when it got less; say what it got, since throughput under bursts
+		// depends on it and net.core.rmem_max is the operator's to raise.
+		n.logger.Info("udp socket buffers", slog.Int("receive_bytes", rcv), slog.Int("send_bytes", snd))
+	}
 	return n, nil
 }
 

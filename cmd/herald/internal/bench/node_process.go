@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -20,10 +20,10 @@ import (
 	"github.com/heraldmq/herald/net/transport"
 )
 
-// benchNodeProcess is `herald node` run as a child process of the bench on
-// a temporary data dir, so that what the node costs (its RSS above all) is
+// processNode is `herald node` run as a child process of the bench on a
+// temporary data dir, so that what the node costs (its CPU and RSS) is
 // measured apart from the clients driving it.
-type benchNodeProcess struct {
+type processNode struct {
 	cmd *exec.Cmd
 	// dir is the temporary data dir, removed by close.
 	dir string
@@ -35,17 +35,16 @@ type benchNodeProcess struct {
 	done chan struct{}
 }
 
-// benchNodeExecutable returns the herald binary to run as the node: this
-// one (tests, whose binary is not herald, point it at a built one).
-var benchNodeExecutable = os.Executable
-
 // benchNodeStartTimeout bounds the wait for the child's /readyz.
 const benchNodeStartTimeout = time.Minute
 
-// startBenchNodeProcess starts this executable as `herald node` on loopback
-// ports that were free a moment ago and waits until it is ready.
-func startBenchNodeProcess(ctx context.Context) (*benchNodeProcess, error) {
-	exe, err := benchNodeExecutable()
+// startNodeProcess starts executable (nil: this one) as `herald node` on
+// loopback ports that were free a moment ago and waits until it is ready.
+func startNodeProcess(ctx context.Context, executable func() (string, error)) (*processNode, error) {
+	if executable == nil {
+		executable = os.Executable
+	}
+	exe, err := executable()
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +57,7 @@ func startBenchNodeProcess(ctx context.Context) (*benchNodeProcess, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	p := &benchNodeProcess{dir: dir, addr: addr, httpAddr: httpAddr, done: make(chan struct{})}
+	p := &processNode{dir: dir, addr: addr, httpAddr: httpAddr, done: make(chan struct{})}
 	p.cmd = exec.Command(exe, "node", "--data-dir", dir, "--listen", addr, "--http", httpAddr, "--log-level", "warn")
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
 	if err := p.cmd.Start(); err != nil {
@@ -111,14 +110,14 @@ func freeLoopbackPorts() (udp, tcp string, err error) {
 }
 
 // dial connects a new client to the node.
-func (p *benchNodeProcess) dial(ctx context.Context, opts ...client.Option) (*client.Client, error) {
+func (p *processNode) dial(ctx context.Context, opts ...client.Option) (*client.Client, error) {
 	ca := filepath.Join(transport.DevCertificatesDir(p.dir), transport.CAFileName)
 	return client.Dial(ctx, p.addr, append([]client.Option{client.WithCAFile(ca)}, opts...)...)
 }
 
 // metrics scrapes the node's /metrics and returns each family's samples
 // summed (labels ignored).
-func (p *benchNodeProcess) metrics(ctx context.Context) (map[string]float64, error) {
+func (p *processNode) metrics(ctx context.Context) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.httpAddr+"/metrics", nil)
 	if err != nil {
 		return nil, err
@@ -165,9 +164,25 @@ func parseMetricsText(r interface{ Read([]byte) (int, error) }) (map[string]floa
 	return out, sc.Err()
 }
 
+// metric returns one family of the node's /metrics, summed; 0 when the
+// node has not recorded it yet.
+func (p *processNode) metric(ctx context.Context, name string) (float64, error) {
+	m, err := p.metrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return m[name], nil
+}
+
+// cpu reads the node process's user and system time from /proc.
+func (p *processNode) cpu() (time.Duration, bool, error) {
+	d, err := processCPU(p.cmd.Process.Pid)
+	return d, err == nil, err
+}
+
 // close stops the node (SIGTERM, then SIGKILL after 10 s) and removes its
 // data dir.
-func (p *benchNodeProcess) close() {
+func (p *processNode) close() {
 	select {
 	case <-p.done:
 	default:

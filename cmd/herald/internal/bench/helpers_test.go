@@ -9,43 +9,67 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
+// leakOptions are what goleak accepts as left running: protoactor's
+// dead-letter throttle goroutine ends by itself one interval (1 s) after
+// the last dead letter (see supervisors' TestMain).
+var leakOptions = []goleak.Option{goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")}
+
+// TestMain runs the tests, checks that they left no goroutine behind, and
+// removes the herald binary if one was built.
 func TestMain(m *testing.M) {
-	// protoactor's dead-letter throttle goroutine ends by itself one
-	// interval (1 s) after the last dead letter; see supervisors' TestMain.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(leakOptions...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	if bin, err := builtHerald(); err == nil && bin != "" {
+		_ = os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// built is set once heraldBinary first asks for the binary.
+var built atomic.Bool
 
-// heraldBinary builds the herald binary once per test run, for the
-// scenarios' child node.
+// buildHerald builds cmd/herald into a temporary directory, once.
+var buildHerald = sync.OnceValues(func() (string, error) {
+	built.Store(true)
+	dir, err := os.MkdirTemp("", "herald-bench-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "herald")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/heraldmq/herald/cmd/herald").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// builtHerald is the binary built, if a test asked for one.
+func builtHerald() (string, error) {
+	if !built.Load() {
+		return "", nil
+	}
+	return buildHerald()
+}
+
+// heraldBinary is the herald binary the scenarios' child node runs,
+// built on first use.
 func heraldBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "herald-bench-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "herald")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/heraldmq/herald/cmd/herald").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin, err := buildHerald()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return bin
 }
 
 // testEnv is the environment of a test run: output in buffers, the child

@@ -1,13 +1,25 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/transport"
 	"github.com/heraldmq/herald/supervisors"
 )
 
@@ -83,3 +95,183 @@ func (n *inProcessNode) close() {
 	_ = n.node.Shutdown(ctx)
 	_ = os.RemoveAll(n.dir)
 }
+
+// processNode is `herald node` run as a child process of the bench on a
+// temporary data dir, so that what the node costs (its CPU and RSS) is
+// measured apart from the clients driving it.
+type processNode struct {
+	cmd *exec.Cmd
+	// dir is the temporary data dir, removed by close.
+	dir string
+	// addr is the node's QUIC address, httpAddr its HTTP address.
+	addr, httpAddr string
+	// log keeps the node's output, shown when it fails to start.
+	log bytes.Buffer
+	// done is closed once the process has exited.
+	done chan struct{}
+}
+
+// benchNodeStartTimeout bounds the wait for the child's /readyz.
+const benchNodeStartTimeout = time.Minute
+
+// startNodeProcess starts executable (nil: this one) as `herald node` on
+// loopback ports that were free a moment ago and waits until it is ready.
+func startNodeProcess(ctx context.Context, executable func() (string, error)) (*processNode, error) {
+	if executable == nil {
+		executable = os.Executable
+	}
+	exe, err := executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "herald-bench-node-")
+	if err != nil {
+		return nil, err
+	}
+	addr, httpAddr, err := freeLoopbackPorts()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	p := &processNode{dir: dir, addr: addr, httpAddr: httpAddr, done: make(chan struct{})}
+	p.cmd = exec.Command(exe, "node", "--data-dir", dir, "--listen", addr, "--http", httpAddr, "--log-level", "warn")
+	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
+	if err := p.cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	deadline := time.Now().Add(benchNodeStartTimeout)
+	for {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+		select {
+		case <-p.done:
+			p.close()
+			return nil, fmt.Errorf("node process exited before it was ready: %s", strings.TrimSpace(p.log.String()))
+		case <-ctx.Done():
+			p.close()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.close()
+			return nil, fmt.Errorf("node process not ready within %s", benchNodeStartTimeout)
+		}
+	}
+}
+
+// freeLoopbackPorts returns a UDP and a TCP loopback address that were
+// free when asked.
+func freeLoopbackPorts() (udp, tcp string, err error) {
+	u, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return "", "", err
+	}
+	defer u.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", "", err
+	}
+	defer l.Close()
+	return u.LocalAddr().String(), l.Addr().String(), nil
+}
+
+// dial connects a new client to the node.
+func (p *processNode) dial(ctx context.Context, opts ...client.Option) (*client.Client, error) {
+	ca := filepath.Join(transport.DevCertificatesDir(p.dir), transport.CAFileName)
+	return client.Dial(ctx, p.addr, append([]client.Option{client.WithCAFile(ca)}, opts...)...)
+}
+
+// metrics scrapes the node's /metrics and returns each family's samples
+// summed (labels ignored).
+func (p *processNode) metrics(ctx context.Context) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.httpAddr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	return parseMetricsText(resp.Body)
+}
+
+// parseMetricsText sums the samples of each metric in the Prometheus text
+// format by name.
+func parseMetricsText(r interface{ Read([]byte) (int, error) }) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest := line, ""
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name, rest = line[:i], line[i:]
+		}
+		if j := strings.LastIndexByte(rest, '}'); j >= 0 {
+			rest = rest[j+1:]
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("/metrics: no value in %q", line)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("/metrics: %q: %w", line, err)
+		}
+		out[name] += v
+	}
+	return out, sc.Err()
+}
+
+// metric returns one family of the node's /metrics, summed; 0 when the
+// node has not recorded it yet.
+func (p *processNode) metric(ctx context.Context, name string) (float64, error) {
+	m, err := p.metrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return m[name], nil
+}
+
+// cpu reads the node process's user and system time from /proc.
+func (p *processNode) cpu() (time.Duration, bool, error) {
+	d, err := processCPU(p.cmd.Process.Pid)
+	return d, err == nil, err
+}
+
+// close stops the node (SIGTERM, then SIGKILL after 10 s) and removes its
+// data dir.
+func (p *processNode) close() {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	_ = os.RemoveAll(p.dir)
+}
+
+// errNoMetric is returned when /metrics lacks a family the bench reads.
+var errNoMetric = errors.New("metric missing from /metrics")

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -60,7 +59,10 @@ const isolationNote = "node and clients share this process (the scenario measure
 	"the memory figures include the clients"
 
 func runIsolation(env *Env, args []string) int {
-	fs := flag.NewFlagSet("herald bench isolation", flag.ContinueOnError)
+	f := newScenarioFlags("isolation")
+	f.fs.Lookup("in-process").DefValue, *f.inProcess = "true", true
+	f.fs.Lookup("in-process").Usage = "the node runs in this process, whose live heap the scenario measures (false is refused)"
+	fs := f.fs
 	fast := fs.Int("fast", 9, "subscribers that read as fast as they can")
 	duration := fs.Duration("duration", 5*time.Second, "length of each phase")
 	batch := fs.Int("batch", 64, "records per publish")
@@ -68,13 +70,15 @@ func runIsolation(env *Env, args []string) int {
 	durable := fs.Bool("durable", false, "use a durable stream (synced publishes)")
 	queueBytes := fs.Int64("queue-max-bytes", 8<<20, "subscriber_queue_max_bytes for the run")
 	egress := fs.Int64("egress-max-bytes", 8<<20, "subscriber_egress_max_bytes for the run")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
 	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the stalled phase to `file`")
 	if code, ok := env.parse(fs, args); !ok {
 		return code
 	}
 	if *fast < 1 || *duration <= 0 || *batch < 1 || *size < 1 {
 		return env.usageError("isolation", errors.New("--fast, --duration, --batch and --size must be positive"))
+	}
+	if !*f.inProcess {
+		return env.usageError("isolation", errors.New("the node runs in this process: it measures the live heap the stalled subscriber holds"))
 	}
 	// The node is always in this process: the scenario measures the live
 	// heap the stalled subscriber holds.
@@ -91,7 +95,7 @@ func runIsolation(env *Env, args []string) int {
 	if err != nil {
 		return s.fail(err)
 	}
-	return s.report(*asJSON, res, func(w io.Writer) {
+	return s.report(*f.asJSON, res, func(w io.Writer) {
 		fmt.Fprintf(w, "isolation: %d fast subscribers, %s per phase, %d x %d B per publish, durable=%t\n",
 			res.FastSubscribers, *duration, res.BatchRecords, res.PayloadBytes, res.Durable)
 		fmt.Fprintf(w, "  baseline:      %12.0f deliveries/s per fast subscriber (publisher %.0f records/s)\n", res.Baseline, res.PublishedBaseline)

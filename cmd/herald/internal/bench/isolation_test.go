@@ -14,5 +14,5 @@ func TestBenchIsolationRuns(t *testing.T) {
 
 // Bad flags are usage errors, before any node starts.
 func TestBenchIsolationFlags(t *testing.T) {
-	checkUsageErrors(t, "isolation", [][]string{{"--fast", "0"}, {"--duration", "0s"}, {"--nope"}})
+	checkUsageErrors(t, "isolation", [][]string{{"--fast", "0"}, {"--duration", "0s"}, {"--in-process=false"}, {"--nope"}})
 }

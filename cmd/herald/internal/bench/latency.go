@@ -164,7 +164,7 @@ func runLatency(env *Env, args []string) int {
 			fmt.Fprintf(w, "    from schedule: %s\n", r.Latency)
 			fmt.Fprintf(w, "    from send:     %s\n", r.LatencyFromSend)
 			fmt.Fprintf(w, "    pacer lag:     %s\n", r.PacerLag)
-			fmt.Fprintf(w, "    CPU per million deliveries: %s\n", r.columns()+"   ("+cpuHeader+")")
+			fmt.Fprintf(w, "    CPU per million deliveries: node %s ms, client %.0f ms\n", r.nodeMs(), r.ClientCPUMsPerMillion)
 		}
 	})
 }

@@ -12,8 +12,8 @@ func newBenchCmd(env *cliEnv) *cobra.Command {
 	c := parentCmd("bench SCENARIO", "Run a benchmark scenario (docs/benchmarks.md)",
 		`Run a benchmark scenario. Scenarios start a node on a temporary data dir (so the whole run
 is one command): by default a child herald node process, whose CPU time is reported apart
-from the clients' (--in-process runs it in this process; isolation always does), and
-print a human summary, or JSON with --json. docs/benchmarks.md describes each and its
+from the clients' (--in-process runs it in this process, as isolation always does and
+ceiling does by default), and print a human summary, or JSON with --json. docs/benchmarks.md describes each and its
 results. --cpuprofile FILE, before the scenario, profiles this process for the run.`,
 		`  herald bench isolation
   herald bench publish --json > publish.json

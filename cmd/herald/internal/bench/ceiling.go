@@ -39,7 +39,7 @@ type ceilingResult struct {
 	// (the same shape, so also the payload bytes/s ratio; target ≥ 0.60).
 	HeraldFractionOfBadger float64 `json:"herald_fraction_of_badger,omitempty"`
 	// NodeProcess is true when the Herald publish cell's node ran as its
-	// own process (the default).
+	// own process (--in-process=false).
 	NodeProcess bool `json:"node_process"`
 }
 
@@ -65,6 +65,11 @@ type badgerCeiling struct {
 
 func runCeiling(env *Env, args []string) int {
 	f := newScenarioFlags("ceiling")
+	// The raw Badger ceiling runs in this process, and the Herald cell's
+	// fraction of it has always been measured with the node here too; a
+	// child node costs both processes more CPU per record on a shared
+	// machine (docs/benchmarks.md).
+	f.nodeInProcessByDefault("run the Herald publish cell's node in this process, beside the raw Badger ceiling; false: a child `herald node`, its CPU reported apart")
 	d := f.fs.Duration("duration", defaultCeilingDuration, "length of each measurement")
 	groupCommit := f.fs.Int("group-commit", defaultGroupCommit, "batches per Badger commit")
 	batch := f.fs.Int("batch", 64, "records per batch (Badger and the Herald publish cell)")

@@ -6,7 +6,7 @@ import "testing"
 // publish of the same shape briefly and reports sane figures.
 func TestBenchCeilingRuns(t *testing.T) {
 	var res ceilingResult
-	runJSON(t, &res, "ceiling", "--duration", "200ms", "--group-commit", "16")
+	runJSONNode(t, false, &res, "ceiling", "--duration", "200ms", "--group-commit", "16")
 	if res.Scenario != "ceiling" {
 		t.Fatalf("unexpected result: %+v", res)
 	}

@@ -14,7 +14,8 @@
 // dir (processNode), so that its CPU per million records is measured apart
 // from the clients' however the two shared the machine's cores;
 // --in-process starts it in this process (inProcessNode), as isolation
-// always does to measure the live heap.
+// always does to measure the live heap, and ceiling does by default to set
+// Herald's publish beside the raw Badger ceiling measured in this process.
 //
 // The herald command wires Run to `herald bench SCENARIO` (cmd_bench.go);
 // the JSON field names are read by cmd/herald-compare's plots: add fields,

@@ -60,8 +60,7 @@ const isolationNote = "node and clients share this process (the scenario measure
 
 func runIsolation(env *Env, args []string) int {
 	f := newScenarioFlags("isolation")
-	f.fs.Lookup("in-process").DefValue, *f.inProcess = "true", true
-	f.fs.Lookup("in-process").Usage = "the node runs in this process, whose live heap the scenario measures (false is refused)"
+	f.nodeInProcessByDefault("the node runs in this process, whose live heap the scenario measures (false is refused)")
 	fs := f.fs
 	fast := fs.Int("fast", 9, "subscribers that read as fast as they can")
 	duration := fs.Duration("duration", 5*time.Second, "length of each phase")

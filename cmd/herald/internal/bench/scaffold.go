@@ -41,6 +41,14 @@ func newScenarioFlags(scenario string) *scenarioFlags {
 	}
 }
 
+// nodeInProcessByDefault makes --in-process default to true, with usage
+// saying why, for a scenario whose figures are defined with the node in
+// this process.
+func (f *scenarioFlags) nodeInProcessByDefault(usage string) {
+	fl := f.fs.Lookup("in-process")
+	fl.DefValue, fl.Usage, *f.inProcess = "true", usage, true
+}
+
 // session is one run of a scenario: its node, its progress line and its
 // output. It belongs to the scenario's goroutine.
 type session struct {

@@ -69,7 +69,7 @@ func runCeiling(env *Env, args []string) int {
 	// fraction of it has always been measured with the node here too; a
 	// child node costs both processes more CPU per record on a shared
 	// machine (docs/benchmarks.md).
-	f.nodeInProcessByDefault("run the Herald publish cell's node in this process, beside the raw Badger ceiling; false: a child `herald node`, its CPU reported apart")
+	f.nodeInProcessByDefault("run the Herald publish cell's node in this process, beside the raw Badger ceiling; false: a child herald node process, its CPU reported apart")
 	d := f.fs.Duration("duration", defaultCeilingDuration, "length of each measurement")
 	groupCommit := f.fs.Int("group-commit", defaultGroupCommit, "batches per Badger commit")
 	batch := f.fs.Int("batch", 64, "records per batch (Badger and the Herald publish cell)")

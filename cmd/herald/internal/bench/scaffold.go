@@ -37,7 +37,7 @@ func newScenarioFlags(scenario string) *scenarioFlags {
 	fs := flag.NewFlagSet("herald bench "+scenario, flag.ContinueOnError)
 	return &scenarioFlags{fs: fs,
 		asJSON:    fs.Bool("json", false, "print the result as JSON"),
-		inProcess: fs.Bool("in-process", false, "run the node in this process (its CPU and memory are then the clients' too); by default it is a child `herald node` process"),
+		inProcess: fs.Bool("in-process", false, "run the node in this process (its CPU and memory are then the clients' too); by default it is a child herald node process"),
 	}
 }
 

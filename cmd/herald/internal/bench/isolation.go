@@ -124,15 +124,11 @@ func (s *session) isolation(fast int, d time.Duration, batch, size int, durable 
 	if res.WithStalled, res.PublishedWithStalled, err = s.isolationPhase("stalled", fast, d, batch, size, durable, true, &res.HeapWithStalled, memProfile); err != nil {
 		return nil, fmt.Errorf("stalled phase: %w", err)
 	}
-	drops, err := s.metric(ctx, "herald_subscriber_drops_total")
+	after, err := s.metrics(ctx, "herald_subscriber_drops_total", "herald_subscriptions_lagged_total")
 	if err != nil {
 		return nil, err
 	}
-	lagged, err := s.metric(ctx, "herald_subscriptions_lagged_total")
-	if err != nil {
-		return nil, err
-	}
-	res.StalledDrops = drops - dropsBefore + lagged
+	res.StalledDrops = after[0] - dropsBefore + after[1]
 	res.RSSBytes = processRSS()
 	if res.Baseline > 0 {
 		res.Ratio = res.WithStalled / res.Baseline

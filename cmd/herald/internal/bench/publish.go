@@ -220,11 +220,9 @@ func (s *session) publishCell(durable bool, batch, size int, d time.Duration, in
 	})
 	defer p.finish()
 	s.progress.phase("publish "+cell.name(), "records", &p.acked, d)
-	commits0, err := s.metric(ctx, "herald_storage_commits_total")
-	if err != nil {
-		return cell, err
-	}
-	committed0, err := s.metric(ctx, "herald_storage_committed_batches_total")
+	// The commits and the batches they carried, before and after.
+	commitMetrics := []string{"herald_storage_commits_total", "herald_storage_committed_batches_total"}
+	before, err := s.metrics(ctx, commitMetrics...)
 	if err != nil {
 		return cell, err
 	}
@@ -255,18 +253,14 @@ func (s *session) publishCell(durable bool, batch, size int, d time.Duration, in
 	cell.BatchesPerSec = float64(cell.Batches) / elapsed
 	cell.MBPerSec = float64(cell.Records) * float64(size) / 1e6 / elapsed
 	cell.AckLatency = summarize(hist)
-	commits1, err := s.metric(ctx, "herald_storage_commits_total")
+	after, err := s.metrics(ctx, commitMetrics...)
 	if err != nil {
 		return cell, err
 	}
-	committed1, err := s.metric(ctx, "herald_storage_committed_batches_total")
-	if err != nil {
-		return cell, err
-	}
-	if commits := commits1 - commits0; commits > 0 {
+	if commits := after[0] - before[0]; commits > 0 {
 		cell.Commits = int64(commits)
 		cell.CommitsPerSec = commits / elapsed
-		cell.BatchesPerCommit = (committed1 - committed0) / commits
+		cell.BatchesPerCommit = (after[1] - before[1]) / commits
 	}
 	return cell, nil
 }

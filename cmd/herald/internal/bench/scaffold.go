@@ -155,11 +155,24 @@ func (m *meter) stop(records int64) (CPU, error) {
 // metric reads one of the node's metrics; a failed read is an error of
 // the scenario.
 func (s *session) metric(ctx context.Context, name string) (float64, error) {
-	v, err := s.node.metric(ctx, name)
+	v, err := s.metrics(ctx, name)
 	if err != nil {
-		return 0, fmt.Errorf("node metric %s: %w", name, err)
+		return 0, err
 	}
-	return v, nil
+	return v[0], nil
+}
+
+// metrics reads the node's metrics names, in their order.
+func (s *session) metrics(ctx context.Context, names ...string) ([]float64, error) {
+	out := make([]float64, len(names))
+	for i, name := range names {
+		v, err := s.node.metric(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("node metric %s: %w", name, err)
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 // freshStream creates stream on c; the returned func deletes it.

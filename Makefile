@@ -40,13 +40,15 @@ bench-compare:
 	cd cmd/herald-compare && $(GO) run . $(COMPARE_FLAGS)
 
 ## bench-report: every `herald bench` scenario and the NATS side as JSON in bench/results/, then the plots in docs/img/
+## (each scenario's node is a child herald node process, its CPU reported apart; BENCH_FLAGS=--in-process runs it in the bench's process)
 RESULTS        := bench/results
 REPORT_BENCHES := publish fanout latency isolation groups replay idle ceiling
+BENCH_FLAGS    ?=
 bench-report: build
 	mkdir -p $(RESULTS) docs/img
 	@for s in $(REPORT_BENCHES); do \
-		echo "== herald bench $$s --json > $(RESULTS)/$$s.json"; \
-		./$(BIN) bench $$s --json > $(RESULTS)/$$s.json.tmp && mv $(RESULTS)/$$s.json.tmp $(RESULTS)/$$s.json || exit 1; \
+		echo "== herald bench $$s --json $(BENCH_FLAGS) > $(RESULTS)/$$s.json"; \
+		./$(BIN) bench $$s --json $(BENCH_FLAGS) > $(RESULTS)/$$s.json.tmp && mv $(RESULTS)/$$s.json.tmp $(RESULTS)/$$s.json || exit 1; \
 	done
 	cd cmd/herald-compare && $(GO) run . --json $(COMPARE_FLAGS) > $(CURDIR)/$(RESULTS)/nats.json.tmp
 	mv $(RESULTS)/nats.json.tmp $(RESULTS)/nats.json

@@ -1,10 +1,9 @@
-package main
+package bench
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -50,6 +49,9 @@ type latencyResult struct {
 	// which lowers a run's rate to MaxDeliveriesPerSec / fanout.
 	RequestedRate       int `json:"requested_rate"`
 	MaxDeliveriesPerSec int `json:"max_deliveries_per_sec"`
+	// NodeProcess is true when the node ran as its own process (the
+	// default): the runs' node_cpu_* figures are then its own.
+	NodeProcess bool `json:"node_process"`
 	// Runs has one entry per fanout, in flag order.
 	Runs []latencyRun `json:"runs"`
 }
@@ -81,6 +83,10 @@ type latencyRun struct {
 	// PacerLag is how late the pacer sent each record after its scheduled
 	// time (the Go runtime's sleep wakes late).
 	PacerLag latencySummary `json:"pacer_lag"`
+	// CPU is the node's and the clients' CPU from the first paced send to
+	// the last delivery, per million deliveries (Delivered): at a paced
+	// rate it is mostly the cost of waking up for each record.
+	CPU
 }
 
 // latencyConfig is the latency scenario's parameters.
@@ -105,75 +111,62 @@ func (c latencyConfig) runRate(fanout int) int {
 	return max(1, min(c.rate, c.maxDeliveries/fanout))
 }
 
-func runBenchLatency(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("herald bench latency", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fanoutsFlag := fs.String("fanouts", "1,10,100,1000", "comma-separated subscriber counts, one run each")
-	duration := fs.Duration("duration", defaultLatencyDuration, "how long each fanout publishes, warm-up included")
-	rate := fs.Int("rate", defaultLatencyRate, "records published per second")
-	maxDeliveries := fs.Int("max-deliveries", defaultLatencyMaxDeliveries, "cap on rate x fanout (deliveries/s): larger fanouts run at a lower rate")
-	size := fs.Int("size", 128, "payload bytes per record (at least 16: the send times)")
-	conns := fs.Int("conns", defaultLatencyConns, "most client connections the subscribers share (one each up to it)")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	traceFile := fs.String("trace", "", "write a Go execution trace of the paced phases to `file` (go tool trace -pprof=sched shows where deliveries wait)")
-	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+func runLatency(env *Env, args []string) int {
+	f := newScenarioFlags("latency")
+	fanoutsFlag := f.fs.String("fanouts", "1,10,100,1000", "comma-separated subscriber counts, one run each")
+	duration := f.fs.Duration("duration", defaultLatencyDuration, "how long each fanout publishes, warm-up included")
+	rate := f.fs.Int("rate", defaultLatencyRate, "records published per second")
+	maxDeliveries := f.fs.Int("max-deliveries", defaultLatencyMaxDeliveries, "cap on rate x fanout (deliveries/s): larger fanouts run at a lower rate")
+	size := f.fs.Int("size", 128, "payload bytes per record (at least 16: the send times)")
+	conns := f.fs.Int("conns", defaultLatencyConns, "most client connections the subscribers share (one each up to it)")
+	traceFile := f.fs.String("trace", "", "write a Go execution trace of the paced phases to `file` (go tool trace -pprof=sched shows where deliveries wait; the node's side only with --in-process)")
+	if code, ok := env.parse(f.fs, args); !ok {
 		return code
 	}
 	fanouts, err := parseFanouts(*fanoutsFlag)
 	if err != nil {
-		fmt.Fprintln(stderr, "herald bench latency: --fanouts:", err)
-		return 2
+		return env.usageError("latency", fmt.Errorf("--fanouts: %w", err))
 	}
 	if *duration <= 0 || *rate < 1 || *maxDeliveries < 1 || *conns < 1 {
-		fmt.Fprintln(stderr, "herald bench latency: --duration, --rate, --max-deliveries and --conns must be positive")
-		return 2
+		return env.usageError("latency", errors.New("--duration, --rate, --max-deliveries and --conns must be positive"))
 	}
 	if *size < latencyStampBytes {
-		fmt.Fprintf(stderr, "herald bench latency: --size must be at least %d bytes (the send times)\n", latencyStampBytes)
-		return 2
+		return env.usageError("latency", fmt.Errorf("--size must be at least %d bytes (the send times)", latencyStampBytes))
 	}
 	cfg := latencyConfig{duration: *duration, rate: *rate, maxDeliveries: *maxDeliveries, size: *size, conns: *conns}
 	if *traceFile != "" {
 		f, err := os.Create(*traceFile)
 		if err != nil {
-			fmt.Fprintln(stderr, "herald bench latency:", err)
-			return 1
+			return env.fail("latency", err)
 		}
 		defer f.Close()
 		cfg.trace = f
 	}
-	n, err := startBenchNode()
+	s, err := env.open(context.Background(), "latency", *f.inProcess)
 	if err != nil {
-		fmt.Fprintln(stderr, "herald bench:", err)
-		return 1
+		return env.fail("latency", err)
 	}
-	defer n.close()
-	progress := newBenchProgress(stderr)
-	defer progress.close()
+	defer s.close()
 	res := &latencyResult{Scenario: "latency", DurationSeconds: duration.Seconds(), PayloadBytes: cfg.size,
-		RequestedRate: cfg.rate, MaxDeliveriesPerSec: cfg.maxDeliveries}
+		RequestedRate: cfg.rate, MaxDeliveriesPerSec: cfg.maxDeliveries, NodeProcess: s.nodeProcess()}
 	for _, fanout := range fanouts {
-		run, err := benchLatencyRun(n, progress, cfg, fanout)
+		run, err := s.latencyRun(cfg, fanout)
 		if err != nil {
-			progress.close()
-			fmt.Fprintf(stderr, "herald bench latency: fanout %d: %v\n", fanout, err)
-			return 1
+			return s.fail(fmt.Errorf("fanout %d: %w", fanout, err))
 		}
 		res.Runs = append(res.Runs, run)
 	}
-	progress.close()
-	if *asJSON {
-		return writeBenchJSON(stdout, res)
-	}
-	fmt.Fprintf(stdout, "latency: single-record publishes of %s to an ephemeral stream, %s per fanout, rate %d/s capped at %d deliveries/s\n",
-		fmtBytes(res.PayloadBytes), *duration, res.RequestedRate, res.MaxDeliveriesPerSec)
-	for _, r := range res.Runs {
-		fmt.Fprintf(stdout, "  fanout %d (%d connections, %d records/s, %d of %d delivered)\n", r.Fanout, r.Connections, r.Rate, r.Delivered, r.Expected)
-		fmt.Fprintf(stdout, "    from schedule: %s\n", r.Latency)
-		fmt.Fprintf(stdout, "    from send:     %s\n", r.LatencyFromSend)
-		fmt.Fprintf(stdout, "    pacer lag:     %s\n", r.PacerLag)
-	}
-	return 0
+	return s.report(*f.asJSON, res, func(w io.Writer) {
+		fmt.Fprintf(w, "latency: single-record publishes of %s to an ephemeral stream, %s per fanout, rate %d/s capped at %d deliveries/s, %s\n",
+			fmtBytes(res.PayloadBytes), *duration, res.RequestedRate, res.MaxDeliveriesPerSec, s.nodeNote())
+		for _, r := range res.Runs {
+			fmt.Fprintf(w, "  fanout %d (%d connections, %d records/s, %d of %d delivered)\n", r.Fanout, r.Connections, r.Rate, r.Delivered, r.Expected)
+			fmt.Fprintf(w, "    from schedule: %s\n", r.Latency)
+			fmt.Fprintf(w, "    from send:     %s\n", r.LatencyFromSend)
+			fmt.Fprintf(w, "    pacer lag:     %s\n", r.PacerLag)
+			fmt.Fprintf(w, "    CPU per million deliveries: node %s ms, client %.0f ms\n", r.nodeMs(), r.ClientCPUMsPerMillion)
+		}
+	})
 }
 
 // latencyReader collects what one subscriber sees. Its samples belong to its
@@ -222,21 +215,22 @@ func (r *latencyReader) read(ctx context.Context, base time.Time, sampleFrom *at
 // (time.Sleep wakes late, which the pacer lag shows and the latency from
 // the schedule includes) and stamps the record with its scheduled and
 // actual send times, as offsets from one monotonic base.
-func benchLatencyRun(n *benchNode, progress *benchProgress, cfg latencyConfig, fanout int) (latencyRun, error) {
+func (s *session) latencyRun(cfg latencyConfig, fanout int) (latencyRun, error) {
 	rate := cfg.runRate(fanout)
 	run := latencyRun{Fanout: fanout, Connections: min(fanout, cfg.conns), Rate: rate}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration+time.Minute)
 	defer cancel()
-	pub, err := n.dial(ctx)
+	pub, err := s.node.dial(ctx)
 	if err != nil {
 		return run, err
 	}
 	defer pub.Close()
 	stream := client.StreamName{Tenant: "bench", Namespace: "latency", Stream: "latency-" + strconv.Itoa(fanout)}
-	if _, err := pub.CreateStream(ctx, stream, client.StreamConfig{Shards: 1}); err != nil {
+	drop, err := freshStream(ctx, pub, stream, client.StreamConfig{Shards: 1})
+	if err != nil {
 		return run, err
 	}
-	defer func() { _ = pub.DeleteStream(context.Background(), stream) }()
+	defer drop()
 
 	// The subscribers take turns on run.Connections clients.
 	clients := make([]*client.Client, run.Connections)
@@ -253,7 +247,7 @@ func benchLatencyRun(n *benchNode, progress *benchProgress, cfg latencyConfig, f
 		wg.Wait()
 	}()
 	for i := range clients {
-		if clients[i], err = n.dial(ctx); err != nil {
+		if clients[i], err = s.node.dial(ctx); err != nil {
 			return run, err
 		}
 	}
@@ -277,55 +271,33 @@ func benchLatencyRun(n *benchNode, progress *benchProgress, cfg latencyConfig, f
 			r.read(readCtx, base, &sampleFrom)
 		}()
 	}
-	received := func() (recs, gaps int64) {
+	received := func() (recs int64) {
 		for _, r := range readers {
 			recs += r.received.Load()
 		}
-		return recs, 0
+		return recs
 	}
 
 	// Acks are waited for off the pacer's goroutine.
-	var acked atomic.Int64
-	inflight := make(chan *client.PublishFuture, defaultPublishInflight)
-	waitErr := make(chan error, 1)
-	go func() {
-		var first error
-		for f := range inflight {
-			if _, err := f.Wait(ctx); err != nil {
-				first = cmp.Or(first, err)
-				continue
-			}
-			acked.Add(1)
-		}
-		waitErr <- first
-	}()
-	publish := func(payload []byte) error {
-		f, err := pub.PublishAsync(ctx, stream, [][]byte{payload}, client.WithAck(client.AckPerBatch))
-		if err != nil {
-			return err
-		}
-		inflight <- f
-		return nil
-	}
-	finish := func() error {
-		close(inflight)
-		return <-waitErr
-	}
+	p := startPipeline(ctx, pub, stream, defaultPublishInflight, nil)
+	defer p.finish()
 
 	// One record outside the clock (stamped as scheduled at 0, before
 	// sampleFrom), waited for at every subscriber: every subscription is
 	// live.
-	if err := publish(make([]byte, cfg.size)); err != nil {
-		_ = finish()
+	if err := p.publish(ctx, [][]byte{make([]byte, cfg.size)}); err != nil {
 		return run, err
 	}
-	if got, _ := waitFanoutDelivered(ctx, int64(fanout), received); got < int64(fanout) {
-		_ = finish()
+	if got, _ := awaitCount(ctx, int64(fanout), received); got < int64(fanout) {
 		return run, fmt.Errorf("first record reached %d of %d subscribers", got, fanout)
 	}
-	before, _ := received()
+	before := received()
 
-	progress.phase(fmt.Sprintf("latency fanout %d at %d/s", fanout, rate), "records", &acked, cfg.duration)
+	s.progress.phase(fmt.Sprintf("latency fanout %d at %d/s", fanout, rate), "records", &p.acked, cfg.duration)
+	m, err := s.startMeter()
+	if err != nil {
+		return run, err
+	}
 	interval := time.Second / time.Duration(rate)
 	total := int(cfg.duration / interval)
 	lag := newLatencyHistogram()
@@ -334,7 +306,6 @@ func benchLatencyRun(n *benchNode, progress *benchProgress, cfg latencyConfig, f
 	var lastSend time.Duration
 	if cfg.trace != nil {
 		if err := trace.Start(cfg.trace); err != nil {
-			_ = finish()
 			return run, err
 		}
 	}
@@ -348,24 +319,32 @@ func benchLatencyRun(n *benchNode, progress *benchProgress, cfg latencyConfig, f
 		recordLatency(lag, lastSend-sched)
 		binary.LittleEndian.PutUint64(payload[0:8], uint64(sched))
 		binary.LittleEndian.PutUint64(payload[8:16], uint64(lastSend))
-		if err := publish(payload); err != nil {
-			_ = finish()
+		if err := p.publish(ctx, [][]byte{payload}); err != nil {
+			if cfg.trace != nil {
+				trace.Stop()
+			}
 			return run, err
 		}
 	}
 	if cfg.trace != nil {
 		trace.Stop()
 	}
-	if err := finish(); err != nil {
+	if err := p.finish(); err != nil {
 		return run, err
 	}
-	run.Published = acked.Load() - 1
+	run.Published = p.acked.Load() - 1
+	if run.Published != int64(total) {
+		return run, fmt.Errorf("%w: %d of %d published records acked", errLost, run.Published, total)
+	}
 	run.PublishedPerSec = float64(run.Published) / (lastSend - start + interval).Seconds()
 	run.Expected = run.Published * int64(fanout)
-	progress.phase(fmt.Sprintf("latency fanout %d: draining", fanout), "", nil, 0)
-	total64, _ := waitFanoutDelivered(ctx, before+run.Expected, received)
+	s.progress.phase(fmt.Sprintf("latency fanout %d: draining", fanout), "", nil, 0)
+	total64, _ := awaitCount(ctx, before+run.Expected, received)
 	run.Delivered = total64 - before
 	run.Missing = run.Expected - run.Delivered
+	if run.CPU, err = m.stop(run.Delivered); err != nil {
+		return run, err
+	}
 
 	// The readers own their samples until they have ended.
 	stopReading()

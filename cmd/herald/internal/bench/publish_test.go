@@ -1,72 +1,66 @@
-package main
+package bench
 
 import (
 	"bytes"
-	"encoding/json"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// checkLatency fails t unless s holds samples with ordered percentiles.
-func checkLatency(t *testing.T, what string, s latencySummary) {
-	t.Helper()
-	if s.Count <= 0 || s.P50 <= 0 {
-		t.Errorf("%s: no samples: %+v", what, s)
-	}
-	if !slices.IsSorted([]float64{s.P50, s.P90, s.P99, s.P999, s.Max}) {
-		t.Errorf("%s: percentiles out of order: %+v", what, s)
-	}
-}
-
-// runBenchJSON runs `herald bench args... --json` and decodes the result.
-func runBenchJSON(t *testing.T, res any, args ...string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	if code := runBench(append(args, "--json"), &out, &errOut); code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	if err := json.Unmarshal(out.Bytes(), res); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
-}
-
-// The publish scenario runs its smallest matrix (both durabilities, one
-// shape) and reports a sane cell for each; the rates are a benchmark's.
+// The publish scenario, with its node in its own process (the default),
+// runs a small matrix (both durabilities, single-record async and a batch)
+// and reports a sane cell for each, with the node's CPU apart from the
+// client's; the rates are a benchmark's.
 func TestBenchPublishRuns(t *testing.T) {
 	var res publishResult
-	runBenchJSON(t, &res, "publish", "--durable", "both", "--batch", "64", "--payload", "128", "--duration", "200ms")
-	if res.Scenario != "publish" || len(res.Cells) != 2 || res.Inflight != defaultPublishInflight || res.ClientInflightBytes <= 0 {
+	runJSONNode(t, true, &res, "publish", "--durable", "both", "--batch", "1,64", "--payload", "128", "--duration", "200ms")
+	if res.Scenario != "publish" || len(res.Cells) != 4 || res.Inflight != defaultPublishInflight || res.ClientInflightBytes <= 0 || !res.NodeProcess {
 		t.Fatalf("unexpected result: %+v", res)
 	}
 	for i, c := range res.Cells {
-		if c.Durable != (i == 0) || c.BatchRecords != 64 || c.PayloadBytes != 128 {
+		batch, mode := 1, modeSingleAsync
+		if i%2 == 1 {
+			batch, mode = 64, modeBatch
+		}
+		if c.Durable != (i < 2) || c.BatchRecords != batch || c.PayloadBytes != 128 || c.Mode != mode || c.Inflight != defaultPublishInflight {
 			t.Errorf("cell %d has the wrong shape: %+v", i, c)
 		}
-		if c.Records != c.Batches*64 || c.Records <= 0 || c.RecordsPerSec <= 0 || c.MBPerSec <= 0 || c.Seconds <= 0 {
+		if c.Records != c.Batches*int64(batch) || c.Records <= 0 || c.RecordsPerSec <= 0 || c.MBPerSec <= 0 || c.Seconds <= 0 {
 			t.Errorf("cell %s: %+v", c.name(), c)
 		}
 		checkLatency(t, c.name(), c.AckLatency)
 		if c.AckLatency.Count != c.Batches {
 			t.Errorf("cell %s: %d latency samples for %d batches", c.name(), c.AckLatency.Count, c.Batches)
 		}
+		checkCPU(t, c.name(), c.CPU, c.Records, true)
+		// The node's commits are read from its /metrics.
+		if c.Durable && (c.Commits <= 0 || c.BatchesPerCommit <= 0) {
+			t.Errorf("cell %s: no storage commits: %+v", c.name(), c)
+		}
+	}
+}
+
+// The summary names each row's mode: single-record async or batches.
+func TestBenchPublishSummary(t *testing.T) {
+	out := runText(t, "publish", "--in-process", "--durable", "false", "--batch", "1,8", "--payload", "16", "--duration", "100ms")
+	for _, want := range []string{"ephemeral 1x16B", "single-record async, 256 in flight", "ephemeral 8x16B", "batches of 8, 256 in flight", "node ms/M", "node in this process"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
 	}
 }
 
 // Bad matrix flags are usage errors, before any node starts.
 func TestBenchPublishFlags(t *testing.T) {
-	for _, args := range [][]string{
+	checkUsageErrors(t, "publish", [][]string{
 		{"--durable", "maybe"},
 		{"--batch", "0"},
 		{"--payload", "12q"},
 		{"--inflight", "0"},
-	} {
-		var out, errOut bytes.Buffer
-		if code := runBench(append([]string{"publish"}, args...), &out, &errOut); code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, code)
-		}
-	}
+		{"--nope"},
+	})
 }
 
 func TestParseSizes(t *testing.T) {
@@ -115,7 +109,7 @@ func TestProgressLine(t *testing.T) {
 	}
 	// Not a terminal: nothing drawn, close returns at once and twice.
 	var buf bytes.Buffer
-	p := newBenchProgress(&buf)
+	p := newBenchProgress(&buf, false)
 	p.phase("x", "y", nil, 0)
 	p.close()
 	p.close()

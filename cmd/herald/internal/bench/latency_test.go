@@ -1,16 +1,13 @@
-package main
+package bench
 
-import (
-	"bytes"
-	"testing"
-)
+import "testing"
 
 // The latency scenario runs two short fanouts and reports, for each, every
 // record delivered to every subscriber with ordered latency percentiles;
 // the figures themselves are a benchmark's.
 func TestBenchLatencyRuns(t *testing.T) {
 	var res latencyResult
-	runBenchScenarioJSON(t, runBenchLatency, &res, "--fanouts", "1,2", "--duration", "200ms", "--rate", "500", "--conns", "1")
+	runJSON(t, &res, "latency", "--fanouts", "1,2", "--duration", "200ms", "--rate", "500", "--conns", "1")
 	if res.Scenario != "latency" || res.RequestedRate != 500 || res.PayloadBytes != 128 || len(res.Runs) != 2 {
 		t.Fatalf("unexpected result: %+v", res)
 	}
@@ -34,6 +31,7 @@ func TestBenchLatencyRuns(t *testing.T) {
 		if r.Latency.Count != r.LatencyFromSend.Count || r.Latency.Count >= r.Delivered {
 			t.Errorf("fanout %d: %d samples for %d deliveries", r.Fanout, r.Latency.Count, r.Delivered)
 		}
+		checkCPU(t, "latency", r.CPU, r.Delivered, false)
 	}
 }
 
@@ -49,16 +47,11 @@ func TestLatencyRunRate(t *testing.T) {
 
 // Bad flags are usage errors, before any node starts.
 func TestBenchLatencyFlags(t *testing.T) {
-	for _, args := range [][]string{
+	checkUsageErrors(t, "latency", [][]string{
 		{"--fanouts", ""},
 		{"--rate", "0"},
 		{"--size", "15"},
 		{"--conns", "0"},
 		{"--max-deliveries", "-1"},
-	} {
-		var out, errOut bytes.Buffer
-		if code := runBenchLatency(args, &out, &errOut); code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, code)
-		}
-	}
+	})
 }

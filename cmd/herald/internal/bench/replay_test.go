@@ -1,8 +1,7 @@
-package main
+package bench
 
 import (
-	"bytes"
-	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -10,14 +9,8 @@ import (
 // the rest, and reads every record back in order; the rates are a
 // benchmark's, not asserted here.
 func TestBenchReplayRuns(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := runBenchReplay([]string{"--records", "5000", "--batch", "64", "--json"}, &out, &errOut); code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
 	var res replayResult
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	runJSON(t, &res, "replay", "--records", "5000", "--batch", "64")
 	if res.Scenario != "replay" || res.Records != 5000 || res.PayloadBytes != defaultReplayPayload || !res.Durable || !res.Verified {
 		t.Fatalf("unexpected result: %+v", res)
 	}
@@ -28,6 +21,7 @@ func TestBenchReplayRuns(t *testing.T) {
 		if r.Seconds <= 0 || r.RecordsPerSec <= 0 || r.MBPerSec <= 0 {
 			t.Errorf("%s: %+v", name, r)
 		}
+		checkCPU(t, name, r.CPU, 5000, false)
 	}
 	if res.FirstRecordMillis > res.Replay.Seconds*1000 {
 		t.Errorf("first record after %vms, replay took %vs", res.FirstRecordMillis, res.Replay.Seconds)
@@ -36,23 +30,15 @@ func TestBenchReplayRuns(t *testing.T) {
 
 // The human summary names both phases.
 func TestBenchReplaySummary(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := runBenchReplay([]string{"--records", "100", "--size", "16"}, &out, &errOut); code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
+	out := runText(t, "replay", "--in-process", "--records", "100", "--size", "16")
 	for _, want := range []string{"fill:", "replay:", "every offset once, in order: true"} {
-		if !bytes.Contains(out.Bytes(), []byte(want)) {
-			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
 	}
 }
 
 // Bad flags are usage errors, before any node starts.
 func TestBenchReplayFlags(t *testing.T) {
-	for _, args := range [][]string{{"--records", "0"}, {"--size", "0"}, {"--batch", "-1"}, {"--inflight", "0"}, {"--nope"}} {
-		var out, errOut bytes.Buffer
-		if code := runBenchReplay(args, &out, &errOut); code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, code)
-		}
-	}
+	checkUsageErrors(t, "replay", [][]string{{"--records", "0"}, {"--size", "0"}, {"--batch", "-1"}, {"--inflight", "0"}, {"--nope"}})
 }

@@ -1,9 +1,8 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -48,44 +47,14 @@ const (
 		"one process cannot separate them"
 )
 
-// idleNode is the node the idle scenario measures: a child process (the
-// default) or one in this process (--in-process).
-type idleNode interface {
-	dial(ctx context.Context, opts ...client.Option) (*client.Client, error)
-	// subscriptions reads the node's gauge of live subscriptions.
-	subscriptions(ctx context.Context) (float64, error)
-	// snapshot measures the node's memory now.
-	snapshot(ctx context.Context) (idleSnapshot, error)
-}
-
-// inProcessIdleNode measures a node in this process, clients included.
-type inProcessIdleNode struct{ *benchNode }
-
-func (n inProcessIdleNode) subscriptions(context.Context) (float64, error) {
-	return n.node.Metric(idleMetric), nil
-}
-
-func (n inProcessIdleNode) snapshot(context.Context) (idleSnapshot, error) {
-	return takeIdleSnapshot(), nil
-}
-
-// processIdleNode measures a node process through its /metrics.
-type processIdleNode struct{ *benchNodeProcess }
-
-func (n processIdleNode) subscriptions(ctx context.Context) (float64, error) {
-	m, err := n.metrics(ctx)
-	if err != nil {
-		return 0, err
-	}
-	v, ok := m[idleMetric]
+// idleSnapshotOf measures n's memory now: a child node's through its
+// /metrics, a node in this process with this process (clients included).
+func idleSnapshotOf(ctx context.Context, n node) (idleSnapshot, error) {
+	p, ok := n.(*processNode)
 	if !ok {
-		return 0, fmt.Errorf("%w: %s", errNoMetric, idleMetric)
+		return takeIdleSnapshot(), nil
 	}
-	return v, nil
-}
-
-func (n processIdleNode) snapshot(ctx context.Context) (idleSnapshot, error) {
-	m, err := n.metrics(ctx)
+	m, err := p.metrics(ctx)
 	if err != nil {
 		return idleSnapshot{}, err
 	}
@@ -180,88 +149,66 @@ func idleCostOf(from, to idleSnapshot, n int) idleCost {
 		Stacks: float64(to.Stacks-from.Stacks) / d, Goroutines: float64(to.Goroutines-from.Goroutines) / d}
 }
 
-func runBenchIdle(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("herald bench idle", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	subs := fs.Int("subscriptions", defaultIdleSubscriptions, "idle subscriptions to open")
-	per := fs.Int("per-connection", defaultIdlePerConnection, "subscriptions per client connection (the node accepts 1000 streams per connection)")
-	timeout := fs.Duration("timeout", defaultIdleTimeout, "bound on the whole run")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	memProfile := fs.String("memprofile", "", "write a heap profile with every subscription open to `file`")
-	inProcess := fs.Bool("in-process", false, "run the node in this process (figures then include the clients); by default it is a child `herald node` process")
-	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+func runIdle(env *Env, args []string) int {
+	f := newScenarioFlags("idle")
+	subs := f.fs.Int("subscriptions", defaultIdleSubscriptions, "idle subscriptions to open")
+	per := f.fs.Int("per-connection", defaultIdlePerConnection, "subscriptions per client connection (the node accepts 1000 streams per connection)")
+	timeout := f.fs.Duration("timeout", defaultIdleTimeout, "bound on the whole run")
+	memProfile := f.fs.String("memprofile", "", "write a heap profile with every subscription open to `file`")
+	if code, ok := env.parse(f.fs, args); !ok {
 		return code
 	}
 	if *subs < 1 || *per < 1 || *timeout <= 0 {
-		fmt.Fprintln(stderr, "herald bench idle: --subscriptions, --per-connection and --timeout must be positive")
-		return 2
+		return env.usageError("idle", errors.New("--subscriptions, --per-connection and --timeout must be positive"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	var n idleNode
-	if *inProcess {
-		bn, err := startBenchNode()
-		if err != nil {
-			fmt.Fprintln(stderr, "herald bench:", err)
-			return 1
-		}
-		defer bn.close()
-		n = inProcessIdleNode{bn}
-	} else {
-		p, err := startBenchNodeProcess(ctx)
-		if err != nil {
-			fmt.Fprintln(stderr, "herald bench:", err)
-			return 1
-		}
-		defer p.close()
-		n = processIdleNode{p}
-	}
-	progress := newBenchProgress(stderr)
-	defer progress.close()
-	res, err := benchIdle(ctx, n, progress, *subs, *per, *memProfile)
-	progress.close()
+	s, err := env.open(ctx, "idle", *f.inProcess)
 	if err != nil {
-		fmt.Fprintln(stderr, "herald bench idle:", err)
-		return 1
+		return env.fail("idle", err)
 	}
-	if *asJSON {
-		return writeBenchJSON(stdout, res)
+	defer s.close()
+	res, err := s.idle(ctx, *subs, *per, *memProfile)
+	if err != nil {
+		return s.fail(err)
 	}
-	kib := func(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
-	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-	fmt.Fprintf(stdout, "idle: %d idle subscriptions to one shard over %d connections (%d each), opened in %.2fs\n",
-		res.Subscriptions, res.Connections, res.PerConnection, res.SubscribeSeconds)
-	fmt.Fprintf(stdout, "  %-12s %10s %10s %10s %11s\n", "", "RSS", "heap", "stacks", "goroutines")
-	for _, s := range []struct {
-		name string
-		s    idleSnapshot
-	}{{"baseline", res.Baseline}, {"connected", res.Connected}, {"subscribed", res.Subscribed}, {"closed", res.Closed}} {
-		fmt.Fprintf(stdout, "  %-12s %10s %10s %10s %11d\n", s.name, mib(s.s.RSS), mib(s.s.Heap), mib(s.s.Stacks), s.s.Goroutines)
-	}
-	fmt.Fprintf(stdout, "  per subscription:                        RSS %s  heap %s  stacks %s  goroutines %.2f\n",
-		kib(res.PerSubscription.RSS), kib(res.PerSubscription.Heap), kib(res.PerSubscription.Stacks), res.PerSubscription.Goroutines)
-	fmt.Fprintf(stdout, "  per subscription, connections excluded:  RSS %s  heap %s  stacks %s  goroutines %.2f\n",
-		kib(res.PerSubscriptionOnly.RSS), kib(res.PerSubscriptionOnly.Heap), kib(res.PerSubscriptionOnly.Stacks), res.PerSubscriptionOnly.Goroutines)
-	if c := res.ClientsPerSubscription; c != nil {
-		fmt.Fprintf(stdout, "  clients (this process), per subscription: RSS %s  heap %s  stacks %s  goroutines %.2f\n",
-			kib(c.RSS), kib(c.Heap), kib(c.Stacks), c.Goroutines)
-	}
-	fmt.Fprintf(stdout, "  target: RSS <= %s per subscription: within=%t\n", kib(float64(res.TargetBytes)), res.WithinTarget)
-	fmt.Fprintf(stdout, "  node gauge %s: %.0f open, %.0f after close\n", idleMetric, res.NodeSubscriptions, res.NodeSubscriptionsClosed)
-	fmt.Fprintf(stdout, "  note: %s\n", res.Note)
-	return 0
+	return s.report(*f.asJSON, res, func(w io.Writer) {
+		kib := func(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
+		mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+		fmt.Fprintf(w, "idle: %d idle subscriptions to one shard over %d connections (%d each), opened in %.2fs\n",
+			res.Subscriptions, res.Connections, res.PerConnection, res.SubscribeSeconds)
+		fmt.Fprintf(w, "  %-12s %10s %10s %10s %11s\n", "", "RSS", "heap", "stacks", "goroutines")
+		for _, sn := range []struct {
+			name string
+			s    idleSnapshot
+		}{{"baseline", res.Baseline}, {"connected", res.Connected}, {"subscribed", res.Subscribed}, {"closed", res.Closed}} {
+			fmt.Fprintf(w, "  %-12s %10s %10s %10s %11d\n", sn.name, mib(sn.s.RSS), mib(sn.s.Heap), mib(sn.s.Stacks), sn.s.Goroutines)
+		}
+		fmt.Fprintf(w, "  per subscription:                        RSS %s  heap %s  stacks %s  goroutines %.2f\n",
+			kib(res.PerSubscription.RSS), kib(res.PerSubscription.Heap), kib(res.PerSubscription.Stacks), res.PerSubscription.Goroutines)
+		fmt.Fprintf(w, "  per subscription, connections excluded:  RSS %s  heap %s  stacks %s  goroutines %.2f\n",
+			kib(res.PerSubscriptionOnly.RSS), kib(res.PerSubscriptionOnly.Heap), kib(res.PerSubscriptionOnly.Stacks), res.PerSubscriptionOnly.Goroutines)
+		if c := res.ClientsPerSubscription; c != nil {
+			fmt.Fprintf(w, "  clients (this process), per subscription: RSS %s  heap %s  stacks %s  goroutines %.2f\n",
+				kib(c.RSS), kib(c.Heap), kib(c.Stacks), c.Goroutines)
+		}
+		fmt.Fprintf(w, "  target: RSS <= %s per subscription: within=%t\n", kib(float64(res.TargetBytes)), res.WithinTarget)
+		fmt.Fprintf(w, "  node gauge %s: %.0f open, %.0f after close\n", idleMetric, res.NodeSubscriptions, res.NodeSubscriptionsClosed)
+		fmt.Fprintf(w, "  note: %s\n", res.Note)
+	})
 }
 
 // errIdleSettle is returned when the node's subscription gauge does not
 // reach its expected value in time.
 var errIdleSettle = errors.New("node subscription gauge did not settle")
 
-// benchIdle measures the process before and after opening subs idle
+// idle measures the process before and after opening subs idle
 // subscriptions on n, per per client, then closes them and measures again.
 // With memProfile set it writes a heap profile there while they are open.
-func benchIdle(ctx context.Context, n idleNode, progress *benchProgress, subs, per int, memProfile string) (*idleResult, error) {
+func (s *session) idle(ctx context.Context, subs, per int, memProfile string) (*idleResult, error) {
+	n, progress := s.node, s.progress
 	conns := (subs + per - 1) / per
-	_, isProcess := n.(processIdleNode)
+	isProcess := s.nodeProcess()
 	res := &idleResult{Scenario: "idle", Subscriptions: subs, PerConnection: per, Connections: conns,
 		TargetBytes: idleTargetBytes, Note: idleNoteInProcess, NodeProcess: isProcess}
 	if isProcess {
@@ -277,7 +224,7 @@ func benchIdle(ctx context.Context, n idleNode, progress *benchProgress, subs, p
 		return nil, err
 	}
 	progress.phase("idle: baseline", "", nil, 0)
-	if res.Baseline, err = n.snapshot(ctx); err != nil {
+	if res.Baseline, err = idleSnapshotOf(ctx, n); err != nil {
 		return nil, err
 	}
 	clientsBaseline := takeIdleSnapshot()
@@ -312,7 +259,7 @@ func benchIdle(ctx context.Context, n idleNode, progress *benchProgress, subs, p
 		clients = append(clients, c)
 		dialed.Add(1)
 	}
-	if res.Connected, err = n.snapshot(ctx); err != nil {
+	if res.Connected, err = idleSnapshotOf(ctx, n); err != nil {
 		return nil, err
 	}
 
@@ -347,7 +294,7 @@ func benchIdle(ctx context.Context, n idleNode, progress *benchProgress, subs, p
 	}
 	res.SubscribeSeconds = time.Since(start).Seconds()
 	progress.phase("idle: measure", "", nil, 0)
-	if res.Subscribed, err = n.snapshot(ctx); err != nil {
+	if res.Subscribed, err = idleSnapshotOf(ctx, n); err != nil {
 		return nil, err
 	}
 	if isProcess {
@@ -372,7 +319,7 @@ func benchIdle(ctx context.Context, n idleNode, progress *benchProgress, subs, p
 	if !isProcess {
 		idleAwaitGoroutines(ctx, res.Baseline.Goroutines)
 	}
-	if res.Closed, err = n.snapshot(ctx); err != nil {
+	if res.Closed, err = idleSnapshotOf(ctx, n); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -381,10 +328,10 @@ func benchIdle(ctx context.Context, n idleNode, progress *benchProgress, subs, p
 // idleAwaitGauge polls the node's subscription gauge until it is want, and
 // returns its last value; errIdleSettle if it is not want within
 // idleSettle.
-func idleAwaitGauge(ctx context.Context, n idleNode, want float64) (float64, error) {
+func idleAwaitGauge(ctx context.Context, n node, want float64) (float64, error) {
 	deadline := time.Now().Add(idleSettle)
 	for {
-		got, err := n.subscriptions(ctx)
+		got, err := n.metric(ctx, idleMetric)
 		if err != nil {
 			return got, err
 		}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import "testing"
 
@@ -6,7 +6,7 @@ import "testing"
 // publish of the same shape briefly and reports sane figures.
 func TestBenchCeilingRuns(t *testing.T) {
 	var res ceilingResult
-	runBenchJSON(t, &res, "ceiling", "--duration", "200ms", "--group-commit", "16")
+	runJSONNode(t, false, &res, "ceiling", "--duration", "200ms", "--group-commit", "16")
 	if res.Scenario != "ceiling" {
 		t.Fatalf("unexpected result: %+v", res)
 	}
@@ -24,6 +24,7 @@ func TestBenchCeilingRuns(t *testing.T) {
 	if p == nil || !p.Durable || p.BatchRecords != 64 || p.PayloadBytes != 128 || p.RecordsPerSec <= 0 {
 		t.Fatalf("herald publish: %+v", p)
 	}
+	checkCPU(t, "herald publish", p.CPU, p.Records, false)
 	if res.HeraldFractionOfBadger <= 0 {
 		t.Errorf("fraction %v", res.HeraldFractionOfBadger)
 	}

@@ -1,15 +1,11 @@
-package main
+package bench
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,9 +20,6 @@ const (
 	// defaultFanoutQueue is the subscription queue, in batches, each
 	// subscriber asks for: the node's default clamp (4096).
 	defaultFanoutQueue = 4096
-	// fanoutDrainQuiet is how long the scenario waits, after the publisher
-	// stops, without any new delivery before it counts the rest as lost.
-	fanoutDrainQuiet = time.Second
 )
 
 // fanoutResult is the fanout scenario's machine-readable result.
@@ -40,6 +33,9 @@ type fanoutResult struct {
 	Inflight int `json:"inflight"`
 	// QueueCapacity is the subscription queue, in batches, the node granted.
 	QueueCapacity uint32 `json:"queue_capacity_batches"`
+	// NodeProcess is true when the node ran as its own process (the
+	// default): the runs' node_cpu_* figures are then its own.
+	NodeProcess bool `json:"node_process"`
 	// Runs has one entry per fanout, in flag order.
 	Runs []fanoutRun `json:"runs"`
 }
@@ -75,6 +71,9 @@ type fanoutRun struct {
 	Missing        int64   `json:"missing_records"`
 	GapRecords     int64   `json:"gap_records"`
 	DroppedBatches float64 `json:"dropped_batches"`
+	// CPU is the node's and the clients' CPU from the first publish to the
+	// last delivery, per million records delivered (Delivered).
+	CPU
 }
 
 // fanoutConfig is the fanout scenario's parameters.
@@ -89,61 +88,49 @@ type fanoutConfig struct {
 	queue uint32
 }
 
-func runBenchFanout(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("herald bench fanout", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fanoutsFlag := fs.String("fanouts", "1,10", "comma-separated subscriber counts, one run each")
-	duration := fs.Duration("duration", defaultFanoutDuration, "how long the publisher runs at each fanout")
-	batch := fs.Int("batch", 64, "records per publish")
-	size := fs.Int("size", 128, "payload bytes per record")
-	inflight := fs.Int("inflight", defaultPublishInflight, "most publishes unacked at once")
-	queue := fs.Uint("queue", defaultFanoutQueue, "subscription queue each subscriber asks for, in batches (the node clamps it)")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+func runFanout(env *Env, args []string) int {
+	f := newScenarioFlags("fanout")
+	fanoutsFlag := f.fs.String("fanouts", "1,10", "comma-separated subscriber counts, one run each")
+	duration := f.fs.Duration("duration", defaultFanoutDuration, "how long the publisher runs at each fanout")
+	batch := f.fs.Int("batch", 64, "records per publish")
+	size := f.fs.Int("size", 128, "payload bytes per record")
+	inflight := f.fs.Int("inflight", defaultPublishInflight, "most publishes unacked at once")
+	queue := f.fs.Uint("queue", defaultFanoutQueue, "subscription queue each subscriber asks for, in batches (the node clamps it)")
+	if code, ok := env.parse(f.fs, args); !ok {
 		return code
 	}
 	fanouts, err := parseFanouts(*fanoutsFlag)
 	if err != nil {
-		fmt.Fprintln(stderr, "herald bench fanout: --fanouts:", err)
-		return 2
+		return env.usageError("fanout", fmt.Errorf("--fanouts: %w", err))
 	}
 	if *duration <= 0 || *batch < 1 || *size < 1 || *inflight < 1 || *queue < 1 {
-		fmt.Fprintln(stderr, "herald bench fanout: --duration, --batch, --size, --inflight and --queue must be positive")
-		return 2
+		return env.usageError("fanout", errors.New("--duration, --batch, --size, --inflight and --queue must be positive"))
 	}
 	cfg := fanoutConfig{duration: *duration, batch: *batch, size: *size, inflight: *inflight, queue: uint32(*queue)}
-	n, err := startBenchNode()
+	s, err := env.open(context.Background(), "fanout", *f.inProcess)
 	if err != nil {
-		fmt.Fprintln(stderr, "herald bench:", err)
-		return 1
+		return env.fail("fanout", err)
 	}
-	defer n.close()
-	progress := newBenchProgress(stderr)
-	defer progress.close()
+	defer s.close()
 	res := &fanoutResult{Scenario: "fanout", DurationSeconds: duration.Seconds(), BatchRecords: cfg.batch,
-		PayloadBytes: cfg.size, Inflight: cfg.inflight}
+		PayloadBytes: cfg.size, Inflight: cfg.inflight, NodeProcess: s.nodeProcess()}
 	for _, fanout := range fanouts {
-		run, granted, err := benchFanoutRun(n, progress, cfg, fanout)
+		run, granted, err := s.fanoutRun(cfg, fanout)
 		if err != nil {
-			progress.close()
-			fmt.Fprintf(stderr, "herald bench fanout: fanout %d: %v\n", fanout, err)
-			return 1
+			return s.fail(fmt.Errorf("fanout %d: %w", fanout, err))
 		}
 		res.QueueCapacity = granted
 		res.Runs = append(res.Runs, run)
 	}
-	progress.close()
-	if *asJSON {
-		return writeBenchJSON(stdout, res)
-	}
-	fmt.Fprintf(stdout, "fanout: ephemeral stream (at most once), one publisher of %d x %s, up to %d in flight, %s per fanout, queue %d batches\n",
-		res.BatchRecords, fmtBytes(res.PayloadBytes), res.Inflight, *duration, res.QueueCapacity)
-	fmt.Fprintf(stdout, "  %6s %14s %16s %14s %18s %10s %8s %8s\n", "fanout", "published/s", "delivered/s", "per sub/s", "to last delivery/s", "missing", "gaps", "drops")
-	for _, r := range res.Runs {
-		fmt.Fprintf(stdout, "  %6d %14.0f %16.0f %14.0f %18.0f %10d %8d %8.0f\n", r.Fanout, r.PublishedPerSec, r.DeliveredPerSec,
-			r.DeliveredPerSecPerSubscriber, r.DeliveredPerSecToLast, r.Missing, r.GapRecords, r.DroppedBatches)
-	}
-	return 0
+	return s.report(*f.asJSON, res, func(w io.Writer) {
+		fmt.Fprintf(w, "fanout: ephemeral stream (at most once), one publisher of %d x %s, up to %d in flight, %s per fanout, queue %d batches, %s\n",
+			res.BatchRecords, fmtBytes(res.PayloadBytes), res.Inflight, *duration, res.QueueCapacity, s.nodeNote())
+		fmt.Fprintf(w, "  %6s %14s %16s %14s %18s %10s %8s %8s %s\n", "fanout", "published/s", "delivered/s", "per sub/s", "to last delivery/s", "missing", "gaps", "drops", cpuHeader)
+		for _, r := range res.Runs {
+			fmt.Fprintf(w, "  %6d %14.0f %16.0f %14.0f %18.0f %10d %8d %8.0f %s\n", r.Fanout, r.PublishedPerSec, r.DeliveredPerSec,
+				r.DeliveredPerSecPerSubscriber, r.DeliveredPerSecToLast, r.Missing, r.GapRecords, r.DroppedBatches, r.columns())
+		}
+	})
 }
 
 // fanoutReader counts what one subscriber receives. Its counters are
@@ -174,24 +161,25 @@ func (r *fanoutReader) read(ctx context.Context) {
 	}
 }
 
-// benchFanoutRun publishes to a fresh ephemeral one-shard stream with fanout
+// fanoutRun publishes to a fresh ephemeral one-shard stream with fanout
 // subscribers, each on its own client, for cfg.duration, then waits for the
 // subscribers to drain and deletes the stream. It returns the run and the
 // queue capacity the node granted.
-func benchFanoutRun(n *benchNode, progress *benchProgress, cfg fanoutConfig, fanout int) (fanoutRun, uint32, error) {
+func (s *session) fanoutRun(cfg fanoutConfig, fanout int) (fanoutRun, uint32, error) {
 	run := fanoutRun{Fanout: fanout}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration+time.Minute)
 	defer cancel()
-	pub, err := n.dial(ctx)
+	pub, err := s.node.dial(ctx)
 	if err != nil {
 		return run, 0, err
 	}
 	defer pub.Close()
 	stream := client.StreamName{Tenant: "bench", Namespace: "fanout", Stream: "fanout-" + strconv.Itoa(fanout)}
-	if _, err := pub.CreateStream(ctx, stream, client.StreamConfig{Shards: 1}); err != nil {
+	drop, err := freshStream(ctx, pub, stream, client.StreamConfig{Shards: 1})
+	if err != nil {
 		return run, 0, err
 	}
-	defer func() { _ = pub.DeleteStream(context.Background(), stream) }()
+	defer drop()
 
 	// Subscribers, each on its own client; closing the clients ends the
 	// readers, which the deferred waits then collect.
@@ -208,7 +196,7 @@ func benchFanoutRun(n *benchNode, progress *benchProgress, cfg fanoutConfig, fan
 	}()
 	var granted uint32
 	for range fanout {
-		c, err := n.dial(ctx)
+		c, err := s.node.dial(ctx)
 		if err != nil {
 			return run, 0, err
 		}
@@ -226,67 +214,51 @@ func benchFanoutRun(n *benchNode, progress *benchProgress, cfg fanoutConfig, fan
 			r.read(readCtx)
 		}()
 	}
-	delivered := func() (recs, gaps int64) {
+	delivered := func() (recs int64) {
 		for _, r := range readers {
 			recs += r.received.Load()
-			gaps += r.gaps.Load()
 		}
-		return recs, gaps
+		return recs
 	}
 
-	payloads := make([][]byte, cfg.batch)
-	for i := range payloads {
-		payloads[i] = make([]byte, cfg.size)
-		_, _ = rand.Read(payloads[i])
-	}
+	payloads := randomPayloads(cfg.batch, cfg.size)
 	// One batch outside the clock, waited for at every subscriber: the
 	// publisher's stream is open and every subscription is live.
 	if _, err := pub.PublishBatch(ctx, stream, payloads); err != nil {
 		return run, 0, err
 	}
-	if got, _ := waitFanoutDelivered(ctx, int64(fanout*cfg.batch), delivered); got < int64(fanout*cfg.batch) {
+	if got, _ := awaitCount(ctx, int64(fanout*cfg.batch), delivered); got < int64(fanout*cfg.batch) {
 		return run, 0, fmt.Errorf("warm-up batch reached %d of %d records at the subscribers", got, fanout*cfg.batch)
 	}
-	before, _ := delivered()
-	dropsBefore := n.node.Metric("herald_subscriber_drops_total")
+	before := delivered()
+	dropsBefore, err := s.metric(ctx, "herald_subscriber_drops_total")
+	if err != nil {
+		return run, 0, err
+	}
 
-	var acked atomic.Int64
-	progress.phase(fmt.Sprintf("fanout %d", fanout), "records published", &acked, cfg.duration)
-	slots := make(chan struct{}, cfg.inflight)
-	queue := make(chan *client.PublishFuture, cfg.inflight)
-	waitErr := make(chan error, 1)
-	go func() {
-		var first error
-		for f := range queue {
-			_, err := f.Wait(ctx)
-			<-slots
-			if err != nil {
-				first = cmp.Or(first, err)
-				continue
-			}
-			acked.Add(int64(cfg.batch))
-		}
-		waitErr <- first
-	}()
+	p := startPipeline(ctx, pub, stream, cfg.inflight, nil)
+	defer p.finish()
+	s.progress.phase(fmt.Sprintf("fanout %d", fanout), "records published", &p.acked, cfg.duration)
+	m, err := s.startMeter()
+	if err != nil {
+		return run, 0, err
+	}
 	start := time.Now()
 	for time.Since(start) < cfg.duration {
-		slots <- struct{}{}
-		f, err := pub.PublishAsync(ctx, stream, payloads, client.WithAck(client.AckPerBatch))
-		if err != nil {
-			close(queue)
-			<-waitErr
+		if err := p.publish(ctx, payloads); err != nil {
 			return run, 0, err
 		}
-		queue <- f
 	}
-	close(queue)
-	if err := <-waitErr; err != nil {
+	if err := p.finish(); err != nil {
 		return run, 0, err
 	}
 	elapsed := time.Since(start)
-	inWindow, _ := delivered()
+	inWindow := delivered()
 
-	run.Published = acked.Load()
+	run.Published = p.acked.Load()
+	if run.Published != p.sent {
+		return run, 0, fmt.Errorf("%w: %d of %d published records acked", errLost, run.Published, p.sent)
+	}
 	run.Seconds = elapsed.Seconds()
 	run.PublishedPerSec = float64(run.Published) / run.Seconds
 	run.PublishedMBPerSec = float64(run.Published) * float64(cfg.size) / 1e6 / run.Seconds
@@ -294,45 +266,22 @@ func benchFanoutRun(n *benchNode, progress *benchProgress, cfg fanoutConfig, fan
 	run.DeliveredPerSec = float64(run.DeliveredInWindow) / run.Seconds
 	run.DeliveredPerSecPerSubscriber = run.DeliveredPerSec / float64(fanout)
 	run.Expected = run.Published * int64(fanout)
-	progress.phase(fmt.Sprintf("fanout %d: draining", fanout), "", nil, 0)
-	total, last := waitFanoutDelivered(ctx, before+run.Expected, delivered)
+	s.progress.phase(fmt.Sprintf("fanout %d: draining", fanout), "", nil, 0)
+	total, last := awaitCount(ctx, before+run.Expected, delivered)
 	run.Delivered = total - before
+	if run.CPU, err = m.stop(run.Delivered); err != nil {
+		return run, 0, err
+	}
 	run.ToLastSeconds = max(last.Sub(start), elapsed).Seconds()
 	run.DeliveredPerSecToLast = float64(run.Delivered) / run.ToLastSeconds
 	run.Missing = run.Expected - run.Delivered
-	_, run.GapRecords = delivered()
-	run.DroppedBatches = n.node.Metric("herald_subscriber_drops_total") - dropsBefore
+	for _, r := range readers {
+		run.GapRecords += r.gaps.Load()
+	}
+	drops, err := s.metric(ctx, "herald_subscriber_drops_total")
+	if err != nil {
+		return run, 0, err
+	}
+	run.DroppedBatches = drops - dropsBefore
 	return run, granted, nil
-}
-
-// waitFanoutDelivered polls count until its records reach want, stop growing
-// for fanoutDrainQuiet, or ctx ends, and returns the last count and when
-// it was first seen (to within the 1 ms poll).
-func waitFanoutDelivered(ctx context.Context, want int64, count func() (recs, gaps int64)) (int64, time.Time) {
-	n, _ := count()
-	lastGrowth := time.Now()
-	for n < want && time.Since(lastGrowth) < fanoutDrainQuiet && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
-		if m, _ := count(); m > n {
-			n, lastGrowth = m, time.Now()
-		}
-	}
-	return n, lastGrowth
-}
-
-// parseFanouts parses --fanouts: a comma-separated list of positive
-// subscriber counts.
-func parseFanouts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("invalid count %q", f)
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("empty list")
-	}
-	return out, nil
 }

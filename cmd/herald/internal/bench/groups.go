@@ -1,10 +1,8 @@
-package main
+package bench
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -36,6 +34,9 @@ type groupsResult struct {
 	// RecordsPerRun is how many records each run pre-publishes and consumes.
 	RecordsPerRun int `json:"records_per_run"`
 	PayloadBytes  int `json:"payload_bytes"`
+	// NodeProcess is true when the node ran as its own process (the
+	// default): the runs' node_cpu_* figures are then its own.
+	NodeProcess bool `json:"node_process"`
 	// Runs are the push runs (by window), then the pull run.
 	Runs []groupRun `json:"runs"`
 }
@@ -57,6 +58,9 @@ type groupRun struct {
 	// PreloadRecordsPerSec is the rate of the untimed preload (durable,
 	// 64 per batch), for reference.
 	PreloadRecordsPerSec float64 `json:"preload_records_per_sec"`
+	// CPU is the node's and the clients' CPU over the consumption (not the
+	// preload), per million records acked.
+	CPU
 }
 
 // name labels the run in the summary.
@@ -67,16 +71,14 @@ func (r groupRun) name() string {
 	return fmt.Sprintf("pull ack/record (%d in flight)", r.AcksInflight)
 }
 
-func runBenchGroups(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("herald bench groups", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	records := fs.Int("records", defaultGroupRecords, "records pre-published and consumed per run")
-	size := fs.Int("payload", 128, "payload bytes per record")
-	windows := fs.String("window", "100,1000", "comma-separated push credit windows (empty: no push run)")
-	pull := fs.Bool("pull", true, "also run pull with an ack per record")
-	acksInflight := fs.Int("acks-inflight", 64, "most Group.Ack calls in flight when pulling")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+func runGroups(env *Env, args []string) int {
+	f := newScenarioFlags("groups")
+	records := f.fs.Int("records", defaultGroupRecords, "records pre-published and consumed per run")
+	size := f.fs.Int("payload", 128, "payload bytes per record")
+	windows := f.fs.String("window", "100,1000", "comma-separated push credit windows (empty: no push run)")
+	pull := f.fs.Bool("pull", true, "also run pull with an ack per record")
+	acksInflight := f.fs.Int("acks-inflight", 64, "most Group.Ack calls in flight when pulling")
+	if code, ok := env.parse(f.fs, args); !ok {
 		return code
 	}
 	var pushWindows []int
@@ -84,86 +86,73 @@ func runBenchGroups(args []string, stdout, stderr io.Writer) int {
 		for _, w := range strings.Split(*windows, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(w))
 			if err != nil || n < 2 {
-				fmt.Fprintf(stderr, "herald bench groups: invalid --window %q\n", w)
-				return 2
+				return env.usageError("groups", fmt.Errorf("invalid --window %q", w))
 			}
 			pushWindows = append(pushWindows, n)
 		}
 	}
 	if *records < 1 || *size < 1 || *acksInflight < 1 {
-		fmt.Fprintln(stderr, "herald bench groups: --records, --payload and --acks-inflight must be positive")
-		return 2
+		return env.usageError("groups", errors.New("--records, --payload and --acks-inflight must be positive"))
 	}
-	n, err := startBenchNode()
+	s, err := env.open(context.Background(), "groups", *f.inProcess)
 	if err != nil {
-		fmt.Fprintln(stderr, "herald bench:", err)
-		return 1
+		return env.fail("groups", err)
 	}
-	defer n.close()
-	progress := newBenchProgress(stderr)
-	defer progress.close()
-	res := &groupsResult{Scenario: "groups", RecordsPerRun: *records, PayloadBytes: *size}
-	type plan struct {
-		window int // 0: pull
-	}
-	var plans []plan
-	for _, w := range pushWindows {
-		plans = append(plans, plan{window: w})
-	}
+	defer s.close()
+	res := &groupsResult{Scenario: "groups", RecordsPerRun: *records, PayloadBytes: *size, NodeProcess: s.nodeProcess()}
+	plans := pushWindows // 0: pull
 	if *pull {
-		plans = append(plans, plan{})
+		plans = append(plans, 0)
 	}
-	for i, p := range plans {
-		run, err := benchGroupRun(n, progress, i, p.window, *acksInflight, *records, *size)
+	for i, window := range plans {
+		run, err := s.groupRun(i, window, *acksInflight, *records, *size)
 		if err != nil {
-			progress.close()
-			fmt.Fprintf(stderr, "herald bench groups: %s: %v\n", run.name(), err)
-			return 1
+			return s.fail(fmt.Errorf("%s: %w", run.name(), err))
 		}
 		res.Runs = append(res.Runs, run)
 	}
-	progress.close()
-	if *asJSON {
-		return writeBenchJSON(stdout, res)
-	}
-	fmt.Fprintf(stdout, "groups: %d pre-published durable records of %d B per run, one member, one shard\n", res.RecordsPerRun, res.PayloadBytes)
-	for _, r := range res.Runs {
-		fmt.Fprintf(stdout, "  %-32s %12.0f records/s\n", r.name(), r.RecordsPerSec)
-	}
-	return 0
+	return s.report(*f.asJSON, res, func(w io.Writer) {
+		fmt.Fprintf(w, "groups: %d pre-published durable records of %d B per run, one member, one shard, %s\n", res.RecordsPerRun, res.PayloadBytes, s.nodeNote())
+		fmt.Fprintf(w, "  %-32s %12s %s\n", "run", "records/s", cpuHeader)
+		for _, r := range res.Runs {
+			fmt.Fprintf(w, "  %-32s %12.0f %s\n", r.name(), r.RecordsPerSec, r.columns())
+		}
+	})
 }
 
-// benchGroupRun pre-publishes records to a fresh durable stream and
-// consumes them through group "bench": pushed within window when window >
-// 0, else polled and acked per record with up to acksInflight acks in
-// flight.
-func benchGroupRun(n *benchNode, progress *benchProgress, i, window, acksInflight, records, size int) (groupRun, error) {
+// groupRun pre-publishes records to a fresh durable stream and consumes
+// them through group "bench": pushed within window when window > 0, else
+// polled and acked per record with up to acksInflight acks in flight.
+func (s *session) groupRun(i, window, acksInflight, records, size int) (groupRun, error) {
 	run := groupRun{Mode: "pull", AcksInflight: acksInflight}
 	if window > 0 {
 		run = groupRun{Mode: "push", Window: window}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, err := n.dial(ctx)
+	c, err := s.node.dial(ctx)
 	if err != nil {
 		return run, err
 	}
 	defer c.Close()
 	stream := client.StreamName{Tenant: "bench", Namespace: "groups", Stream: fmt.Sprintf("%s-%d", run.Mode, i)}
-	if _, err := c.CreateStream(ctx, stream, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+	drop, err := freshStream(ctx, c, stream, client.StreamConfig{Shards: 1, Durable: true})
+	if err != nil {
 		return run, err
 	}
-	defer func() { _ = c.DeleteStream(context.Background(), stream) }()
-	var count atomic.Int64
-	progress.phase(run.name()+": preload", "records", &count, 0)
+	defer drop()
 	start := time.Now()
-	if err := preloadGroup(ctx, c, stream, records, size, &count); err != nil {
+	if err := s.preloadGroup(ctx, c, stream, run.name(), records, size); err != nil {
 		return run, fmt.Errorf("preload: %w", err)
 	}
 	run.PreloadRecordsPerSec = float64(records) / time.Since(start).Seconds()
 
-	count.Store(0)
-	progress.phase(run.name(), "records", &count, 0)
+	var count atomic.Int64
+	s.progress.phase(run.name(), "records", &count, 0)
+	m, err := s.startMeter()
+	if err != nil {
+		return run, err
+	}
 	var elapsed time.Duration
 	if window > 0 {
 		elapsed, err = consumePush(ctx, c, stream, window, records, &count)
@@ -173,6 +162,12 @@ func benchGroupRun(n *benchNode, progress *benchProgress, i, window, acksInfligh
 	if err != nil {
 		return run, err
 	}
+	if got := count.Load(); got != int64(records) {
+		return run, fmt.Errorf("%w: %d of %d records acked", errLost, got, records)
+	}
+	if run.CPU, err = m.stop(int64(records)); err != nil {
+		return run, err
+	}
 	run.Records = int64(records)
 	run.Seconds = elapsed.Seconds()
 	run.RecordsPerSec = float64(records) / elapsed.Seconds()
@@ -180,37 +175,24 @@ func benchGroupRun(n *benchNode, progress *benchProgress, i, window, acksInfligh
 }
 
 // preloadGroup publishes n records of size bytes to stream in batches of
-// 64, pipelined, counting acked records in count.
-func preloadGroup(ctx context.Context, c *client.Client, stream client.StreamName, n, size int, count *atomic.Int64) error {
-	batch := make([][]byte, groupPreloadBatch)
-	for i := range batch {
-		batch[i] = make([]byte, size)
-		_, _ = rand.Read(batch[i])
-	}
-	queue := make(chan *client.PublishFuture, defaultPublishInflight)
-	waitErr := make(chan error, 1)
-	go func() {
-		var first error
-		for f := range queue {
-			ack, err := f.Wait(ctx)
-			if err != nil && first == nil {
-				first = err
-			}
-			count.Add(int64(ack.Count))
-		}
-		waitErr <- first
-	}()
+// 64, pipelined, and checks that all were acked.
+func (s *session) preloadGroup(ctx context.Context, c *client.Client, stream client.StreamName, name string, n, size int) error {
+	batch := randomPayloads(groupPreloadBatch, size)
+	p := startPipeline(ctx, c, stream, defaultPublishInflight, nil)
+	defer p.finish()
+	s.progress.phase(name+": preload", "records", &p.acked, 0)
 	for left := n; left > 0; left -= len(batch) {
-		f, err := c.PublishAsync(ctx, stream, batch[:min(left, len(batch))], client.WithAck(client.AckPerBatch))
-		if err != nil {
-			close(queue)
-			<-waitErr
+		if err := p.publish(ctx, batch[:min(left, len(batch))]); err != nil {
 			return err
 		}
-		queue <- f
 	}
-	close(queue)
-	return <-waitErr
+	if err := p.finish(); err != nil {
+		return err
+	}
+	if got := p.acked.Load(); got != int64(n) {
+		return fmt.Errorf("%w: %d of %d records acked", errLost, got, n)
+	}
+	return nil
 }
 
 // consumePush joins the group with the given credit window and acks every

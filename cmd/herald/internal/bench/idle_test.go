@@ -1,23 +1,13 @@
-package main
+package bench
 
-import (
-	"bytes"
-	"encoding/json"
-	"testing"
-)
+import "testing"
 
 // The idle scenario opens a few subscriptions over several connections (the
 // last one short), sees the node count them, and sees them go away; the
 // memory figures are a benchmark's, only checked for being measured.
 func TestBenchIdleRuns(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := runBenchIdle([]string{"--in-process", "--subscriptions", "200", "--per-connection", "75", "--json"}, &out, &errOut); code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
 	var res idleResult
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	runJSON(t, &res, "idle", "--subscriptions", "200", "--per-connection", "75")
 	if res.Scenario != "idle" || res.Subscriptions != 200 || res.PerConnection != 75 || res.Connections != 3 {
 		t.Fatalf("unexpected result: %+v", res)
 	}
@@ -46,18 +36,8 @@ func TestBenchIdleRuns(t *testing.T) {
 // its /metrics: its goroutines rise with the subscriptions and fall after
 // they close, and the clients' side is reported apart.
 func TestBenchIdleNodeProcess(t *testing.T) {
-	bin := heraldBinary(t)
-	saved := benchNodeExecutable
-	benchNodeExecutable = func() (string, error) { return bin, nil }
-	t.Cleanup(func() { benchNodeExecutable = saved })
-	var out, errOut bytes.Buffer
-	if code := runBenchIdle([]string{"--subscriptions", "200", "--per-connection", "100", "--json"}, &out, &errOut); code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
 	var res idleResult
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	runJSONNode(t, true, &res, "idle", "--subscriptions", "200", "--per-connection", "100")
 	if !res.NodeProcess || res.ClientsPerSubscription == nil || res.NodeSubscriptions != 200 || res.NodeSubscriptionsClosed != 0 {
 		t.Fatalf("unexpected result: %+v", res)
 	}
@@ -75,10 +55,5 @@ func TestBenchIdleNodeProcess(t *testing.T) {
 
 // Bad flags are usage errors, before any node starts.
 func TestBenchIdleFlags(t *testing.T) {
-	for _, args := range [][]string{{"--subscriptions", "0"}, {"--per-connection", "0"}, {"--timeout", "0s"}, {"--nope"}} {
-		var out, errOut bytes.Buffer
-		if code := runBenchIdle(args, &out, &errOut); code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, code)
-		}
-	}
+	checkUsageErrors(t, "idle", [][]string{{"--subscriptions", "0"}, {"--per-connection", "0"}, {"--timeout", "0s"}, {"--nope"}})
 }

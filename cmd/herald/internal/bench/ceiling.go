@@ -1,7 +1,8 @@
-package main
+package bench
 
 import (
-	"flag"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -37,6 +38,9 @@ type ceilingResult struct {
 	// HeraldFractionOfBadger is HeraldPublish's records/s over Badger's
 	// (the same shape, so also the payload bytes/s ratio; target ≥ 0.60).
 	HeraldFractionOfBadger float64 `json:"herald_fraction_of_badger,omitempty"`
+	// NodeProcess is true when the Herald publish cell's node ran as its
+	// own process (--in-process=false).
+	NodeProcess bool `json:"node_process"`
 }
 
 // badgerCeiling is the synced group-commit append rate of storage's Badger
@@ -59,77 +63,70 @@ type badgerCeiling struct {
 	CommitLatency latencySummary `json:"commit_latency"`
 }
 
-func runBenchCeiling(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("herald bench ceiling", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	d := fs.Duration("duration", defaultCeilingDuration, "length of each measurement")
-	groupCommit := fs.Int("group-commit", defaultGroupCommit, "batches per Badger commit")
-	batch := fs.Int("batch", 64, "records per batch (Badger and the Herald publish cell)")
-	size := fs.Int("payload", 128, "payload bytes per record (Badger, Herald publish cell, QUIC frames)")
-	publish := fs.Bool("publish", true, "also run Herald's durable publish cell of the same shape and print it as a fraction of the Badger ceiling")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if code, ok := parseStdFlags(fs, args, stdout, stderr); !ok {
+func runCeiling(env *Env, args []string) int {
+	f := newScenarioFlags("ceiling")
+	// The raw Badger ceiling runs in this process, and the Herald cell's
+	// fraction of it has always been measured with the node here too; a
+	// child node costs both processes more CPU per record on a shared
+	// machine (docs/benchmarks.md).
+	f.nodeInProcessByDefault("run the Herald publish cell's node in this process, beside the raw Badger ceiling; false: a child herald node process, its CPU reported apart")
+	d := f.fs.Duration("duration", defaultCeilingDuration, "length of each measurement")
+	groupCommit := f.fs.Int("group-commit", defaultGroupCommit, "batches per Badger commit")
+	batch := f.fs.Int("batch", 64, "records per batch (Badger and the Herald publish cell)")
+	size := f.fs.Int("payload", 128, "payload bytes per record (Badger, Herald publish cell, QUIC frames)")
+	publish := f.fs.Bool("publish", true, "also run Herald's durable publish cell of the same shape and print it as a fraction of the Badger ceiling")
+	if code, ok := env.parse(f.fs, args); !ok {
 		return code
 	}
 	if *d <= 0 || *groupCommit < 1 || *batch < 1 || *size < 1 {
-		fmt.Fprintln(stderr, "herald bench ceiling: --duration, --group-commit, --batch and --payload must be positive")
-		return 2
+		return env.usageError("ceiling", errors.New("--duration, --group-commit, --batch and --payload must be positive"))
 	}
 	dir, err := os.MkdirTemp("", "herald-bench-ceiling-")
 	if err != nil {
-		fmt.Fprintln(stderr, "herald bench:", err)
-		return 1
+		return env.fail("ceiling", err)
 	}
 	defer os.RemoveAll(dir)
-	progress := newBenchProgress(stderr)
+	progress := newBenchProgress(env.Stderr, env.Terminal)
 	defer progress.close()
 	res := &ceilingResult{Scenario: "ceiling"}
 	if res.Badger, err = benchBadgerCeiling(filepath.Join(dir, "badger"), progress, *groupCommit, *batch, *size, *d); err != nil {
 		progress.close()
-		fmt.Fprintln(stderr, "herald bench ceiling: badger:", err)
-		return 1
+		return env.fail("ceiling", fmt.Errorf("badger: %w", err))
 	}
 	if res.QUIC, err = benchQUICCeiling(filepath.Join(dir, "tls"), progress, *size, *d); err != nil {
 		progress.close()
-		fmt.Fprintln(stderr, "herald bench ceiling: quic:", err)
-		return 1
+		return env.fail("ceiling", fmt.Errorf("quic: %w", err))
 	}
+	progress.close()
 	if *publish {
-		n, err := startBenchNode()
+		s, err := env.open(context.Background(), "ceiling", *f.inProcess)
 		if err != nil {
-			progress.close()
-			fmt.Fprintln(stderr, "herald bench:", err)
-			return 1
+			return env.fail("ceiling", err)
 		}
-		cell, err := benchPublishCell(n, progress, true, *batch, *size, *d, defaultPublishInflight, 0)
-		n.close()
+		cell, err := s.publishCell(true, *batch, *size, *d, defaultPublishInflight, 0)
+		s.close()
 		if err != nil {
-			progress.close()
-			fmt.Fprintln(stderr, "herald bench ceiling: herald publish:", err)
-			return 1
+			return env.fail("ceiling", fmt.Errorf("herald publish: %w", err))
 		}
-		res.HeraldPublish = &cell
+		res.HeraldPublish, res.NodeProcess = &cell, s.nodeProcess()
 		if res.Badger.RecordsPerSec > 0 {
 			res.HeraldFractionOfBadger = cell.RecordsPerSec / res.Badger.RecordsPerSec
 		}
 	}
-	progress.close()
-	if *asJSON {
-		return writeBenchJSON(stdout, res)
-	}
-	b, q := res.Badger, res.QUIC
-	fmt.Fprintf(stdout, "ceiling: %s per measurement\n", *d)
-	fmt.Fprintf(stdout, "  badger synced commit, %d batches of %d x %s: %.0f records/s, %.1f MB/s payload, %.0f commits/s (commit %s)\n",
-		b.BatchesPerCommit, b.BatchRecords, fmtBytes(b.PayloadBytes), b.RecordsPerSec, b.MBPerSec, b.CommitsPerSec, b.CommitLatency)
-	fmt.Fprintf(stdout, "  quic loopback bulk, one stream:    %10.1f MB/s\n", q.BulkMBPerSec)
-	fmt.Fprintf(stdout, "  quic framed writes of %s:        %10.0f frames/s (%.1f MB/s)\n", fmtBytes(q.FrameBytes), q.FramesPerSec, q.FramesMBPerSec)
-	fmt.Fprintf(stdout, "  quic echo round trip of %s:      %s\n", fmtBytes(q.FrameBytes), q.EchoRTT)
-	fmt.Fprintf(stdout, "  same, paced at %d/s:              %s\n", q.PacedEchoRate, q.PacedEchoRTT)
-	if p := res.HeraldPublish; p != nil {
-		fmt.Fprintf(stdout, "  herald %s publish:       %10.0f records/s, %.1f MB/s = %.2f of the badger ceiling (target >= 0.60)\n",
-			p.name(), p.RecordsPerSec, p.MBPerSec, res.HeraldFractionOfBadger)
-	}
-	return 0
+	return writeReport(env.Stdout, *f.asJSON, res, func(w io.Writer) {
+		b, q := res.Badger, res.QUIC
+		fmt.Fprintf(w, "ceiling: %s per measurement\n", *d)
+		fmt.Fprintf(w, "  badger synced commit, %d batches of %d x %s: %.0f records/s, %.1f MB/s payload, %.0f commits/s (commit %s)\n",
+			b.BatchesPerCommit, b.BatchRecords, fmtBytes(b.PayloadBytes), b.RecordsPerSec, b.MBPerSec, b.CommitsPerSec, b.CommitLatency)
+		fmt.Fprintf(w, "  quic loopback bulk, one stream:    %10.1f MB/s\n", q.BulkMBPerSec)
+		fmt.Fprintf(w, "  quic framed writes of %s:        %10.0f frames/s (%.1f MB/s)\n", fmtBytes(q.FrameBytes), q.FramesPerSec, q.FramesMBPerSec)
+		fmt.Fprintf(w, "  quic echo round trip of %s:      %s\n", fmtBytes(q.FrameBytes), q.EchoRTT)
+		fmt.Fprintf(w, "  same, paced at %d/s:              %s\n", q.PacedEchoRate, q.PacedEchoRTT)
+		if p := res.HeraldPublish; p != nil {
+			fmt.Fprintf(w, "  herald %s publish:       %10.0f records/s, %.1f MB/s = %.2f of the badger ceiling (target >= 0.60); node %s ms, client %.0f ms per million records\n",
+				p.name(), p.RecordsPerSec, p.MBPerSec, res.HeraldFractionOfBadger, p.nodeMs(), p.ClientCPUMsPerMillion)
+		}
+	})
 }
 
 // benchBadgerCeiling commits groupCommit batches of batch × size bytes

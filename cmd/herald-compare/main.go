@@ -1,28 +1,76 @@
 // Command herald-compare runs the NATS side of Herald's benchmark comparison
-// (issue 7) in one process: an embedded nats-server on loopback with JetStream
-// file storage, and the nats.go client driving it.
+// (issues 7 and 16): nats-server on loopback with JetStream file storage, and
+// the nats.go client driving it. By default each scenario's server runs in a
+// process of its own (this executable re-run with a hidden serve
+// subcommand), so that its CPU time is measured apart from the clients', as
+// Herald's bench runs its node; --server inproc embeds it in this process
+// instead.
 //
 // It lives in its own Go module so that nats-server never becomes a dependency
 // of Herald itself. Run it from the repository root with `make bench-compare`,
 // or directly:
 //
-//	cd cmd/herald-compare && go run . --duration 3s --json
+//	cd cmd/herald-compare && go run . --json
 //
-// Scenarios (--scenarios, comma separated, default all):
+// Every scenario runs twice: over plaintext TCP under its plain name, then
+// over TLS 1.3 under the same name with a -tls suffix (core-fanout-tls, ...).
+// The TLS certificate is generated when the command starts (a throwaway
+// P-256 CA and a certificate for 127.0.0.1 signed by it); server and
+// clients accept TLS 1.3 only, and every connection checks it negotiated
+// it. Scenarios (--scenarios, comma separated, default all):
 //
-//   - js-publish: JetStream async publish into one file-backed stream, in
-//     batches of --batch with at most --max-pending acks outstanding; records/s
-//     counts acked records.
-//   - core-fanout: core NATS publish to --fanouts subscribers (one connection
-//     each), at most once; records/s at the publisher, deliveries/s at the
+//   - js-publish, js-publish-tls: JetStream async publish, one record per
+//     PublishAsync (what a NATS user does; the peer of Herald's
+//     single-record async publish), into one file-backed stream, with at
+//     most --max-pending acks outstanding (checked every --batch
+//     publishes); records/s counts acked records. The server's storage
+//     config is the default: JetStream acks a record once written to the
+//     OS, before its fsync (sync_interval 2 minutes).
+//   - js-publish-sync, js-publish-sync-tls: the same with the server's
+//     sync_interval: always (SyncAlways): every write fsynced before its
+//     ack, as Herald's durable publish does.
+//   - core-fanout, core-fanout-tls: core NATS publish to each of --fanouts
+//     subscriber counts (default 1, 10, 100, 1000), one connection each, at
+//     most once, the publisher at most --max-lead deliveries ahead of the
+//     subscribers; records/s at the publisher, deliveries/s at the
 //     subscribers.
-//   - core-latency: single-record publish at a fixed --rate to --fanouts
-//     subscribers; latency is measured from each record's scheduled send time
-//     (so a stalled publisher counts against the result: coordinated omission),
-//     and, as latency_from_send_us, from its actual send time.
-//   - js-consume: a durable pull consumer with explicit ack per record over
-//     --messages pre-published records; records/s counts records consumed and
-//     acked (the ack floor reaching the last record ends the clock).
+//   - core-latency, core-latency-tls: single-record publish at a fixed rate
+//     to each of --fanouts, with the shape of `herald bench latency`: --rate
+//     (1,000/s) lowered to keep rate × fanout within --max-deliveries
+//     (20,000/s), the subscribers taking turns on at most --conns (20)
+//     connections: fan-out 1 and 10 at 1,000/s on one connection each, 100
+//     at 200/s and 1000 at 20/s on 20. Latency is measured from each
+//     record's scheduled send time (latency_us: a stalled publisher counts
+//     against the result, coordinated omission) and from its actual send
+//     time (latency_from_send_us).
+//   - js-consume, js-consume-tls: a durable pull consumer with explicit ack
+//     per record over --messages pre-published records; records/s counts
+//     records consumed and acked (the ack floor reaching the last record
+//     ends the clock).
+//
+// The output (--json) is an array with one object per scenario and fan-out
+// (see Result):
+//
+//   - system ("nats"), scenario (the name above), tls (true for the -tls
+//     rows; false, or absent in older files, for plaintext);
+//   - params: what it ran with: payload, transport ("tcp" or "tls1.3"),
+//     server ("child" or "inproc"), and per scenario fanout, connections,
+//     rate (the rate it ran at), requested_rate, max_deliveries, max_lead,
+//     batch, max_pending, records_per_publish, storage, sync, messages,
+//     pull, cpu_records (which records the per-million CPU figures divide
+//     by: deliveries for core-fanout and core-latency, acked for the
+//     publishes, consumed for js-consume);
+//   - records_per_sec, deliveries_per_sec, elapsed_ms (the window the rates
+//     divide by), counts (the raw counts);
+//   - latency_us and latency_from_send_us (core-latency): p50, p90, p99,
+//     p99.9, max in microseconds;
+//   - server_cpu_seconds, server_cpu_ms_per_million_records: the server
+//     process's user + system CPU over the measured window (from
+//     /proc/<pid>/stat, 10 ms resolution), and per million cpu_records;
+//     absent with --server inproc;
+//   - client_cpu_seconds, client_cpu_ms_per_million_records: the same for
+//     this process, which runs every client (and with --server inproc the
+//     server too), from getrusage(2).
 //
 // Every scenario starts its own server in a fresh temporary directory, so no
 // scenario sees another's state.

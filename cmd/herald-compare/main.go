@@ -288,14 +288,19 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 	defer e.Close()
 
 	var results []Result
+	began := time.Now()
 	for _, sc := range selected {
-		fmt.Fprintf(log, "running %s...\n", sc.name)
+		fmt.Fprintf(log, "running %s...", sc.name)
+		t0 := time.Now()
 		rs, err := sc.run(ctx, e, sc)
 		if err != nil {
+			fmt.Fprintln(log)
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
+		fmt.Fprintf(log, " %.1fs\n", time.Since(t0).Seconds())
 		results = append(results, rs...)
 	}
+	fmt.Fprintf(log, "all scenarios: %.1fs\n", time.Since(began).Seconds())
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")

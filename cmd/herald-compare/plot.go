@@ -23,8 +23,10 @@ import (
 //   - nats.json: `herald-compare --json` (optional: without it the plots
 //     carry no NATS reference points).
 //
-// Outputs, in --out (created if missing): latency-by-fanout.png and
-// throughput-by-batch.png.
+// Outputs, in --out (created if missing): latency-by-fanout.png (two
+// panels: latency from the scheduled send, and from the actual send, which
+// the issue 16 targets are judged on) and throughput-by-batch.png. NATS is
+// drawn with and without TLS, each only where it was measured.
 
 // Input and output file names of the plot subcommand.
 const (
@@ -43,9 +45,10 @@ type heraldLatencyResult struct {
 
 // heraldLatencyRun is one fan-out of the latency scenario.
 type heraldLatencyRun struct {
-	Fanout  int                  `json:"fanout"`  // subscribers
-	Rate    int                  `json:"rate"`    // records published per second
-	Latency heraldLatencySummary `json:"latency"` // scheduled send → deliver
+	Fanout          int                  `json:"fanout"`            // subscribers
+	Rate            int                  `json:"rate"`              // records published per second
+	Latency         heraldLatencySummary `json:"latency"`           // scheduled send → deliver
+	LatencyFromSend heraldLatencySummary `json:"latency_from_send"` // actual send → deliver; zero in files that predate it
 }
 
 // heraldLatencySummary is a latency distribution in microseconds

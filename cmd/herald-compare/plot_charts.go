@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Size of every PNG the plot subcommand writes.
@@ -42,35 +45,105 @@ var latencyPercentiles = []percentileSeries{
 	{"p99.9", func(s heraldLatencySummary) float64 { return s.P999 }},
 }
 
+// latencyPanel is one panel of the latency plot: which latency it draws.
+type latencyPanel struct {
+	title  string                                      // the panel's title
+	herald func(heraldLatencyRun) heraldLatencySummary // Herald's summary of a run
+	nats   func(Result) *Latency                       // NATS's summary of a result, or nil
+}
+
+// latencyPanels are the panels of the latency plot, top to bottom.
+var latencyPanels = []latencyPanel{
+	{
+		"Publish → deliver latency by fan-out, from the scheduled send (single records, fixed rate)",
+		func(r heraldLatencyRun) heraldLatencySummary { return r.Latency },
+		func(r Result) *Latency { return r.LatencyMicros },
+	},
+	{
+		"Same, from the actual send (without the publisher's wake-up lag)",
+		func(r heraldLatencyRun) heraldLatencySummary { return r.LatencyFromSend },
+		func(r Result) *Latency { return r.LatencyFromSendMicros },
+	},
+}
+
+// natsLatencyMarker is one NATS series of the latency plot.
+type natsLatencyMarker struct {
+	pc    int                    // index into latencyPercentiles, for the colour
+	tls   bool                   // draws the TLS results, or the plaintext ones
+	name  string                 // legend entry
+	get   func(*Latency) float64 // the percentile drawn
+	shape draw.GlyphDrawer       // marker shape
+}
+
+// natsLatencyMarkers are NATS core's p50 and p99, plaintext and TLS, each
+// coloured as the Herald percentile it compares with; hollow shapes are
+// plaintext, filled ones TLS.
+var natsLatencyMarkers = []natsLatencyMarker{
+	{0, false, "NATS core (plaintext) p50", func(l *Latency) float64 { return l.P50 }, draw.RingGlyph{}},
+	{2, false, "NATS core (plaintext) p99", func(l *Latency) float64 { return l.P99 }, draw.SquareGlyph{}},
+	{0, true, "NATS core (TLS) p50", func(l *Latency) float64 { return l.P50 }, draw.TriangleGlyph{}},
+	{2, true, "NATS core (TLS) p99", func(l *Latency) float64 { return l.P99 }, draw.BoxGlyph{}},
+}
+
+// isTLSResult reports whether a NATS result ran over TLS: its tls field, or
+// for files that may predate the field, a -tls suffix.
+func isTLSResult(r Result) bool {
+	return r.TLS || strings.HasSuffix(r.Scenario, "-tls")
+}
+
 // plotLatencyByFanout draws Herald's publish → deliver latency percentiles
-// (from the scheduled send) by fan-out, both axes logarithmic, with NATS
-// core's p50 and p99 at the fan-outs it ran as separate markers.
+// by fan-out, both axes logarithmic, in two panels: from the scheduled send
+// and from the actual send. NATS core's p50 and p99, plaintext and TLS, are
+// markers at the fan-outs where they were measured. The from-send panel is
+// left out when neither side has from-send figures (older files).
 func plotLatencyByFanout(in plotInputs, path string) error {
 	runs := slices.SortedFunc(slices.Values(in.latency.Runs), func(a, b heraldLatencyRun) int {
 		return cmp.Compare(a.Fanout, b.Fanout)
 	})
+	var panels []*plot.Plot
+	for i, lp := range latencyPanels {
+		p, points, err := latencyPanelPlot(lp, runs, in.nats)
+		if err != nil {
+			return err
+		}
+		if points == 0 {
+			if i == 0 {
+				return fmt.Errorf("%s: %w", plotLatencyInput, errNoPoints)
+			}
+			continue
+		}
+		panels = append(panels, p)
+	}
+	return savePanels(panels, path)
+}
+
+// latencyPanelPlot draws one panel and says how many Herald points it has.
+func latencyPanelPlot(lp latencyPanel, runs []heraldLatencyRun, nats []Result) (*plot.Plot, int, error) {
 	p := plot.New()
-	p.Title.Text = "Publish → deliver latency by fan-out (single records, fixed rate, from scheduled send)"
+	p.Title.Text = lp.title
 	p.X.Label.Text = "fan-out (subscribers)"
 	p.Y.Label.Text = "latency"
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 
-	var ys []float64
+	var fanouts, ys []float64
+	heraldPoints := 0
 	for i, pc := range latencyPercentiles {
 		var xys plotter.XYs
 		for _, r := range runs {
-			if v := pc.get(r.Latency); r.Fanout > 0 && v > 0 {
+			if v := pc.get(lp.herald(r)); r.Fanout > 0 && v > 0 {
 				xys = append(xys, plotter.XY{X: float64(r.Fanout), Y: v})
+				fanouts = append(fanouts, float64(r.Fanout))
 				ys = append(ys, v)
 			}
 		}
 		if len(xys) == 0 {
 			continue
 		}
+		heraldPoints += len(xys)
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		line.Color = plotutil.Color(i)
 		line.Width = vg.Points(1.5)
@@ -79,39 +152,21 @@ func plotLatencyByFanout(in plotInputs, path string) error {
 		p.Add(line, points)
 		p.Legend.Add("Herald "+pc.name, line, points)
 	}
-	if len(ys) == 0 {
-		return fmt.Errorf("%s: %w", plotLatencyInput, errNoPoints)
+	if heraldPoints == 0 {
+		return p, 0, nil
 	}
 
-	// NATS core latency markers, coloured as the Herald percentile they
-	// compare with.
-	natsMarkers := []struct {
-		pc    int // index into latencyPercentiles, for the colour
-		name  string
-		get   func(*Latency) float64
-		shape draw.GlyphDrawer
-	}{
-		{0, "NATS core p50", func(l *Latency) float64 { return l.P50 }, draw.RingGlyph{}},
-		{2, "NATS core p99", func(l *Latency) float64 { return l.P99 }, draw.SquareGlyph{}},
-	}
-	for _, m := range natsMarkers {
-		var xys plotter.XYs
-		for _, r := range in.nats {
-			fanout, ok := paramInt(r.Params, "fanout")
-			if r.Scenario != "core-latency" || !ok || fanout <= 0 || r.LatencyMicros == nil {
-				continue
-			}
-			if v := m.get(r.LatencyMicros); v > 0 {
-				xys = append(xys, plotter.XY{X: float64(fanout), Y: v})
-				ys = append(ys, v)
-			}
-		}
+	for _, m := range natsLatencyMarkers {
+		xys := natsLatencyXYs(lp, m, nats)
 		if len(xys) == 0 {
 			continue
 		}
+		for _, xy := range xys {
+			fanouts, ys = append(fanouts, xy.X), append(ys, xy.Y)
+		}
 		s, err := plotter.NewScatter(xys)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		s.Color = plotutil.Color(m.pc)
 		s.Shape = m.shape
@@ -120,27 +175,66 @@ func plotLatencyByFanout(in plotInputs, path string) error {
 		p.Legend.Add(m.name, s)
 	}
 
-	fanouts := make([]float64, 0, len(runs))
-	for _, r := range runs {
-		if r.Fanout > 0 {
-			fanouts = append(fanouts, float64(r.Fanout))
-		}
-	}
+	fanouts = uniqueSorted(fanouts)
 	setLogAxis(&p.X, fanouts, constantTicks(fanouts, func(v float64) string { return strconv.Itoa(int(v)) }))
 	setLogAxis(&p.Y, ys, logTicks{format: formatMicros})
-	return p.Save(plotWidth, plotHeight, path)
+	addLegendHeadroom(&p.Y)
+	return p, heraldPoints, nil
+}
+
+// natsLatencyXYs are the points of marker m in panel lp: one per NATS
+// core-latency result of m's transport, at its fan-out, so NATS appears
+// only where it was measured.
+func natsLatencyXYs(lp latencyPanel, m natsLatencyMarker, nats []Result) plotter.XYs {
+	var xys plotter.XYs
+	for _, r := range nats {
+		fanout, ok := paramInt(r.Params, "fanout")
+		if strings.TrimSuffix(r.Scenario, "-tls") != "core-latency" || isTLSResult(r) != m.tls || !ok || fanout <= 0 {
+			continue
+		}
+		if l := lp.nats(r); l != nil && m.get(l) > 0 {
+			xys = append(xys, plotter.XY{X: float64(fanout), Y: m.get(l)})
+		}
+	}
+	return xys
+}
+
+// savePanels writes panels stacked top to bottom, each plotWidth ×
+// plotHeight, as one PNG.
+func savePanels(panels []*plot.Plot, path string) error {
+	img := vgimg.New(plotWidth, plotHeight*vg.Length(len(panels)))
+	dc := draw.New(img)
+	rows := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		rows[i] = []*plot.Plot{p}
+	}
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Points(12)}
+	canvases := plot.Align(rows, tiles, dc)
+	for i, p := range panels {
+		p.Draw(canvases[i][0])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // plotThroughputByBatch draws Herald's publish records/s by batch size for
-// 128 B records, one line for durable and one for ephemeral, with NATS
-// JetStream async publish as a marker at its batch size and a dashed
-// reference line.
+// 128 B records, one line for durable and one for ephemeral, with each NATS
+// JetStream publish row (plaintext and TLS; acked before fsync, and synced
+// always) as a marker at one record per publish and a dashed reference
+// line.
 func plotThroughputByBatch(in plotInputs, path string) error {
 	cells := slices.SortedFunc(slices.Values(in.publish.Cells), func(a, b heraldPublishCell) int {
 		return cmp.Compare(a.BatchRecords, b.BatchRecords)
 	})
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Publish throughput by batch size (%d B records, acked per batch)", plotPayloadBytes)
+	p.Title.Text = fmt.Sprintf("Publish throughput by batch size (%d B records; NATS publishes one record at a time)", plotPayloadBytes)
 	p.X.Label.Text = "records per batch"
 	p.Y.Label.Text = "records/s"
 	p.Legend.Top, p.Legend.Left = true, true
@@ -183,23 +277,33 @@ func plotThroughputByBatch(in plotInputs, path string) error {
 	}
 	batches = uniqueSorted(batches)
 
+	// NATS JetStream: one message per PublishAsync, so each row is a
+	// marker at its records per publish (1; files that predate the
+	// parameter published single messages too) and a dashed line across.
+	nextColor := len(series)
 	for _, r := range in.nats {
-		batch, okBatch := paramInt(r.Params, "batch")
+		base := strings.TrimSuffix(r.Scenario, "-tls")
 		payload, okPayload := paramInt(r.Params, "payload")
-		if r.Scenario != "js-publish" || !okBatch || !okPayload || payload != plotPayloadBytes || batch <= 0 || r.RecordsPerSec <= 0 {
+		if (base != "js-publish" && base != "js-publish-sync") || !okPayload || payload != plotPayloadBytes || r.RecordsPerSec <= 0 {
 			continue
 		}
-		clr := plotutil.Color(len(series))
+		perPublish, ok := paramInt(r.Params, "records_per_publish")
+		if !ok || perPublish <= 0 {
+			perPublish = 1
+		}
+		x := float64(perPublish)
+		clr := plotutil.Color(nextColor)
+		nextColor++
 		ref, err := plotter.NewLine(plotter.XYs{
-			{X: min(batches[0], float64(batch)), Y: r.RecordsPerSec},
-			{X: max(batches[len(batches)-1], float64(batch)), Y: r.RecordsPerSec},
+			{X: min(batches[0], x), Y: r.RecordsPerSec},
+			{X: max(batches[len(batches)-1], x), Y: r.RecordsPerSec},
 		})
 		if err != nil {
 			return err
 		}
 		ref.Color = clr
 		ref.Dashes = []vg.Length{vg.Points(5), vg.Points(4)}
-		marker, err := plotter.NewScatter(plotter.XYs{{X: float64(batch), Y: r.RecordsPerSec}})
+		marker, err := plotter.NewScatter(plotter.XYs{{X: x, Y: r.RecordsPerSec}})
 		if err != nil {
 			return err
 		}
@@ -207,14 +311,27 @@ func plotThroughputByBatch(in plotInputs, path string) error {
 		marker.Shape = draw.PyramidGlyph{}
 		marker.Radius = vg.Points(5)
 		p.Add(ref, marker)
-		p.Legend.Add(fmt.Sprintf("NATS JetStream async publish, batch %d (no sync before ack)", batch), ref, marker)
-		batches = uniqueSorted(append(batches, float64(batch)))
+		p.Legend.Add(jetStreamLegend(base == "js-publish-sync", isTLSResult(r)), ref, marker)
+		batches = uniqueSorted(append(batches, x))
 		ys = append(ys, r.RecordsPerSec)
 	}
 
 	setLogAxis(&p.X, batches, constantTicks(batches, func(v float64) string { return strconv.Itoa(int(v)) }))
 	setLogAxis(&p.Y, ys, logTicks{format: formatRecordsPerSec})
+	addLegendHeadroom(&p.Y)
 	return p.Save(plotWidth, plotHeight, path)
+}
+
+// jetStreamLegend names a JetStream publish row in the legend.
+func jetStreamLegend(syncAlways, tls bool) string {
+	transport := "plaintext"
+	if tls {
+		transport = "TLS"
+	}
+	if syncAlways {
+		return fmt.Sprintf("NATS JetStream async publish (%s), fsync before ack", transport)
+	}
+	return fmt.Sprintf("NATS JetStream async publish (%s), acked before fsync", transport)
 }
 
 // setLogAxis makes a logarithmic axis marked by ticker, spanning values
@@ -224,6 +341,21 @@ func setLogAxis(a *plot.Axis, values []float64, ticker plot.Ticker) {
 	a.Scale = plot.LogScale{}
 	a.Tick.Marker = ticker
 	a.Min, a.Max = lo/1.6, hi*1.6
+}
+
+// legendHeadroom is the share of a y axis left empty above the data, so
+// that the legend (top left) covers no point.
+const legendHeadroom = 0.3
+
+// addLegendHeadroom raises a logarithmic axis's maximum so that the top
+// legendHeadroom of it is empty, and leaves that part without ticks.
+func addLegendHeadroom(a *plot.Axis) {
+	top := a.Max
+	a.Max *= math.Pow(a.Max/a.Min, legendHeadroom/(1-legendHeadroom))
+	if t, ok := a.Tick.Marker.(logTicks); ok {
+		t.max = top
+		a.Tick.Marker = t
+	}
 }
 
 // constantTicks returns labelled ticks at values.
@@ -239,6 +371,7 @@ func constantTicks(values []float64, format func(float64) string) plot.ConstantT
 // the other integer multiples, so a range inside one decade still gets labels.
 type logTicks struct {
 	format func(float64) string // renders a major tick's label
+	max    float64              // no ticks above it, when positive
 }
 
 // Ticks implements plot.Ticker.
@@ -248,7 +381,7 @@ func (t logTicks) Ticks(lo, hi float64) []plot.Tick {
 		decade := math.Pow(10, e)
 		for m := 1; m < 10; m++ {
 			v := float64(m) * decade
-			if v < lo || v > hi {
+			if v < lo || v > hi || (t.max > 0 && v > t.max) {
 				continue
 			}
 			tick := plot.Tick{Value: v}

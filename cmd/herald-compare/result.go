@@ -23,6 +23,21 @@ type Result struct {
 	LatencyFromSendMicros *Latency       `json:"latency_from_send_us,omitempty"`
 	Counts                map[string]int `json:"counts,omitempty"` // raw counts behind the rates
 	ElapsedMillis         float64        `json:"elapsed_ms"`       // the interval the rates divide by
+	// TLS is whether server and clients spoke TLS 1.3 (the scenario's name
+	// then ends in -tls); false, or absent in older files, is plaintext TCP.
+	TLS bool `json:"tls"`
+	// ServerCPUSeconds is the nats-server process's user + system CPU time
+	// over the measured window, and ServerCPUMillisPerMillion the same in
+	// milliseconds per million of the records params.cpu_records names
+	// (read from /proc/<pid>/stat: 10 ms resolution). Absent when the
+	// server ran inside this process (--server inproc).
+	ServerCPUSeconds          *float64 `json:"server_cpu_seconds,omitempty"`
+	ServerCPUMillisPerMillion *float64 `json:"server_cpu_ms_per_million_records,omitempty"`
+	// ClientCPUSeconds and ClientCPUMillisPerMillion are the same for this
+	// process, which runs every client (and, with --server inproc, the
+	// server too).
+	ClientCPUSeconds          *float64 `json:"client_cpu_seconds,omitempty"`
+	ClientCPUMillisPerMillion *float64 `json:"client_cpu_ms_per_million_records,omitempty"`
 }
 
 // Latency is a latency distribution summary in microseconds.
@@ -37,23 +52,24 @@ type Latency struct {
 // writeTable prints results as a short human-readable table.
 func writeTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tparams\trecords/s\tdeliveries/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\tmax µs\t")
+	fmt.Fprintln(tw, "scenario\tparams\trecords/s\tdeliveries/s\tp50 µs\tp99 µs\tsend p50\tsend p99\tserver ms/M\tclient ms/M\t")
 	for _, r := range results {
 		row := []string{r.Scenario, formatParams(r.Params), formatRate(r.RecordsPerSec), formatRate(r.DeliveriesPerSec)}
-		if l := r.LatencyMicros; l != nil {
-			for _, v := range []float64{l.P50, l.P90, l.P99, l.P999, l.Max} {
-				row = append(row, fmt.Sprintf("%.0f", v))
+		for _, l := range []*Latency{r.LatencyMicros, r.LatencyFromSendMicros} {
+			if l != nil {
+				row = append(row, fmt.Sprintf("%.0f", l.P50), fmt.Sprintf("%.0f", l.P99))
+			} else {
+				row = append(row, "-", "-")
 			}
-		} else {
-			row = append(row, "-", "-", "-", "-", "-")
 		}
+		row = append(row, formatOptional(r.ServerCPUMillisPerMillion), formatOptional(r.ClientCPUMillisPerMillion))
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	return tw.Flush()
 }
 
 // tableParams are the parameters worth a column's width in the table.
-var tableParams = []string{"payload", "batch", "fanout", "rate", "messages"}
+var tableParams = []string{"payload", "batch", "fanout", "connections", "rate", "messages"}
 
 // formatParams renders the interesting parameters as k=v pairs.
 func formatParams(p map[string]any) string {
@@ -69,10 +85,19 @@ func formatParams(p map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
-// formatRate renders a per-second rate, or "-" when it does not apply.
+// formatRate renders a rate or a per-million figure, or "-" when it does
+// not apply.
 func formatRate(v float64) string {
 	if v == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// formatOptional renders a figure that may be absent.
+func formatOptional(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", *v)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -14,10 +16,12 @@ import (
 // are clamped to it.
 const maxLatency = time.Minute
 
+// stampBytes is the payload prefix that carries a record's scheduled and
+// actual send times.
+const stampBytes = 16
+
 // latencySubscriber records the publish → deliver latency one subscriber sees.
 type latencySubscriber struct {
-	nc *nats.Conn // its own connection
-
 	mu struct {
 		sync.Mutex
 		hist     *hdrhistogram.Histogram // latency from the scheduled send, ns, warm-up excluded
@@ -27,53 +31,60 @@ type latencySubscriber struct {
 }
 
 // runCoreLatency runs the core latency scenario once per configured fanout.
-func runCoreLatency(ctx context.Context, cfg config) ([]Result, error) {
+func runCoreLatency(ctx context.Context, e *env, sc scenario) ([]Result, error) {
 	var results []Result
-	for _, fanout := range cfg.fanouts {
-		r, err := coreLatency(ctx, cfg, fanout)
+	for _, fanout := range e.cfg.fanouts {
+		r, err := coreLatency(ctx, e, sc, fanout)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("fanout %d: %w", fanout, err)
 		}
 		results = append(results, r)
 	}
 	return results, nil
 }
 
-// coreLatency publishes single records at cfg.rate for cfg.duration to fanout
-// subscribers, each on its own connection. Record i is scheduled at
-// start + i/rate and carries that scheduled time and its actual send time; a
-// subscriber's latency sample is receipt time minus scheduled time, so time
-// the publisher spends behind schedule counts too (coordinated omission).
-// Latency from the actual send is reported beside it, so the pacer's own
-// wake-up lag can be told apart from the broker's. The first tenth of the
-// run, at most 200 ms, is a warm-up and is not recorded.
-func coreLatency(ctx context.Context, cfg config, fanout int) (Result, error) {
-	srv, err := startServer()
+// coreLatency publishes single records for cfg.duration to fanout
+// subscribers that take turns on cfg.runConns(fanout) connections, at
+// cfg.runRate(fanout) records/s: the rates and connections of `herald bench
+// latency`. Record i is scheduled at start + i/rate and carries that
+// scheduled time and its actual send time; a subscriber's latency sample is
+// receipt time minus scheduled time, so time the publisher spends behind
+// schedule counts too (coordinated omission). Latency from the actual send
+// is reported beside it, so the pacer's own wake-up lag can be told apart
+// from the broker's. The first tenth of the run, at most 200 ms, is a
+// warm-up and is not recorded.
+func coreLatency(ctx context.Context, e *env, sc scenario, fanout int) (Result, error) {
+	cfg := e.cfg
+	srv, err := e.startServer(ctx, sc.opts)
 	if err != nil {
 		return Result{}, err
 	}
 	defer srv.Close()
 
 	const subject = "bench.latency"
+	rate, nconns := cfg.runRate(fanout), cfg.runConns(fanout)
 	base := time.Now() // every timestamp is nanoseconds since base (monotonic)
 	warmup := min(cfg.duration/10, 200*time.Millisecond)
-	subs := make([]*latencySubscriber, fanout)
+	conns := make([]*nats.Conn, nconns)
 	defer func() {
-		for _, s := range subs {
-			if s != nil {
-				s.nc.Close()
+		for _, nc := range conns {
+			if nc != nil {
+				nc.Close()
 			}
 		}
 	}()
+	for i := range conns {
+		if conns[i], err = srv.connect("core-latency-sub"); err != nil {
+			return Result{}, err
+		}
+	}
+	subs := make([]*latencySubscriber, fanout)
 	for i := range subs {
 		s := &latencySubscriber{}
 		s.mu.hist = hdrhistogram.New(1, int64(maxLatency), 3)
 		s.mu.fromSend = hdrhistogram.New(1, int64(maxLatency), 3)
-		if s.nc, err = srv.connect("core-latency-sub"); err != nil {
-			return Result{}, err
-		}
 		subs[i] = s
-		_, err = s.nc.Subscribe(subject, func(m *nats.Msg) {
+		_, err = conns[i%nconns].Subscribe(subject, func(m *nats.Msg) {
 			now := int64(time.Since(base))
 			sched := int64(binary.LittleEndian.Uint64(m.Data[0:8]))
 			sent := int64(binary.LittleEndian.Uint64(m.Data[8:16]))
@@ -88,7 +99,9 @@ func coreLatency(ctx context.Context, cfg config, fanout int) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		if err := s.nc.Flush(); err != nil {
+	}
+	for _, nc := range conns {
+		if err := nc.Flush(); err != nil { // the server has the interest before we publish
 			return Result{}, err
 		}
 	}
@@ -98,9 +111,13 @@ func coreLatency(ctx context.Context, cfg config, fanout int) (Result, error) {
 	}
 	defer pub.Close()
 
-	interval := time.Second / time.Duration(cfg.rate)
+	interval := time.Second / time.Duration(rate)
 	total := int(cfg.duration / interval)
 	payload := make([]byte, cfg.payload)
+	cpuStart, err := srv.sampleCPU()
+	if err != nil {
+		return Result{}, err
+	}
 	unlock := lockPacer()
 	start := time.Since(base)
 	sent := 0
@@ -137,6 +154,10 @@ func coreLatency(ctx context.Context, cfg config, fanout int) (Result, error) {
 	expected := sent * fanout
 	delivered := waitDelivered(ctx, expected, received)
 	elapsed := time.Since(base) - start
+	cpuEnd, err := srv.sampleCPU()
+	if err != nil {
+		return Result{}, err
+	}
 
 	merged := hdrhistogram.New(1, int64(maxLatency), 3)
 	fromSend := hdrhistogram.New(1, int64(maxLatency), 3)
@@ -146,29 +167,31 @@ func coreLatency(ctx context.Context, cfg config, fanout int) (Result, error) {
 		fromSend.Merge(s.mu.fromSend)
 		s.mu.Unlock()
 	}
-	return Result{
-		System:   "nats",
-		Scenario: "core-latency",
-		Params: map[string]any{
-			"payload":     cfg.payload,
-			"fanout":      fanout,
-			"rate":        cfg.rate,
-			"delivery":    "at most once",
-			"duration_ms": cfg.duration.Milliseconds(),
-			"warmup_ms":   warmup.Milliseconds(),
-		},
-		RecordsPerSec:         float64(sent) / sendElapsed.Seconds(),
-		DeliveriesPerSec:      float64(delivered) / elapsed.Seconds(),
-		LatencyMicros:         summarize(merged),
-		LatencyFromSendMicros: summarize(fromSend),
-		Counts: map[string]int{
-			"published":           sent,
-			"deliveries":          delivered,
-			"deliveries_expected": expected,
-			"samples":             int(merged.TotalCount()),
-		},
-		ElapsedMillis: millis(elapsed),
-	}, nil
+	r := sc.result(e)
+	maps.Copy(r.Params, map[string]any{
+		"fanout":         fanout,
+		"connections":    nconns,
+		"rate":           rate,
+		"requested_rate": cfg.rate,
+		"max_deliveries": cfg.maxDeliveries,
+		"delivery":       "at most once",
+		"duration_ms":    cfg.duration.Milliseconds(),
+		"warmup_ms":      warmup.Milliseconds(),
+		"cpu_records":    "deliveries",
+	})
+	r.RecordsPerSec = float64(sent) / sendElapsed.Seconds()
+	r.DeliveriesPerSec = float64(delivered) / elapsed.Seconds()
+	r.LatencyMicros = summarize(merged)
+	r.LatencyFromSendMicros = summarize(fromSend)
+	r.Counts = map[string]int{
+		"published":           sent,
+		"deliveries":          delivered,
+		"deliveries_expected": expected,
+		"samples":             int(merged.TotalCount()),
+	}
+	r.ElapsedMillis = millis(elapsed)
+	setCPU(&r, cpuStart, cpuEnd, delivered)
+	return r, nil
 }
 
 // summarize reports a nanosecond histogram's percentiles in microseconds.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,10 +16,11 @@ var errAckFloor = errors.New("herald-compare: ack floor did not reach the last r
 
 // runJSConsume pre-publishes cfg.messages records into a file-backed stream,
 // then consumes them through a durable pull consumer with explicit acks,
-// acking every record. The clock runs from the first pull until the server
-// reports all of them acked.
-func runJSConsume(ctx context.Context, cfg config) ([]Result, error) {
-	srv, err := startServer()
+// acking every record. The clock (and the CPU window) runs from the first
+// pull until the server reports all of them acked.
+func runJSConsume(ctx context.Context, e *env, sc scenario) ([]Result, error) {
+	cfg := e.cfg
+	srv, err := e.startServer(ctx, sc.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +59,10 @@ func runJSConsume(ctx context.Context, cfg config) ([]Result, error) {
 		return nil, fmt.Errorf("create consumer: %w", err)
 	}
 
+	cpuStart, err := srv.sampleCPU()
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.pull))
 	if err != nil {
@@ -86,23 +92,26 @@ func runJSConsume(ctx context.Context, cfg config) ([]Result, error) {
 		return nil, err
 	}
 	elapsed := time.Since(start)
+	cpuEnd, err := srv.sampleCPU()
+	if err != nil {
+		return nil, err
+	}
 
 	rate := float64(consumed) / elapsed.Seconds()
-	return []Result{{
-		System:   "nats",
-		Scenario: "js-consume",
-		Params: map[string]any{
-			"payload":  cfg.payload,
-			"messages": cfg.messages,
-			"pull":     cfg.pull,
-			"ack":      "explicit, per record",
-			"storage":  "file",
-		},
-		RecordsPerSec:    rate,
-		DeliveriesPerSec: rate,
-		Counts:           map[string]int{"consumed": consumed, "missed_heartbeats": missedHeartbeats},
-		ElapsedMillis:    millis(elapsed),
-	}}, nil
+	r := sc.result(e)
+	maps.Copy(r.Params, map[string]any{
+		"messages":    cfg.messages,
+		"pull":        cfg.pull,
+		"ack":         "explicit, per record",
+		"storage":     "file",
+		"cpu_records": "consumed",
+	})
+	r.RecordsPerSec = rate
+	r.DeliveriesPerSec = rate
+	r.Counts = map[string]int{"consumed": consumed, "missed_heartbeats": missedHeartbeats}
+	r.ElapsedMillis = millis(elapsed)
+	setCPU(&r, cpuStart, cpuEnd, consumed)
+	return []Result{r}, nil
 }
 
 // waitAckFloor polls the consumer until its ack floor reaches seq.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,12 +27,22 @@ func benchStream() jetstream.StreamConfig {
 	}
 }
 
-// runJSPublish publishes batches of cfg.batch records with PublishAsync for
-// cfg.duration, keeping at most cfg.maxPending acks outstanding: once another
-// batch would exceed that, it waits for the oldest batch's acks. Records count
-// once acked, and the clock stops at the last ack.
-func runJSPublish(ctx context.Context, cfg config) ([]Result, error) {
-	srv, err := startServer()
+// runJSPublish publishes single records, each with its own PublishAsync
+// (what a NATS user does, and the peer of Herald's single-record async
+// publish), for cfg.duration, keeping at most cfg.maxPending acks
+// outstanding: after every cfg.batch publishes it checks, and once another
+// cfg.batch would exceed that, it waits for the oldest cfg.batch's acks.
+// Records count once acked, and the clock (and the CPU window) stops at the
+// last ack.
+//
+// The server's storage is nats-server's default (file storage, sync_interval
+// 2 minutes): JetStream acks a record once it is written to the OS, before
+// any fsync. js-publish-sync runs the server with sync_interval: always
+// (SyncAlways), which fsyncs every write before its ack, as Herald's durable
+// publish does.
+func runJSPublish(ctx context.Context, e *env, sc scenario) ([]Result, error) {
+	cfg := e.cfg
+	srv, err := e.startServer(ctx, sc.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -50,6 +61,10 @@ func runJSPublish(ctx context.Context, cfg config) ([]Result, error) {
 	}
 
 	p := &asyncPublisher{js: js, subject: "bench.js", payload: make([]byte, cfg.payload), batch: cfg.batch, maxPending: cfg.maxPending}
+	cpuStart, err := srv.sampleCPU()
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	deadline := start.Add(cfg.duration)
 	for time.Now().Before(deadline) {
@@ -61,22 +76,34 @@ func runJSPublish(ctx context.Context, cfg config) ([]Result, error) {
 		return nil, err
 	}
 	elapsed := time.Since(start)
+	cpuEnd, err := srv.sampleCPU()
+	if err != nil {
+		return nil, err
+	}
 
-	return []Result{{
-		System:   "nats",
-		Scenario: "js-publish",
-		Params: map[string]any{
-			"payload":     cfg.payload,
-			"batch":       cfg.batch,
-			"max_pending": cfg.maxPending,
-			"storage":     "file",
-			"sync":        "server default (periodic fsync, not before ack)",
-			"duration_ms": cfg.duration.Milliseconds(),
-		},
-		RecordsPerSec: float64(p.acked) / elapsed.Seconds(),
-		Counts:        map[string]int{"acked": p.acked, "batches": p.batches},
-		ElapsedMillis: millis(elapsed),
-	}}, nil
+	r := sc.result(e)
+	maps.Copy(r.Params, map[string]any{
+		"records_per_publish": 1,
+		"batch":               cfg.batch,
+		"max_pending":         cfg.maxPending,
+		"storage":             "file",
+		"sync":                jsSyncParam(sc.opts.syncAlways),
+		"duration_ms":         cfg.duration.Milliseconds(),
+		"cpu_records":         "acked",
+	})
+	r.RecordsPerSec = float64(p.acked) / elapsed.Seconds()
+	r.Counts = map[string]int{"acked": p.acked, "batches": p.batches}
+	r.ElapsedMillis = millis(elapsed)
+	setCPU(&r, cpuStart, cpuEnd, p.acked)
+	return []Result{r}, nil
+}
+
+// jsSyncParam says when the server fsyncs relative to its acks.
+func jsSyncParam(syncAlways bool) string {
+	if syncAlways {
+		return "always (sync_interval: always): every write fsynced before its ack"
+	}
+	return "server default (sync_interval 2m): acked before fsync"
 }
 
 // asyncPublisher publishes batches with PublishAsync and tracks the batches

@@ -34,12 +34,13 @@ bench: bench-report
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./storage/ ./supervisors/
 
-## bench-compare: the NATS side of the comparison (embedded nats-server, its own module in cmd/herald-compare)
+## bench-compare: the NATS side of the comparison (nats-server in a child process, plaintext and TLS 1.3; its own module in cmd/herald-compare)
 COMPARE_FLAGS ?=
 bench-compare:
 	cd cmd/herald-compare && $(GO) run . $(COMPARE_FLAGS)
 
-## bench-report: every `herald bench` scenario and the NATS side as JSON in bench/results/, then the plots in docs/img/
+## bench-report: every `herald bench` scenario and the NATS side as JSON in bench/results/, the plots in docs/img/, then
+## issue 16's targets against that run (printed, and in bench/results/targets.json)
 ## (each scenario's node is a child herald node process, its CPU reported apart; BENCH_FLAGS=--in-process runs it in the bench's process)
 RESULTS        := bench/results
 REPORT_BENCHES := publish fanout latency isolation groups replay idle ceiling
@@ -53,6 +54,7 @@ bench-report: build
 	cd cmd/herald-compare && $(GO) run . --json $(COMPARE_FLAGS) > $(CURDIR)/$(RESULTS)/nats.json.tmp
 	mv $(RESULTS)/nats.json.tmp $(RESULTS)/nats.json
 	cd cmd/herald-compare && $(GO) run . plot --in $(CURDIR)/$(RESULTS) --out $(CURDIR)/docs/img
+	cd cmd/herald-compare && $(GO) run . report --in $(CURDIR)/$(RESULTS) --json $(CURDIR)/$(RESULTS)/targets.json
 
 ## fuzz: run every fuzz target of every package for FUZZTIME each (make fuzz FUZZTIME=30s); FUZZFLAGS adds go test flags (-parallel 1)
 FUZZFLAGS ?=

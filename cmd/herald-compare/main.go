@@ -239,10 +239,14 @@ func main() {
 
 // run parses args, runs the selected scenarios in order and writes the results
 // to out (a table, or a JSON array with --json). Progress goes to log. With
-// "plot" as the first argument it draws the benchmark figures instead.
+// "plot" as the first argument it draws the benchmark figures instead, with
+// "report" it sets issue 16's targets beside the figures of one run.
 func run(ctx context.Context, args []string, out, log io.Writer) error {
 	if len(args) > 0 && args[0] == "plot" {
 		return runPlot(args[1:], out, log)
+	}
+	if len(args) > 0 && args[0] == "report" {
+		return runReport(args[1:], out, log)
 	}
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("herald-compare", flag.ContinueOnError)

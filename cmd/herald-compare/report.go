@@ -224,7 +224,7 @@ func buildTargets(files map[string]any) []Target {
 		h, hok2 := num(run, "delivered_records_per_sec")
 		for _, tr := range []struct {
 			suffix, scenario, label string
-			bound               float64
+			bound                   float64
 		}{{"a", "core-fanout", "plaintext", c.plain}, {"b", "core-fanout-tls", "TLS", c.tlsB}} {
 			row, pok := f.nats(tr.scenario, c.fanout)
 			p, pok2 := num(row, "deliveries_per_sec")

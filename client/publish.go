@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
@@ -269,7 +270,11 @@ func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][
 // one frame; of the last frame for AckPerMessage).
 func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget, traceparent string) ([][]byte, int, error) {
 	headers := withTrace(o.headers, traceparent)
-	recs := make([]wire.Record, len(payloads))
+	var one [1]wire.Record // a one-record publish, the common case, allocates no slice
+	recs := one[:]
+	if len(payloads) != 1 {
+		recs = make([]wire.Record, len(payloads))
+	}
 	for i, p := range payloads {
 		recs[i] = wire.Record{Key: o.key, Headers: headers, Payload: p}
 	}
@@ -310,12 +315,17 @@ const publishFrameOverhead = wire.HeaderSize + 3 + 1 + 1 + 4 + 2 + 8 + 8 + 8 + 4
 
 // appendPublishFrame encodes one Publish frame of p with recs as its
 // records, with request id 0, and returns it with the size of its records
-// block (which ends the frame).
+// block (which ends the frame). The records are encoded in place, after the
+// frame's head (the frame is wire.AppendPublish's, without a copy of the
+// records block).
 func appendPublishFrame(p wire.Publish, recs []wire.Record) ([]byte, int) {
-	p.Records = wire.AppendRecords(make([]byte, 0, wire.RecordsSize(recs)), recs)
+	n := wire.RecordsSize(recs)
+	p.Records = nil
 	p.Count = uint32(len(recs))
-	size := publishFrameOverhead + len(p.Name.Tenant) + len(p.Name.Namespace) + len(p.Name.Stream) + len(p.Key) + len(p.Records)
-	return wire.AppendPublish(make([]byte, 0, size), 0, p), len(p.Records)
+	size := publishFrameOverhead + len(p.Name.Tenant) + len(p.Name.Namespace) + len(p.Name.Stream) + len(p.Key) + n
+	f := wire.AppendRecords(wire.AppendPublish(make([]byte, 0, size), 0, p), recs)
+	binary.BigEndian.PutUint32(f[0:4], uint32(len(f)-wire.HeaderSize))
+	return f, n
 }
 
 // ConditionalResult is the outcome of PublishIf.

@@ -525,3 +525,32 @@ func TestPublishCoalescedDrainRefusedResent(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendPublishFrame: the client's in-place encoding of a Publish frame
+// is wire.AppendPublish's, and reports the size of the records block that
+// ends it.
+func TestAppendPublishFrame(t *testing.T) {
+	recs := []wire.Record{
+		{Key: []byte("k"), Headers: []wire.RecordHeader{{Key: "h", Value: []byte("v")}}, Payload: []byte("one")},
+		{Key: []byte("k"), Payload: bytes.Repeat([]byte("2"), 300)},
+	}
+	for _, p := range []wire.Publish{
+		{Name: orders, Ack: wire.AckPerBatch, Key: []byte("k")},
+		{Name: orders, Ack: wire.AckNone, Shard: wire.AnyShard},
+		{Name: orders, Ack: wire.AckPerBatch, Conditional: true, ExpectedOffset: 7},
+		{Name: orders, Ack: wire.AckPerBatch, Idempotent: true, ProducerID: 9, Sequence: 3, Shard: 2},
+	} {
+		for _, rs := range [][]wire.Record{recs[:1], recs} {
+			got, n := appendPublishFrame(p, rs)
+			want := p
+			want.Records = wire.AppendRecords(nil, rs)
+			want.Count = uint32(len(rs))
+			if exp := wire.AppendPublish(nil, 0, want); !bytes.Equal(got, exp) {
+				t.Fatalf("appendPublishFrame(%+v) = %x\nwant %x", p, got, exp)
+			}
+			if n != len(want.Records) || !bytes.Equal(got[len(got)-n:], want.Records) {
+				t.Fatalf("records size %d, want %d at the end of the frame", n, len(want.Records))
+			}
+		}
+	}
+}

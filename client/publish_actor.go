@@ -144,7 +144,7 @@ func (a *publishStreamActor) Receive(ctx actor.Context) {
 	case *goAwayNotice:
 		a.onGoAway(m)
 	case *publishDrainRequest:
-		a.onPublishDrain(m)
+		a.onPublishDrain(ctx, m)
 	case *sessionStarted:
 		a.onSessionStarted(ctx, m)
 	case *connectionEnded:
@@ -574,8 +574,11 @@ func (a *publishStreamActor) onPublishStats(m *publishStatsRequest) {
 }
 
 // onPublishDrain starts draining (see the type's comment) and answers once
-// the node confirmed or ended the stream; at once if nothing needs it.
-func (a *publishStreamActor) onPublishDrain(m *publishDrainRequest) {
+// the node confirmed or ended the stream; at once if nothing needs it. What
+// is queued for the next pump is written first, as it would have been had
+// the pump come before the drain request.
+func (a *publishStreamActor) onPublishDrain(ctx actor.Context, m *publishDrainRequest) {
+	a.pump(ctx)
 	if a.stream == nil || a.broken != nil || a.unconfirmedNone == 0 {
 		m.reply <- struct{}{}
 		return

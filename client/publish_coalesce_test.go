@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -552,5 +555,54 @@ func TestAppendPublishFrame(t *testing.T) {
 				t.Fatalf("records size %d, want %d at the end of the frame", n, len(want.Records))
 			}
 		}
+	}
+}
+
+// TestCloseDeliversQueuedUnackedPublishes: AckNone publishes made with
+// PublishAsync just before Close, some still queued for the publish
+// stream's next write, are written before Close drains the stream: the
+// node gets every record.
+func TestCloseDeliversQueuedUnackedPublishes(t *testing.T) {
+	srv := newTestServer(t)
+	const n = 300
+	received := make(chan int, 1)
+	srv.onStream = func(sc *serverConn, st *quic.Stream, f wire.Frame) {
+		records := 0
+		for {
+			p, err := wire.DecodePublish(f.Body)
+			if err != nil {
+				t.Errorf("decode: %v", err)
+				return
+			}
+			records += int(p.Count)
+			if f, err = wire.ReadFrame(st, wire.DefaultMaxFrameBytes); err != nil {
+				_ = st.Close()
+				received <- records
+				return
+			}
+		}
+	}
+	srv.start()
+	c := srv.dial(t)
+	ctx := testCtx(t)
+	// The first publish opens the stream; the rest follow without waiting.
+	if _, err := c.Publish(ctx, orders, []byte("first"), WithAck(AckNone)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n - 1 {
+		if _, err := c.PublishAsync(ctx, orders, [][]byte{[]byte(fmt.Sprint(i))}, WithAck(AckNone)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-received:
+		if got != n {
+			t.Fatalf("node got %d records, want %d", got, n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node's stream did not end")
 	}
 }

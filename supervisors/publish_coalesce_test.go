@@ -8,7 +8,12 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/storage"
 )
 
 // TestCoalescedSinglePublishes: many goroutines of one client make
@@ -115,4 +120,93 @@ func TestCoalescedSinglePublishes(t *testing.T) {
 	// Not asserted (it depends on timing), but shown: how many frames the
 	// calls took.
 	t.Logf("%d calls, %d read back, in %.0f batches", total, read, n.Metric("herald_storage_committed_batches_total")-batches0)
+}
+
+// TestCoalescedPublishesTraced: publishes that queue behind an unanswered
+// one (a window of one, its shard's storage stalled) share the next frame;
+// every publish's span still has the node's receive span of the frame that
+// carried it, as its parent (the frame's first publish) or linked to it
+// (the others).
+func TestCoalescedPublishesTraced(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	// The stream created below is the node's first: id 1.
+	stall := &stallingLog{stalled: storage.ShardKey{Stream: 1, Shard: 0}, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	n := testNode(t, t.TempDir(), func(c *Config, o *Options) {
+		c.PublishWindow = 1
+		o.TracerProvider = tp
+		o.WrapMemoryLog = func(l storage.Log) storage.Log { stall.Log = l; return stall }
+	})
+	ctx := testCtx(t)
+	c := dialClient(t, n, client.WithTracerProvider(tp))
+	name := client.StreamName{Tenant: "t", Namespace: "trace", Stream: "merged"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: false}); err != nil {
+		t.Fatal(err)
+	}
+	const n1 = 6
+	futs := make([]*client.PublishFuture, n1)
+	var err error
+	if futs[0], err = c.PublishAsync(ctx, name, [][]byte{[]byte("p0")}); err != nil {
+		t.Fatal(err)
+	}
+	<-stall.entered // p0 is at the node, unanswered: the rest queue in the client
+	for i := 1; i < n1; i++ {
+		if futs[i], err = c.PublishAsync(ctx, name, [][]byte{fmt.Appendf(nil, "p%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for { // later commits go through
+			select {
+			case <-stall.entered:
+			case <-done:
+				return
+			}
+		}
+	}()
+	close(stall.release)
+	for i, f := range futs {
+		if ack, err := f.Wait(ctx); err != nil || ack.Offset != uint64(i) {
+			t.Fatalf("publish %d = %+v, %v", i, ack, err)
+		}
+	}
+
+	publishes := map[trace.SpanID]bool{}
+	receivedBy := map[trace.SpanID]bool{} // publish span → a receive span names it
+	merged := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		clear(publishes)
+		clear(receivedBy)
+		merged = 0
+		for _, s := range mem.GetSpans() {
+			switch s.Name {
+			case "publish t/trace/merged":
+				publishes[s.SpanContext.SpanID()] = true
+			case "herald.publish.receive":
+				receivedBy[s.Parent.SpanID()] = true
+				for _, l := range s.Links {
+					receivedBy[l.SpanContext.SpanID()] = true
+				}
+				if len(s.Links) > 0 {
+					merged++
+				}
+			}
+		}
+		all := len(publishes) == n1
+		for id := range publishes {
+			all = all && receivedBy[id]
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d publish spans, %d of them with a receive span; want %d, all", len(publishes), len(receivedBy), n1)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("%d merged frames", merged)
 }

@@ -168,19 +168,29 @@ func (cs *connSession) routePublish(lane *actor.PID, streams map[wire.StreamName
 }
 
 // tracePublish starts the node's receive span of a publish: a child of the
-// trace context its first record carries (the client's publish span), or,
+// first trace context its records carry (the client's publish span), or,
 // for a publish with none, the root of a trace of the node's own when the
 // tracer starts roots and samples this one. The span covers the
-// connection's part, and the shard's spans are its children.
+// connection's part, and the shard's spans are its children. A publish
+// whose records carry other trace contexts too (a client merged several
+// publishes into its frame) is linked to each of them, up to
+// maxPublishLinks.
 func (cs *connSession) tracePublish(h *StreamHandle, shard uint32, p wire.Publish) oteltrace.Span {
-	var rec wire.Record
-	if !wire.NewRecordIter(p.Records).Next(&rec) {
-		return nil
-	}
 	parent := ""
-	for _, hd := range rec.Headers {
-		if hd.Key == TraceHeader {
-			parent = string(hd.Value)
+	var links []string
+	it := wire.NewRecordIter(p.Records)
+	var rec wire.Record
+	for it.Next(&rec) && len(links) < maxPublishLinks {
+		for _, hd := range rec.Headers {
+			if hd.Key != TraceHeader {
+				continue
+			}
+			switch tp := string(hd.Value); {
+			case parent == "":
+				parent = tp
+			case tp != parent && (len(links) == 0 || links[len(links)-1] != tp):
+				links = append(links, tp)
+			}
 			break
 		}
 	}
@@ -192,5 +202,9 @@ func (cs *connSession) tracePublish(h *StreamHandle, shard uint32, p wire.Publis
 		// (trace_sample_ratio).
 		return cs.cfg.Tracer.StartRoot("herald.publish.receive", oteltrace.SpanKindServer, attrs...)
 	}
-	return cs.cfg.Tracer.Start(parent, "herald.publish.receive", oteltrace.SpanKindServer, attrs...)
+	return cs.cfg.Tracer.StartLinked(parent, links, "herald.publish.receive", oteltrace.SpanKindServer, attrs...)
 }
+
+// maxPublishLinks bounds the links of one publish's receive span (the
+// OpenTelemetry SDK keeps 128 by default).
+const maxPublishLinks = 128

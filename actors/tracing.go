@@ -101,6 +101,12 @@ func (t *Tracer) Enabled() bool { return t != nil && t.t != nil }
 // valid parent it starts none and returns nil. Sampling is parent-based:
 // the provider's sampler decides.
 func (t *Tracer) Start(parent, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) trace.Span {
+	return t.StartLinked(parent, nil, name, kind, attrs...)
+}
+
+// StartLinked is Start with links to the span contexts in links too
+// (traceparent values; invalid ones are skipped).
+func (t *Tracer) StartLinked(parent string, links []string, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) trace.Span {
 	if !t.Enabled() || parent == "" {
 		return nil
 	}
@@ -108,8 +114,17 @@ func (t *Tracer) Start(parent, name string, kind trace.SpanKind, attrs ...attrib
 	if !sc.IsValid() || !sc.IsSampled() {
 		return nil // the publisher decided: nothing to record
 	}
-	_, span := t.t.Start(trace.ContextWithRemoteSpanContext(context.Background(), sc), name,
-		trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	opts := []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithAttributes(attrs...)}
+	if len(links) > 0 {
+		ls := make([]trace.Link, 0, len(links))
+		for _, l := range links {
+			if lc := SpanContextOf(l); lc.IsValid() {
+				ls = append(ls, trace.Link{SpanContext: lc})
+			}
+		}
+		opts = append(opts, trace.WithLinks(ls...))
+	}
+	_, span := t.t.Start(trace.ContextWithRemoteSpanContext(context.Background(), sc), name, opts...)
 	return span
 }
 

@@ -40,6 +40,14 @@
 // a publish holds its bytes until its ack arrives) and the node's publish
 // window (Welcome.PublishWindow acked publishes unanswered per QUIC stream).
 //
+// Publishes that queue on a shard's publish stream while another is written
+// (or waits for the window) are written as one Publish frame when they may
+// share it: plain one-frame publishes (AckPerBatch or AckNone) of the same
+// stream, shard, key and ack mode, up to 4096 records and 256 KiB of records
+// per frame. Nothing waits to be merged, and each caller still gets its own
+// offsets or error; conditional, idempotent and AckPerMessage publishes are
+// never merged. A merged frame is stored as one batch.
+//
 // A publish whose context ends after it was written may still be applied by
 // the node: the caller gets the context's error and the outcome is unknown
 // (wire.RetryOutcomeUnknown).

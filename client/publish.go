@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
@@ -222,7 +223,7 @@ func checkPublish(payloads [][]byte, o *publishOptions, spec publishSpec) error 
 // the connection actor.
 func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget,
 	span trace.Span, traceparent string) (*PublishFuture, error) {
-	frames, err := c.encodePublish(name, payloads, o, spec, t, traceparent)
+	frames, recBytes, err := c.encodePublish(name, payloads, o, spec, t, traceparent)
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +232,7 @@ func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][
 		mode:   o.ack,
 		resend: spec.idempotent,
 		frames: frames,
+		count:  uint32(len(payloads)),
 		reply:  make(chan publishResult, 1),
 		onDone: func(res publishResult) {
 			endPublish(span, res.err)
@@ -248,6 +250,11 @@ func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][
 	for _, f := range frames {
 		req.held += int64(len(f))
 	}
+	if len(frames) == 1 && o.ack != AckPerMessage && !spec.conditional && !spec.idempotent {
+		// A plain publish of one frame may share a frame with the
+		// publishes queued beside it (publish_coalesce.go).
+		req.recBytes = recBytes
+	}
 	if err := c.s.budget.acquire(ctx, c.done, req.held); err != nil {
 		return nil, err
 	}
@@ -258,10 +265,16 @@ func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][
 	return &PublishFuture{c: c, req: req, done: make(chan struct{})}, nil
 }
 
-// encodePublish encodes the Publish frames of a publish, with request id 0.
-func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget, traceparent string) ([][]byte, error) {
+// encodePublish encodes the Publish frames of a publish, with request id 0,
+// and returns the size of the records block that ends each of them (of the
+// one frame; of the last frame for AckPerMessage).
+func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget, traceparent string) ([][]byte, int, error) {
 	headers := withTrace(o.headers, traceparent)
-	recs := make([]wire.Record, len(payloads))
+	var one [1]wire.Record // a one-record publish, the common case, allocates no slice
+	recs := one[:]
+	if len(payloads) != 1 {
+		recs = make([]wire.Record, len(payloads))
+	}
 	for i, p := range payloads {
 		recs[i] = wire.Record{Key: o.key, Headers: headers, Payload: p}
 	}
@@ -274,22 +287,25 @@ func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOpt
 		p.Shard = wire.AnyShard
 	}
 	var frames [][]byte
+	recBytes := 0
 	if o.ack == AckPerMessage {
 		frames = make([][]byte, len(recs))
 		for i := range recs {
-			frames[i] = appendPublishFrame(p, recs[i:i+1])
+			frames[i], recBytes = appendPublishFrame(p, recs[i:i+1])
 		}
 	} else {
-		frames = [][]byte{appendPublishFrame(p, recs)}
+		var f []byte
+		f, recBytes = appendPublishFrame(p, recs)
+		frames = [][]byte{f}
 	}
 	maxSend := c.session().maxSend
 	for _, f := range frames {
 		if n := len(f) - wire.HeaderSize; n > int(maxSend) {
-			return nil, &wire.Error{Code: wire.CodeFrameTooLarge, Detail: uint64(maxSend),
+			return nil, 0, &wire.Error{Code: wire.CodeFrameTooLarge, Detail: uint64(maxSend),
 				Message: fmt.Sprintf("publish of %d bytes exceeds the node's maximum frame of %d", n, maxSend)}
 		}
 	}
-	return frames, nil
+	return frames, recBytes, nil
 }
 
 // publishFrameOverhead bounds the bytes of a Publish frame besides its name,
@@ -298,12 +314,18 @@ func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOpt
 const publishFrameOverhead = wire.HeaderSize + 3 + 1 + 1 + 4 + 2 + 8 + 8 + 8 + 4
 
 // appendPublishFrame encodes one Publish frame of p with recs as its
-// records, with request id 0.
-func appendPublishFrame(p wire.Publish, recs []wire.Record) []byte {
-	p.Records = wire.AppendRecords(make([]byte, 0, wire.RecordsSize(recs)), recs)
+// records, with request id 0, and returns it with the size of its records
+// block (which ends the frame). The records are encoded in place, after the
+// frame's head (the frame is wire.AppendPublish's, without a copy of the
+// records block).
+func appendPublishFrame(p wire.Publish, recs []wire.Record) ([]byte, int) {
+	n := wire.RecordsSize(recs)
+	p.Records = nil
 	p.Count = uint32(len(recs))
-	size := publishFrameOverhead + len(p.Name.Tenant) + len(p.Name.Namespace) + len(p.Name.Stream) + len(p.Key) + len(p.Records)
-	return wire.AppendPublish(make([]byte, 0, size), 0, p)
+	size := publishFrameOverhead + len(p.Name.Tenant) + len(p.Name.Namespace) + len(p.Name.Stream) + len(p.Key) + n
+	f := wire.AppendRecords(wire.AppendPublish(make([]byte, 0, size), 0, p), recs)
+	binary.BigEndian.PutUint32(f[0:4], uint32(len(f)-wire.HeaderSize))
+	return f, n
 }
 
 // ConditionalResult is the outcome of PublishIf.

@@ -22,6 +22,13 @@ import (
 // unanswered, and resolves each request as its acks arrive. A reader
 // goroutine per stream decodes the node's answers and sends them here.
 //
+// A publish is not written in the Receive that queues it but in the next
+// pump, which the actor sends itself: the publishes that reached its
+// mailbox meanwhile are queued by then, and the plain ones of one route
+// that sit next to each other go out as one frame (publish_coalesce.go).
+// Nothing waits for that: the pump message is behind only what was already
+// in the mailbox.
+//
 // The stream is opened on first use. If the node ends it while the
 // connection lives, the frames in flight on it fail and the next frame opens
 // a new one.
@@ -79,15 +86,30 @@ type publishStreamActor struct {
 	// broken is set once the connection is unusable: every request fails
 	// with it.
 	broken error
+	// pumpSent is set while a publishPump the actor sent itself is in its
+	// mailbox.
+	pumpSent bool
 }
 
 // pendingFrame is frame idx of req; id is the request id it was last
-// written with (0: never written).
+// written with (0: never written). In flight, rest holds the frames written
+// in the same Publish frame after this one (nil: written alone).
 type pendingFrame struct {
-	req *publishRequest
-	idx int
-	id  uint64
+	req  *publishRequest
+	idx  int
+	id   uint64
+	rest []pendingFrame
 }
+
+// parts returns the frames f's Publish frame carried, in order.
+func (f pendingFrame) parts() []pendingFrame {
+	rest := f.rest
+	f.rest = nil
+	return append([]pendingFrame{f}, rest...)
+}
+
+// publishPump: write what is queued (see publishStreamActor).
+type publishPump struct{}
 
 // newPublishStreamProps returns the props of a publish-stream actor that
 // starts on session s.
@@ -106,6 +128,9 @@ func (a *publishStreamActor) Receive(ctx actor.Context) {
 		a.onStopping()
 	case *publishRequest:
 		a.onPublishRequest(ctx, m)
+	case *publishPump:
+		a.pumpSent = false
+		a.pump(ctx)
 	case *publishWithdrawn:
 		a.onPublishWithdrawn(m)
 	case *publishAcked:
@@ -119,7 +144,7 @@ func (a *publishStreamActor) Receive(ctx actor.Context) {
 	case *goAwayNotice:
 		a.onGoAway(m)
 	case *publishDrainRequest:
-		a.onPublishDrain(m)
+		a.onPublishDrain(ctx, m)
 	case *sessionStarted:
 		a.onSessionStarted(ctx, m)
 	case *connectionEnded:
@@ -149,12 +174,17 @@ func (a *publishStreamActor) onPublishRequest(ctx actor.Context, r *publishReque
 	for i := range r.frames {
 		a.queue = append(a.queue, pendingFrame{req: r, idx: i})
 	}
-	a.pump(ctx)
+	if !a.pumpSent {
+		a.pumpSent = true
+		ctx.Send(ctx.Self(), &publishPump{})
+	}
 }
 
 // pump writes queued frames while the window allows: an acked frame needs a
 // free window slot; an AckNone frame needs none but waits behind the frames
-// before it, so a stream's publishes go out in issue order.
+// before it, so a stream's publishes go out in issue order. Each write
+// takes the head of the queue and the frames behind it that merge with it
+// (frameCoalescer).
 func (a *publishStreamActor) pump(ctx actor.Context) {
 	for len(a.queue) > 0 && a.broken == nil && !a.draining && !a.lost && a.goAway == nil {
 		f := a.queue[0]
@@ -164,14 +194,25 @@ func (a *publishStreamActor) pump(ctx actor.Context) {
 		if a.stream == nil && !a.open(ctx) {
 			return
 		}
-		a.queue[0] = pendingFrame{}
-		a.queue = a.queue[1:]
+		co := frameCoalescer{limits: coalesceLimitsFor(a.s.maxSend)}
+		n := co.take(a.queue)
+		frame := co.encode(a.queue[:n])
+		if n > 1 {
+			f.rest = slices.Clone(a.queue[1:n])
+		}
+		clear(a.queue[:n])
+		a.queue = a.queue[n:]
 		id := a.s.nextID()
 		f.id = id
-		frame := f.req.frames[f.idx]
+		for i := range f.rest {
+			f.rest[i].id = id
+		}
 		binary.BigEndian.PutUint64(frame[8:16], id)
 		_, err := a.stream.Write(frame)
 		f.req.written++
+		for _, p := range f.rest {
+			p.req.written++
+		}
 		if err != nil {
 			if f.req.mode != wire.AckNone {
 				// Part of the frame may have left: it is in flight, and a
@@ -179,7 +220,9 @@ func (a *publishStreamActor) pump(ctx actor.Context) {
 				// fails it.
 				a.inflight[id] = f
 			} else {
-				f.req.frameSettled(a.sh, f.idx, wire.PublishAck{}, outcomeUnknown(fmt.Errorf("herald: publish write: %w", err)))
+				for _, p := range f.parts() {
+					p.req.frameSettled(a.sh, p.idx, wire.PublishAck{}, outcomeUnknown(fmt.Errorf("herald: publish write: %w", err)))
+				}
 			}
 			a.streamFailed(err)
 			continue
@@ -188,6 +231,9 @@ func (a *publishStreamActor) pump(ctx actor.Context) {
 		if f.req.mode == wire.AckNone {
 			a.unconfirmedNone = id
 			f.req.frameSettled(a.sh, f.idx, wire.PublishAck{}, nil)
+			for _, p := range f.rest {
+				p.req.frameSettled(a.sh, p.idx, wire.PublishAck{}, nil)
+			}
 		} else {
 			a.inflight[id] = f
 		}
@@ -256,8 +302,21 @@ func (a *publishStreamActor) onPublishAcked(ctx actor.Context, m *publishAcked) 
 		a.protocolFailure(protocolViolation("publish ack for request id %d, which is not in flight", m.id))
 		return
 	}
-	delete(a.inflight, m.id)
-	f.req.frameSettled(a.sh, f.idx, m.ack, nil)
+	if f.rest == nil {
+		delete(a.inflight, m.id)
+		f.req.frameSettled(a.sh, f.idx, m.ack, nil)
+	} else {
+		parts := f.parts()
+		acks, err := frameCoalescer{}.split(m.ack, parts)
+		if err != nil {
+			a.protocolFailure(err)
+			return
+		}
+		delete(a.inflight, m.id)
+		for i, p := range parts {
+			p.req.frameSettled(a.sh, p.idx, acks[i], nil)
+		}
+	}
 	a.confirmed(m.id)
 	a.pump(ctx)
 }
@@ -289,7 +348,7 @@ func (a *publishStreamActor) onPublishRefused(ctx actor.Context, m *publishRefus
 			// The node is draining and applied nothing of it: it goes out
 			// on the next connection. Nothing more is written on this one
 			// (the GoAway may not have reached the connection actor yet).
-			a.queue = requeue(a.queue, []pendingFrame{f})
+			a.queue = requeue(a.queue, f.parts())
 			if a.goAway == nil {
 				ctx.Send(ctx.Parent(), &drainingSeen{s: a.s, err: m.err})
 			}
@@ -297,7 +356,16 @@ func (a *publishStreamActor) onPublishRefused(ctx actor.Context, m *publishRefus
 			a.confirmed(m.id)
 			return
 		}
-		f.req.frameRefused(a.sh, f.idx, m.err)
+		// A merged frame's refusal is about the whole frame: every part
+		// gets it, as it would have alone.
+		for i, p := range f.parts() {
+			err := m.err
+			if i > 0 {
+				e := *m.err
+				err = &e
+			}
+			p.req.frameRefused(a.sh, p.idx, err)
+		}
 		a.confirmed(m.id)
 		a.pump(ctx)
 		return
@@ -386,10 +454,11 @@ func (a *publishStreamActor) connectionLost(err error) {
 	a.unconfirmedNone = 0
 	inflight := make([]pendingFrame, 0, len(a.inflight))
 	for _, f := range a.inflight {
-		inflight = append(inflight, f)
+		inflight = append(inflight, f.parts()...)
 	}
 	clear(a.inflight)
-	slices.SortFunc(inflight, func(x, y pendingFrame) int { return cmp.Compare(x.id, y.id) })
+	// Stable: the parts of a merged frame share its id and keep their order.
+	slices.SortStableFunc(inflight, func(x, y pendingFrame) int { return cmp.Compare(x.id, y.id) })
 	plan := planLoss(inflight, a.queue)
 	a.queue = plan.queue
 	for _, f := range plan.unknown {
@@ -463,7 +532,9 @@ func (a *publishStreamActor) onConnectionEnded(m *connectionEnded) {
 func (a *publishStreamActor) failInflight(err error) {
 	for id, f := range a.inflight {
 		delete(a.inflight, id)
-		f.req.frameSettled(a.sh, f.idx, wire.PublishAck{}, outcomeUnknown(err))
+		for _, p := range f.parts() {
+			p.req.frameSettled(a.sh, p.idx, wire.PublishAck{}, outcomeUnknown(err))
+		}
 	}
 	a.finishGoAway()
 }
@@ -503,8 +574,11 @@ func (a *publishStreamActor) onPublishStats(m *publishStatsRequest) {
 }
 
 // onPublishDrain starts draining (see the type's comment) and answers once
-// the node confirmed or ended the stream; at once if nothing needs it.
-func (a *publishStreamActor) onPublishDrain(m *publishDrainRequest) {
+// the node confirmed or ended the stream; at once if nothing needs it. What
+// is queued for the next pump is written first, as it would have been had
+// the pump come before the drain request.
+func (a *publishStreamActor) onPublishDrain(ctx actor.Context, m *publishDrainRequest) {
+	a.pump(ctx)
 	if a.stream == nil || a.broken != nil || a.unconfirmedNone == 0 {
 		m.reply <- struct{}{}
 		return

@@ -19,6 +19,7 @@ func (*publishWithdrawn) IgnoreDeadLetterLogging()    {}
 func (*publishStatsRequest) IgnoreDeadLetterLogging() {}
 func (*publishDrainRequest) IgnoreDeadLetterLogging() {}
 func (*publishersRequest) IgnoreDeadLetterLogging()   {}
+func (*publishPump) IgnoreDeadLetterLogging()         {}
 
 // The connection actor's notices to its children race with their stop (a
 // Subscription's Close).
@@ -51,6 +52,12 @@ type publishRequest struct {
 	// frames are complete Publish frames encoded with request id 0; the
 	// actor patches the id in just before writing each.
 	frames [][]byte
+	// count is the publish's number of records.
+	count uint32
+	// recBytes, set only for a publish whose frame may be merged with
+	// others (publish_coalesce.go), is the size of the records block that
+	// ends its one frame.
+	recBytes int
 	// held is the budget bytes the caller acquired; the actor releases each
 	// frame's share when it is answered or failed (AckNone: written).
 	held int64

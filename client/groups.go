@@ -277,10 +277,11 @@ func (g *Group) settleOffsets(ctx context.Context, nack bool, shard uint32, offs
 
 // settle settles checked offsets and returns how many the node settled:
 // an ack through the group's ack coalescer (groups_acks.go), which sends it
-// at once or with the acks that queue beside it, a nack on its own.
+// at once or with the acks that queue beside it; a nack, or an ack to a
+// node without FeatureGroupAcks, on its own.
 func (g *Group) settle(ctx context.Context, nack bool, shard uint32, offsets []uint64) (int, error) {
-	if nack {
-		return g.sendSettle(ctx, true, shard, offsets)
+	if nack || g.c.session().welcome.Features&wire.FeatureGroupAcks == 0 {
+		return g.sendSettle(ctx, nack, shard, offsets)
 	}
 	return g.c.groupAcks.ack(ctx, g, shard, offsets)
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -208,8 +209,8 @@ func (r *groupAckers) answered(k ackKey) []*pendingAck {
 
 // settleBatch sends one request of batch's acks and replies to each: one
 // ack alone as a GroupAck, several as a GroupAcks (or, if the node no
-// longer speaks it after a reconnect, as a GroupAck each, in turn). ctx is
-// the client's life.
+// longer speaks it after a reconnect to another, as a GroupAck each, in
+// turn). ctx is the client's life.
 func (g *Group) settleBatch(ctx context.Context, batch []*pendingAck) {
 	if len(batch) == 1 || g.c.session().welcome.Features&wire.FeatureGroupAcks == 0 {
 		for _, a := range batch {
@@ -246,7 +247,7 @@ func (g *Group) settleBatch(ctx context.Context, batch []*pendingAck) {
 // lifeErr is err, or ErrClosed when it is the end of the client's life ctx
 // (Close ran while the ack was on its way).
 func lifeErr(ctx context.Context, err error) error {
-	if err != nil && ctx.Err() != nil && err == ctx.Err() {
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		if cause := context.Cause(ctx); cause != nil {
 			return cause
 		}

@@ -314,3 +314,38 @@ func TestGroupAcksInFlightAtTheLoss(t *testing.T) {
 		t.Fatalf("ack after the reconnect: %v", err)
 	}
 }
+
+// Against a node without FeatureGroupAcks, acks are not coalesced: each is
+// its own GroupAck, all on their way at once as before.
+func TestGroupAcksWithoutTheFeature(t *testing.T) {
+	srv := newTestServer(t)
+	srv.welcome.Features &^= wire.FeatureGroupAcks
+	frames := ctlScript(srv)
+	srv.start()
+	c := srv.dial(t)
+	sc := <-srv.conns
+	ctx := testCtx(t)
+	g := c.Group(orders, "fulfilment")
+	const n = 6
+	var done []chan error
+	for off := range uint64(n) {
+		done = append(done, goCall(func() error {
+			if n, err := g.AckOffsets(ctx, 0, off); err != nil || n != 1 {
+				return fmt.Errorf("%d, %w", n, err)
+			}
+			return nil
+		}))
+	}
+	var sent []wire.Frame
+	for range n {
+		sent = append(sent, nextFrame(t, frames, wire.TypeGroupAck))
+	}
+	for _, f := range sent {
+		sc.writeCtl(wire.AppendGroupDone(nil, f.Header.RequestID, 1))
+	}
+	for _, ch := range done {
+		if err := <-ch; err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -278,12 +278,8 @@ func (g *groupCoordinator) claimRead(ctx actor.Context, r *groupRead, recs []wir
 	return true
 }
 
-// readPicksBatches is how many batches readPicks asks the log for at once:
-// 16 batches of the usual 64 records hold two pushes of 500 (a window of
-// 1000), so the second is handed out from the read cache, with no read and
-// no goroutine (8 held 512 records: the second push missed the cache by
-// a batch and was read again).
-const readPicksBatches = 16
+// readPicksBatches is how many batches readPicks asks the log for at once.
+const readPicksBatches = 8
 
 // readPicks reads the picked records of h's shards from src, in pick
 // order, until budget bytes and (if set) maxRanges runs of consecutive

@@ -52,7 +52,7 @@ func (cs *connSession) controlLoop(lane *actor.PID, control *quic.Stream, answer
 func (cs *connSession) controlRequest(lane *actor.PID, answers *AnswerMeter, f wire.Frame) ([]byte, error) {
 	id := f.Header.RequestID
 	switch f.Header.Type {
-	case wire.TypeGroupPoll, wire.TypeGroupAck, wire.TypeGroupNack, wire.TypeGroupDeadLetters,
+	case wire.TypeGroupPoll, wire.TypeGroupAck, wire.TypeGroupNack, wire.TypeGroupAcks, wire.TypeGroupDeadLetters,
 		wire.TypeGroupRedrive, wire.TypeGroupDiscard, wire.TypeDescribeGroup,
 		wire.TypeListGroups, wire.TypeDeleteGroup, wire.TypeGroupSeek:
 		return cs.groupRequest(lane, answers, f)

@@ -48,6 +48,13 @@ func (cs *connSession) groupRequest(lane *actor.PID, answers *AnswerMeter, f wir
 		}
 		name, group = req.Name, req.Group
 		msg = &GroupAckRequest{GroupTarget: target(), Shard: req.Shard, Offsets: req.Offsets, Nack: f.Header.Type == wire.TypeGroupNack}
+	case wire.TypeGroupAcks:
+		req, err := wire.DecodeGroupAcks(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		name, group = req.Name, req.Group
+		msg = &GroupAcksRequest{GroupTarget: target(), Entries: req.Entries}
 	case wire.TypeGroupDeadLetters:
 		req, err := wire.DecodeGroupDeadLetters(f.Body)
 		if err != nil {
@@ -101,6 +108,8 @@ func (cs *connSession) groupRequest(lane *actor.PID, answers *AnswerMeter, f wir
 	case *GroupPollRequest:
 		m.Stream = h
 	case *GroupAckRequest:
+		m.Stream = h
+	case *GroupAcksRequest:
 		m.Stream = h
 	case *GroupDeadLettersRequest:
 		m.Stream = h

@@ -91,7 +91,8 @@ type groupCoordinator struct {
 	cache readCache
 
 	// flushes are the answers waiting on each MetaWriteRequest sent, in
-	// order (the writer answers in order).
+	// order (the writer answers in order); flush keeps at most one
+	// outstanding (group commit).
 	flushes [][]func(error)
 	// waiting are answers for the next flush.
 	waiting []func(error)
@@ -179,7 +180,7 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 	case *groupLoaded:
 		g.onLoaded(ctx, m)
 		return
-	case *GroupPollRequest, *GroupAckRequest, *GroupDeadLettersRequest, *GroupSelectRequest, *GroupDescribeRequest,
+	case *GroupPollRequest, *GroupAckRequest, *GroupAcksRequest, *GroupDeadLettersRequest, *GroupSelectRequest, *GroupDescribeRequest,
 		*GroupJoinRequest, *GroupClaimRequest, *GroupCommitRequest, *GroupSeekRequest, *GroupDeleteRequest:
 		g.onGroupRequest(ctx, m)
 	case *TailAdvanced:
@@ -257,6 +258,8 @@ func (g *groupCoordinator) onRequest(ctx actor.Context, from *actor.PID, msg any
 		g.onPoll(ctx, m)
 	case *GroupAckRequest:
 		g.onAck(ctx, m)
+	case *GroupAcksRequest:
+		g.onAcks(ctx, m)
 	case *GroupDeadLettersRequest:
 		g.onDeadLetters(ctx, m)
 	case *GroupSelectRequest:
@@ -546,8 +549,16 @@ func storageErr(err error) *wire.Error {
 // flush sends the pending state changes (and the answers waiting on them)
 // to the storage writer. Changes that only tidy (groupCore's lazy writes)
 // wait for the next flush that goes anyway.
+//
+// Flushes are group-committed: at most one is outstanding. What changes
+// while it is being committed (every ack, poll claim and join that arrives
+// meanwhile) waits, staged, and goes in the next flush, sent as the
+// outstanding one is answered (settle runs after onMetaWriteResponse): one
+// write and one answer for all of it, however many requests it holds,
+// as the storage writer commits what queued while it synced. Writes still
+// reach the writer in order, which stageAck relies on.
 func (g *groupCoordinator) flush(ctx actor.Context) {
-	if !g.core.eager && len(g.waiting) == 0 {
+	if !g.core.eager && len(g.waiting) == 0 || len(g.flushes) > 0 {
 		return
 	}
 	puts := g.core.flushPuts()

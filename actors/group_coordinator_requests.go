@@ -173,6 +173,39 @@ func (g *groupCoordinator) onAck(ctx actor.Context, m *GroupAckRequest) {
 	})
 }
 
+// onAcks acks each entry of a coalesced GroupAcks as onAck acks one
+// GroupAck: an entry the group refuses (a shard the stream lacks, an offset
+// never delivered) gets its error and changes nothing, the others are
+// staged, and all are answered in one GroupAcksDone once their writes are
+// durable (a failed commit unstages every entry and fails each with it).
+func (g *groupCoordinator) onAcks(ctx actor.Context, m *GroupAcksRequest) {
+	outs := make([]wire.GroupAckOutcome, len(m.Entries))
+	stages := make([]uint64, len(m.Entries))
+	for i, e := range m.Entries {
+		if werr := g.checkShard(e.Shard); werr != nil {
+			outs[i].Err = werr
+			continue
+		}
+		stages[i], outs[i].Err = g.core.stageAck(e.Shard, e.Offsets)
+	}
+	to, id, entries := m.ReplyTo, m.ReqID, m.Entries
+	g.afterFlush(func(err error) {
+		for i, e := range entries {
+			switch {
+			case outs[i].Err != nil:
+			case err != nil:
+				g.core.unstageAck(e.Shard, e.Offsets, stages[i])
+				outs[i].Err = storageErr(err)
+			default:
+				n := g.core.applyAck(e.Shard, e.Offsets, stages[i])
+				g.countSettled(false, n)
+				outs[i].Count = uint64(n)
+			}
+		}
+		g.reply(ctx, to, wire.AppendGroupAcksDone(nil, id, outs))
+	})
+}
+
 // answerDone answers GroupDone(n) once what changed is durable.
 func (g *groupCoordinator) answerDone(ctx actor.Context, to *actor.PID, id uint64, n int) {
 	g.afterFlush(func(err error) {

@@ -56,6 +56,17 @@ type GroupAckRequest struct {
 
 func (*GroupAckRequest) creates() bool { return false }
 
+// GroupAcksRequest acks the records of several entries (a GroupAcks frame:
+// the coalesced acks of a client's callers), each one shard's offsets, and
+// each settled as a GroupAckRequest would be and answered on its own: one
+// GroupAcksDone, once durable, with a count or an error per entry.
+type GroupAcksRequest struct {
+	GroupTarget
+	Entries []wire.GroupAckEntry
+}
+
+func (*GroupAcksRequest) creates() bool { return false }
+
 // GroupDeadLettersRequest lists dead letters; answered with GroupDeadList.
 type GroupDeadLettersRequest struct {
 	GroupTarget

@@ -561,6 +561,8 @@ func groupTarget(msg any) *GroupTarget {
 		return &m.GroupTarget
 	case *GroupAckRequest:
 		return &m.GroupTarget
+	case *GroupAcksRequest:
+		return &m.GroupTarget
 	case *GroupDeadLettersRequest:
 		return &m.GroupTarget
 	case *GroupSelectRequest:

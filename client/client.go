@@ -70,6 +70,8 @@ type Client struct {
 	subscriptionCloses sync.WaitGroup
 	// tracer starts the client's spans.
 	tracer clientTracer
+	// groupAcks coalesces the pull acks of each group (groups_acks.go).
+	groupAcks groupAckers
 }
 
 // beginSubscriptionClose registers a Subscription.Close in progress; it

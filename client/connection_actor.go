@@ -198,6 +198,8 @@ func decodeControlFrame(f wire.Frame) (*controlFrameReceived, error) {
 		m.value, err = wire.DecodeGroupRecords(f.Body)
 	case wire.TypeGroupDone:
 		m.value, err = wire.DecodeGroupDone(f.Body)
+	case wire.TypeGroupAcksDone:
+		m.value, err = wire.DecodeGroupAcksDone(f.Body)
 	case wire.TypeGroupDeadList:
 		m.value, err = wire.DecodeGroupDeadList(f.Body)
 	case wire.TypeGroupInfo:

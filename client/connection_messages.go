@@ -42,7 +42,8 @@ type controlRequest struct {
 // wire.ReadResult (TypeReadResult), struct{}{} (TypeOK), a
 // wire.GroupRecords (TypeGroupRecords), a uint64 (TypeGroupDone), a
 // wire.GroupDeadList (TypeGroupDeadList), a wire.GroupInfo
-// (TypeGroupInfo), a []wire.ShardOffset (TypeShardOffsets) or a
+// (TypeGroupInfo), a []wire.GroupAckOutcome (TypeGroupAcksDone), a
+// []wire.ShardOffset (TypeShardOffsets) or a
 // []wire.GroupSummary (TypeGroupList).
 type controlResponse struct {
 	value any

@@ -15,7 +15,9 @@ import (
 // repair the dead letters, Describe shows the group, and Subscribe joins it
 // as a push member (group_subscription.go). A call that concerns one shard
 // takes it first, after ctx. Each pull-side call is one request and one
-// answer on the control stream (Ack and Nack: one per shard).
+// answer on the control stream (Ack and Nack: one per shard), but that Acks
+// of one group issued while earlier ones are on their way go together in one
+// request, each answered on its own (groups_acks.go).
 
 // AllShards, as the shard of Group.DeadLetters, Group.Redrive and
 // Group.Discard, selects every shard of the stream.
@@ -273,9 +275,20 @@ func (g *Group) settleOffsets(ctx context.Context, nack bool, shard uint32, offs
 	return g.settle(ctx, nack, shard, offsets)
 }
 
-// settle sends a GroupAck (nack: GroupNack) of checked offsets and returns
-// the count of the node's GroupDone.
+// settle settles checked offsets and returns how many the node settled:
+// an ack through the group's ack coalescer (groups_acks.go), which sends it
+// at once or with the acks that queue beside it; a nack, or an ack to a
+// node without FeatureGroupAcks, on its own.
 func (g *Group) settle(ctx context.Context, nack bool, shard uint32, offsets []uint64) (int, error) {
+	if nack || g.c.session().welcome.Features&wire.FeatureGroupAcks == 0 {
+		return g.sendSettle(ctx, nack, shard, offsets)
+	}
+	return g.c.groupAcks.ack(ctx, g, shard, offsets)
+}
+
+// sendSettle sends a GroupAck (nack: GroupNack) of checked offsets and
+// returns the count of the node's GroupDone.
+func (g *Group) sendSettle(ctx context.Context, nack bool, shard uint32, offsets []uint64) (int, error) {
 	req := wire.GroupAck{Name: g.stream, Group: g.name, Shard: shard, Offsets: offsets}
 	v, err := g.c.call(ctx, wire.TypeGroupDone, changes, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupAck(dst, id, nack, req)
@@ -286,7 +299,8 @@ func (g *Group) settle(ctx context.Context, nack bool, shard uint32, offsets []u
 	return doneCount(v), nil
 }
 
-// doneCount returns the count of a GroupDone answer as an int.
+// doneCount returns the count of a GroupDone answer (or of a GroupAcksDone
+// outcome) as an int.
 func doneCount(v any) int { return int(min(v.(uint64), math.MaxInt)) }
 
 // DeadLetter is the address of a record its group gave up on. The record

@@ -64,6 +64,8 @@ const (
 	TypeGroupList        Type = 0x4F // node → client: the answer to ListGroups
 	TypeDeleteGroup      Type = 0x50 // client → node: delete a group and its state
 	TypeGroupSeek        Type = 0x51 // client → node: set a group's committed position
+	TypeGroupAcks        Type = 0x52 // client → node: several acks, each settled and answered on its own
+	TypeGroupAcksDone    Type = 0x53 // node → client: the outcome of each entry of a GroupAcks
 )
 
 // String returns the frame type's name.
@@ -145,6 +147,10 @@ func (t Type) String() string {
 		return "delete_group"
 	case TypeGroupSeek:
 		return "group_seek"
+	case TypeGroupAcks:
+		return "group_acks"
+	case TypeGroupAcksDone:
+		return "group_acks_done"
 	default:
 		return "unknown"
 	}

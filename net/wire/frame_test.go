@@ -52,6 +52,8 @@ var knownTypes = map[wire.Type]string{
 	wire.TypeGroupList:        "group_list",
 	wire.TypeDeleteGroup:      "delete_group",
 	wire.TypeGroupSeek:        "group_seek",
+	wire.TypeGroupAcks:        "group_acks",
+	wire.TypeGroupAcksDone:    "group_acks_done",
 }
 
 func TestHeaderLayout(t *testing.T) {

@@ -323,6 +323,32 @@ func checkGroupSeek(t *testing.T, body []byte) {
 	reencode(t, body, wire.TypeGroupSeek, wire.DecodeGroupSeek, func(g wire.GroupSeek) []byte { return wire.AppendGroupSeek(nil, 1, g) }, true)
 }
 
+func checkGroupAcks(t *testing.T, body []byte) {
+	a, err := wire.DecodeGroupAcks(body)
+	if err == nil {
+		total := 0
+		for _, e := range a.Entries {
+			total += len(e.Offsets)
+		}
+		if len(a.Entries) > wire.MaxGroupAcksEntries || total > wire.MaxGroupAckOffsets {
+			t.Fatalf("%d entries of %d offsets accepted", len(a.Entries), total)
+		}
+	}
+	reencode(t, body, wire.TypeGroupAcks, wire.DecodeGroupAcks, func(a wire.GroupAcks) []byte { return wire.AppendGroupAcks(nil, 1, a) }, true)
+}
+
+func checkGroupAcksDone(t *testing.T, body []byte) {
+	outs, err := wire.DecodeGroupAcksDone(body)
+	if err == nil {
+		for i, o := range outs {
+			if o.Err != nil && o.Err.Code == 0 {
+				t.Fatalf("outcome %d: an error of code 0 accepted", i)
+			}
+		}
+	}
+	reencode(t, body, wire.TypeGroupAcksDone, wire.DecodeGroupAcksDone, func(o []wire.GroupAckOutcome) []byte { return wire.AppendGroupAcksDone(nil, 1, o) }, true)
+}
+
 // checkByType maps every frame type to its decoder's property.
 var checkByType = map[wire.Type]func(*testing.T, []byte){
 	wire.TypeHello:          checkHello,
@@ -364,6 +390,8 @@ var checkByType = map[wire.Type]func(*testing.T, []byte){
 	wire.TypeGroupList:        checkGroupList,
 	wire.TypeDeleteGroup:      checkDeleteGroup,
 	wire.TypeGroupSeek:        checkGroupSeek,
+	wire.TypeGroupAcks:        checkGroupAcks,
+	wire.TypeGroupAcksDone:    checkGroupAcksDone,
 }
 
 func TestCheckByTypeCoversEveryType(t *testing.T) {
@@ -444,6 +472,10 @@ func seedFrames() [][]byte {
 		wire.AppendGroupList(nil, 19, []wire.GroupSummary{{Group: "billing", Members: 2, Lag: 40}, {Group: "fulfilment", Lag: 3}}),
 		wire.AppendDeleteGroup(nil, 20, wire.DeleteGroup{Name: nameABC, Group: "billing"}),
 		wire.AppendGroupSeek(nil, 21, wire.GroupSeek{Name: nameABC, Group: "billing", Shard: wire.AnyShard, To: wire.SeekToTime, UnixNano: 1_700_000_000_000_000_000}),
+		wire.AppendGroupAcks(nil, 22, wire.GroupAcks{Name: nameABC, Group: "billing", Entries: []wire.GroupAckEntry{
+			{Shard: 1, Offsets: []uint64{10, 11}}, {Shard: 0, Offsets: []uint64{4}}}}),
+		wire.AppendGroupAcksDone(nil, 22, []wire.GroupAckOutcome{{Count: 2},
+			{Err: &wire.Error{Code: wire.CodeNotDelivered, Detail: 4, Message: "shard 0 offset 4 has not been delivered"}}}),
 	}
 }
 
@@ -655,6 +687,25 @@ func FuzzDecodeGroupAck(f *testing.F) {
 	f.Add(offsetsBody(1, 2, be64(1)))
 	f.Add(offsetsBody(1, wire.MaxGroupAckOffsets+1, be64(1)))
 	f.Fuzz(checkGroupAck(false))
+}
+
+func FuzzDecodeGroupAcks(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupAcks)
+	f.Add(acksBody(0))
+	f.Add(acksBody(1, 1, 0))
+	f.Add(acksBody(2, 1, 1, 7))
+	f.Add(acksBody(wire.MaxGroupAcksEntries+1, 1, 0))
+	f.Add(acksBody(1, 1, wire.MaxGroupAckOffsets+1, 7))
+	f.Fuzz(checkGroupAcks)
+}
+
+func FuzzDecodeGroupAcksDone(f *testing.F) {
+	addBodySeeds(f, wire.TypeGroupAcksDone)
+	f.Add(be32(0))
+	f.Add(bcat(be32(1), be16(0), be64(3), str16("x")))
+	f.Add(bcat(be32(2), be16(0), be64(3), str16("")))
+	f.Add(bcat(be32(math.MaxUint32), be16(27), be64(3), str16("")))
+	f.Fuzz(checkGroupAcksDone)
 }
 
 func FuzzDecodeGroupDeadLetters(f *testing.F) {

@@ -33,12 +33,15 @@ const (
 	// FeatureListAllTenants: a ListStreams of tenant AllTenants lists every
 	// tenant's streams (for credentials that may see every tenant).
 	FeatureListAllTenants uint64 = 1 << 9
+	// FeatureGroupAcks: several pull acks in one request, each answered on
+	// its own (GroupAcks, GroupAcksDone: frames 0x52-0x53).
+	FeatureGroupAcks uint64 = 1 << 10
 )
 
 // Features is every feature this package's version implements.
 const Features = FeaturePublishPipeline | FeatureEventBatch | FeatureSubscribeQueue |
 	FeaturePublishConditional | FeatureIdempotentProducer | FeatureRead | FeatureGroups |
-	FeatureOffsetsForTime | FeatureGroupAdmin | FeatureListAllTenants
+	FeatureOffsetsForTime | FeatureGroupAdmin | FeatureListAllTenants | FeatureGroupAcks
 
 // StreamName names a stream: tenant, namespace and stream. Each part is 1–64
 // bytes of [A-Za-z0-9._-].

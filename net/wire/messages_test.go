@@ -610,6 +610,12 @@ func TestAppendKeepsPrefix(t *testing.T) {
 		"group_seek": func(b []byte) []byte {
 			return wire.AppendGroupSeek(b, 1, wire.GroupSeek{Name: nameABC, Group: "g", Shard: wire.AnyShard, To: wire.SeekToTime, UnixNano: 1})
 		},
+		"group_acks": func(b []byte) []byte {
+			return wire.AppendGroupAcks(b, 1, wire.GroupAcks{Name: nameABC, Group: "g", Entries: []wire.GroupAckEntry{{Offsets: []uint64{1}}}})
+		},
+		"group_acks_done": func(b []byte) []byte {
+			return wire.AppendGroupAcksDone(b, 1, []wire.GroupAckOutcome{{Count: 1}})
+		},
 	}
 	// Every type but EventBatch (WriteEventBatch writes to an io.Writer)
 	// has an AppendX builder.
@@ -715,7 +721,7 @@ func TestParseStreamName(t *testing.T) {
 func TestFeatures(t *testing.T) {
 	bits := []uint64{wire.FeaturePublishPipeline, wire.FeatureEventBatch, wire.FeatureSubscribeQueue,
 		wire.FeaturePublishConditional, wire.FeatureIdempotentProducer, wire.FeatureRead, wire.FeatureGroups,
-		wire.FeatureOffsetsForTime, wire.FeatureGroupAdmin, wire.FeatureListAllTenants}
+		wire.FeatureOffsetsForTime, wire.FeatureGroupAdmin, wire.FeatureListAllTenants, wire.FeatureGroupAcks}
 	var all uint64
 	for i, b := range bits {
 		if b != 1<<i {

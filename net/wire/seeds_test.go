@@ -63,6 +63,8 @@ var bodyTargets = map[string]wire.Type{
 	"FuzzDecodeGroupList":        wire.TypeGroupList,
 	"FuzzDecodeDeleteGroup":      wire.TypeDeleteGroup,
 	"FuzzDecodeGroupSeek":        wire.TypeGroupSeek,
+	"FuzzDecodeGroupAcks":        wire.TypeGroupAcks,
+	"FuzzDecodeGroupAcksDone":    wire.TypeGroupAcksDone,
 }
 
 func seedFileList() []fuzzseed.Seed {
@@ -136,6 +138,14 @@ func seedFileList() []fuzzseed.Seed {
 	add("FuzzDecodeGroupAck", "no_offsets", offsetsBody(1, 0, nil))
 	add("FuzzDecodeGroupAck", "count_lies", offsetsBody(1, 2, be64(1)))
 	add("FuzzDecodeGroupAck", "count_over_limit", offsetsBody(1, wire.MaxGroupAckOffsets+1, be64(1)))
+	add("FuzzDecodeGroupAcks", "no_entries", acksBody(0))
+	add("FuzzDecodeGroupAcks", "entry_without_offsets", acksBody(1, 1, 0))
+	add("FuzzDecodeGroupAcks", "entry_count_lies", acksBody(2, 1, 1, 7))
+	add("FuzzDecodeGroupAcks", "entries_over_limit", acksBody(wire.MaxGroupAcksEntries+1, 1, 0))
+	add("FuzzDecodeGroupAcks", "offsets_over_limit", acksBody(1, 1, wire.MaxGroupAckOffsets+1, 7))
+	add("FuzzDecodeGroupAcksDone", "none", be32(0))
+	add("FuzzDecodeGroupAcksDone", "settled_with_message", bcat(be32(1), be16(0), be64(3), str16("x")))
+	add("FuzzDecodeGroupAcksDone", "count_lies", bcat(be32(2), be16(0), be64(3), str16("")))
 	add("FuzzDecodeGroupDeadLetters", "one_shard_paged", body(wire.AppendGroupDeadLetters(nil, 1, wire.GroupDeadLetters{Name: nameABC, Group: "billing", Shard: 2, From: 100, Limit: 50})))
 	add("FuzzDecodeGroupDeadList", "empty", body(wire.AppendGroupDeadList(nil, 1, wire.GroupDeadList{})))
 	add("FuzzDecodeGroupDeadList", "unknown_more_flag", withByte(seedBody(wire.TypeGroupDeadList), 0, 2))

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -145,7 +146,9 @@ type groupAckers struct {
 // this ack's own outcome (ctx ending: ctx's error; if its request went out,
 // the node may still apply it).
 func (r *groupAckers) ack(ctx context.Context, g *Group, shard uint32, offsets []uint64) (int, error) {
-	a := &pendingAck{shard: shard, offsets: offsets, reply: make(chan ackOutcome, 1)}
+	// The offsets are copied: an ack whose caller gave up may still be
+	// encoded after Ack returned, when the caller may reuse its slice.
+	a := &pendingAck{shard: shard, offsets: slices.Clone(offsets), reply: make(chan ackOutcome, 1)}
 	k := ackKey{stream: g.stream, group: g.name}
 	r.mu.Lock()
 	if r.mu.groups == nil {
@@ -207,22 +210,68 @@ func (r *groupAckers) answered(k ackKey) []*pendingAck {
 	return next
 }
 
-// settleBatch sends one request of batch's acks and replies to each: one
-// ack alone as a GroupAck, several as a GroupAcks (or, if the node no
-// longer speaks it after a reconnect to another, as a GroupAck each, in
-// turn). ctx is the client's life.
+// ackAnswerEntryMax is the most one entry's outcome can take in the node's
+// GroupAcksDone: code, count or detail, a message length and a message of
+// at most 1024 bytes.
+const ackAnswerEntryMax = 2 + 8 + 2 + 1024
+
+// settleBatch sends batch's acks and replies to each: one ack alone as a
+// GroupAck, several as GroupAcks requests (or, if the node no longer speaks
+// it after a reconnect to another, as a GroupAck each, in turn). A batch
+// whose request could exceed the node's frame, or whose answer could
+// exceed the client's (every entry failing with a long message), goes as
+// several requests, one after another, so that acks which fit alone never
+// fail for having been merged. ctx is the client's life.
 func (g *Group) settleBatch(ctx context.Context, batch []*pendingAck) {
-	if len(batch) == 1 || g.c.session().welcome.Features&wire.FeatureGroupAcks == 0 {
+	s := g.c.session()
+	if len(batch) == 1 || s.welcome.Features&wire.FeatureGroupAcks == 0 {
 		for _, a := range batch {
-			n, err := g.sendSettle(ctx, false, a.shard, a.offsets)
-			a.reply <- ackOutcome{n: n, err: lifeErr(ctx, err)}
+			g.settleOne(ctx, a)
 		}
 		return
 	}
+	perAnswer := max(1, (int(s.maxRecv)-64)/ackAnswerEntryMax)
+	head := g.acksRequestBytes(nil)
+	for len(batch) > 0 {
+		n, bytes := 0, head
+		for n < len(batch) && n < perAnswer && (n == 0 || bytes+batch[n].size() <= int(s.maxSend)) {
+			bytes += batch[n].size()
+			n++
+		}
+		if n == 1 {
+			g.settleOne(ctx, batch[0])
+		} else {
+			g.settleRequest(ctx, batch[:n])
+		}
+		batch = batch[n:]
+	}
+}
+
+// settleOne sends one ack as a plain GroupAck and replies to it.
+func (g *Group) settleOne(ctx context.Context, a *pendingAck) {
+	n, err := g.sendSettle(ctx, false, a.shard, a.offsets)
+	a.reply <- ackOutcome{n: n, err: lifeErr(ctx, err)}
+}
+
+// acksRequest is the GroupAcks request of batch.
+func (g *Group) acksRequest(batch []*pendingAck) wire.GroupAcks {
 	req := wire.GroupAcks{Name: g.stream, Group: g.name, Entries: make([]wire.GroupAckEntry, len(batch))}
 	for i, a := range batch {
 		req.Entries[i] = wire.GroupAckEntry{Shard: a.shard, Offsets: a.offsets}
 	}
+	return req
+}
+
+// acksRequestBytes is the body size of batch's GroupAcks request; each
+// entry adds its size().
+func (g *Group) acksRequestBytes(batch []*pendingAck) int {
+	return len(wire.AppendGroupAcks(nil, 0, g.acksRequest(batch))) - wire.HeaderSize
+}
+
+// settleRequest sends batch (two acks or more) as one GroupAcks and
+// replies to each with its own entry's outcome.
+func (g *Group) settleRequest(ctx context.Context, batch []*pendingAck) {
+	req := g.acksRequest(batch)
 	v, err := g.c.call(ctx, wire.TypeGroupAcksDone, changes, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupAcks(dst, id, req)
 	})

@@ -349,3 +349,95 @@ func TestGroupAcksWithoutTheFeature(t *testing.T) {
 		}
 	}
 }
+
+// Acks that fit the node's frame alone never fail for having been merged:
+// a batch whose GroupAcks would exceed the node's max frame goes as several
+// requests, and one that could be answered with more than the client's max
+// frame (every entry an error of the longest message) goes in parts too.
+func TestGroupAcksSplitToFitFrames(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		nodeMax    uint32
+		clientMax  uint32
+		acks       int   // queued behind the two in flight
+		offsets    int   // per ack
+		wantGroups []int // entries per request, in order (1: a plain GroupAck)
+	}{
+		// 3 acks of 4,000 offsets (32 KB each): two fit a 64 KiB request.
+		{"request", 64 << 10, wire.DefaultMaxFrameBytes, 3, 4000, []int{2, 1}},
+		// A 16 KiB answer holds (16384-64)/1036 = 15 worst-case outcomes.
+		{"answer", wire.DefaultMaxFrameBytes, 16 << 10, 20, 1, []int{15, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newTestServer(t)
+			srv.welcome.MaxFrameBytes = tc.nodeMax
+			frames := ctlScript(srv)
+			srv.start()
+			c := srv.dial(t, WithMaxFrameBytes(tc.clientMax))
+			sc := <-srv.conns
+			ctx := testCtx(t)
+			g := c.Group(orders, "fulfilment")
+			done := make(chan error, maxAckRequests+tc.acks)
+			ack := func(offs []uint64) {
+				go func() {
+					n, err := g.AckOffsets(ctx, 0, offs...)
+					if err == nil && n != len(offs) {
+						err = fmt.Errorf("%d settled, want %d", n, len(offs))
+					}
+					done <- err
+				}()
+			}
+			var first []wire.Frame
+			for i := range maxAckRequests {
+				ack([]uint64{uint64(i)})
+				first = append(first, nextFrame(t, frames, wire.TypeGroupAck))
+			}
+			for i := range tc.acks {
+				offs := make([]uint64, tc.offsets)
+				for j := range offs {
+					offs[j] = uint64(100 + i*tc.offsets + j)
+				}
+				ack(offs)
+			}
+			waitQueued(t, c, ackKey{stream: orders, group: "fulfilment"}, tc.acks)
+			sc.writeCtl(wire.AppendGroupDone(nil, first[0].Header.RequestID, 1))
+			sc.writeCtl(wire.AppendGroupDone(nil, first[1].Header.RequestID, 1))
+			for i, want := range tc.wantGroups {
+				var f wire.Frame
+				select {
+				case f = <-frames:
+				case <-ctx.Done():
+					t.Fatalf("request %d never sent", i)
+				}
+				if body := len(f.Body); body > int(tc.nodeMax) {
+					t.Fatalf("request %d: %d bytes, beyond the node's %d", i, body, tc.nodeMax)
+				}
+				switch f.Header.Type {
+				case wire.TypeGroupAck:
+					a, err := wire.DecodeGroupAck(f.Body)
+					if err != nil || want != 1 {
+						t.Fatalf("request %d: a GroupAck (%v), want %d entries", i, err, want)
+					}
+					sc.writeCtl(wire.AppendGroupDone(nil, f.Header.RequestID, uint64(len(a.Offsets))))
+				case wire.TypeGroupAcks:
+					req, err := wire.DecodeGroupAcks(f.Body)
+					if err != nil || len(req.Entries) != want {
+						t.Fatalf("request %d: %d entries (%v), want %d", i, len(req.Entries), err, want)
+					}
+					outs := make([]wire.GroupAckOutcome, len(req.Entries))
+					for j, e := range req.Entries {
+						outs[j].Count = uint64(len(e.Offsets))
+					}
+					sc.writeCtl(wire.AppendGroupAcksDone(nil, f.Header.RequestID, outs))
+				default:
+					t.Fatalf("request %d: %v", i, f.Header.Type)
+				}
+			}
+			for range maxAckRequests + tc.acks {
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -168,7 +168,7 @@ func (cs *connSession) routePublish(lane *actor.PID, streams map[wire.StreamName
 }
 
 // tracePublish starts the node's receive span of a publish: a child of the
-// first trace context its records carry (the client's publish span), or,
+// first sampled trace context its records carry (the client's publish span), or,
 // for a publish with none, the root of a trace of the node's own when the
 // tracer starts roots and samples this one. The span covers the
 // connection's part, and the shard's spans are its children. A publish
@@ -176,23 +176,39 @@ func (cs *connSession) routePublish(lane *actor.PID, streams map[wire.StreamName
 // publishes into its frame) is linked to each of them, up to
 // maxPublishLinks.
 func (cs *connSession) tracePublish(h *StreamHandle, shard uint32, p wire.Publish) oteltrace.Span {
-	parent := ""
-	var links []string
+	// The trace contexts of the records, each once (a merged publish's
+	// records follow each other).
+	var tps []string
 	it := wire.NewRecordIter(p.Records)
 	var rec wire.Record
-	for it.Next(&rec) && len(links) < maxPublishLinks {
+	for it.Next(&rec) && len(tps) <= maxPublishLinks {
 		for _, hd := range rec.Headers {
 			if hd.Key != TraceHeader {
 				continue
 			}
-			switch tp := string(hd.Value); {
-			case parent == "":
-				parent = tp
-			case tp != parent && (len(links) == 0 || links[len(links)-1] != tp):
-				links = append(links, tp)
+			if tp := string(hd.Value); len(tps) == 0 || tps[len(tps)-1] != tp {
+				tps = append(tps, tp)
 			}
 			break
 		}
+	}
+	// The parent is the first sampled context, so that a merged publish
+	// whose first part was not sampled still records the span for the
+	// parts that were; the others are links.
+	parent := ""
+	var links []string
+	for i, tp := range tps {
+		if sc := SpanContextOf(tp); sc.IsValid() && sc.IsSampled() {
+			parent = tp
+			links = append(append(links, tps[:i]...), tps[i+1:]...)
+			break
+		}
+	}
+	if parent == "" && len(tps) > 0 {
+		parent, links = tps[0], tps[1:]
+	}
+	if len(links) > maxPublishLinks {
+		links = links[:maxPublishLinks]
 	}
 	attrs := []attribute.KeyValue{attribute.String("messaging.system", "herald"), attribute.String("messaging.destination.name", h.Name.String()),
 		attribute.Int("herald.shard", int(shard)), attribute.Int("messaging.batch.message_count", int(p.Count)),

@@ -136,6 +136,9 @@ func startNodeProcess(ctx context.Context, executable func() (string, error)) (*
 	p := &processNode{dir: dir, addr: addr, httpAddr: httpAddr, done: make(chan struct{})}
 	p.cmd = exec.Command(exe, "node", "--data-dir", dir, "--listen", addr, "--http", httpAddr, "--log-level", "warn")
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
+	// The node dies with the bench, even when a signal or a kill reaches
+	// only the bench (Linux; elsewhere the bench's own clean-up stops it).
+	p.cmd.SysProcAttr = childSysProcAttr()
 	if err := p.cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -145,8 +148,11 @@ func startNodeProcess(ctx context.Context, executable func() (string, error)) (*
 		close(p.done)
 	}()
 	deadline := time.Now().Add(benchNodeStartTimeout)
+	// Each probe is bounded: a node that accepts and never answers must not
+	// hold the loop past its deadline.
+	probe := &http.Client{Timeout: time.Second}
 	for {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		resp, err := probe.Get("http://" + httpAddr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

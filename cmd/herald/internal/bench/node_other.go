@@ -1,0 +1,8 @@
+//go:build !linux
+
+package bench
+
+import "syscall"
+
+// childSysProcAttr has nothing to add off Linux.
+func childSysProcAttr() *syscall.SysProcAttr { return nil }

@@ -90,7 +90,7 @@ type fanoutConfig struct {
 
 func runFanout(env *Env, args []string) int {
 	f := newScenarioFlags("fanout")
-	fanoutsFlag := f.fs.String("fanouts", "1,10", "comma-separated subscriber counts, one run each")
+	fanoutsFlag := f.fs.String("fanouts", "1,10,100,1000", "comma-separated subscriber counts, one run each (each subscriber on its own client and connection)")
 	duration := f.fs.Duration("duration", defaultFanoutDuration, "how long the publisher runs at each fanout")
 	batch := f.fs.Int("batch", 64, "records per publish")
 	size := f.fs.Int("size", 128, "payload bytes per record")

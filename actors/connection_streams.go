@@ -34,9 +34,10 @@ func (cs *connSession) acceptStreams() {
 // publish stream, a Subscribe a subscription stream, a GroupSubscribe a
 // group push stream. An error it returns closes the connection.
 func (cs *connSession) serveStream(s *quic.Stream) error {
-	// A stream that never says what it is for holds a goroutine: bound it.
-	_ = s.SetReadDeadline(time.Now().Add(cs.cfg.HandshakeTimeout))
-	f, err := wire.ReadFrame(s, cs.cfg.MaxFrameBytes)
+	// A stream that never says what it is for holds a goroutine: bound how
+	// long it may go without sending, not how long its first frame takes,
+	// so that a large first publish on a slow or busy link still arrives.
+	f, err := wire.ReadFrame(&progressReader{s: s, idle: cs.cfg.HandshakeTimeout}, cs.cfg.MaxFrameBytes)
 	_ = s.SetReadDeadline(time.Time{})
 	if err != nil {
 		var werr *wire.Error
@@ -106,3 +107,16 @@ func (s quicSubStream) Abort(code wire.Code) {
 }
 
 func (s quicSubStream) StopReading(code wire.Code) { s.CancelRead(quic.StreamErrorCode(code)) }
+
+// progressReader reads a stream with a deadline that each read renews: the
+// stream may take as long as it likes, as long as it never goes idle longer
+// than idle.
+type progressReader struct {
+	s    *quic.Stream
+	idle time.Duration
+}
+
+func (r *progressReader) Read(p []byte) (int, error) {
+	_ = r.s.SetReadDeadline(time.Now().Add(r.idle))
+	return r.s.Read(p)
+}

@@ -126,7 +126,10 @@ type Config struct {
 	ReadMaxRecords int `yaml:"read_max_records"`
 	// ReadMaxBytes caps the records bytes of one range-read page.
 	ReadMaxBytes int `yaml:"read_max_bytes"`
-	// HandshakeTimeout bounds the QUIC handshake and the Hello exchange.
+	// HandshakeTimeout bounds the QUIC handshake and the Hello exchange,
+	// and how long a new data stream may go silent before its first frame
+	// is whole (a large first frame may take longer, as long as it keeps
+	// arriving).
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
 	// IdleTimeout closes a QUIC connection that has been silent this long
 	// (clients send keep-alives).

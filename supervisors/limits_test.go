@@ -1,6 +1,7 @@
 package supervisors
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"runtime"
@@ -370,5 +371,41 @@ func TestLimitGroupsPerStream(t *testing.T) {
 	}
 	if err := poll(c2, jobs, "g3"); err != nil {
 		t.Fatalf("a group on the re-created stream: %v", err)
+	}
+}
+
+// handshake_timeout bounds how long a new data stream may go without
+// sending, not how long its first frame takes: a first publish that keeps
+// arriving for longer than the timeout (a large batch on a slow or busy
+// link) is read and answered, while one that stalls midway is reset.
+func TestSlowFirstFrameNotTimedOut(t *testing.T) {
+	const timeout = time.Second
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.HandshakeTimeout = timeout })
+	r := dialRaw(t, n)
+	payload := bytes.Repeat([]byte("s"), 64<<10)
+	block, count := records(string(payload))
+	frame := wire.AppendPublish(nil, 1, wire.Publish{Name: orders, Ack: wire.AckPerBatch, Count: count, Records: block})
+
+	// 40 parts 50 ms apart: 2 s in all, twice the timeout, each gap a
+	// twentieth of it.
+	pub := r.stream()
+	part := len(frame)/40 + 1
+	for off := 0; off < len(frame); off += part {
+		r.write(pub, frame[off:min(off+part, len(frame))])
+		time.Sleep(50 * time.Millisecond)
+	}
+	if f := r.read(pub); f.Header.Type != wire.TypePublishAck {
+		t.Fatalf("a first publish sent over twice the handshake timeout: %s %s, want its ack", f.Header.Type, errFrame(f))
+	}
+
+	// Half a frame, then silence: reset once the timeout passes.
+	stalled := r.stream()
+	r.write(stalled, frame[:len(frame)/2])
+	_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := stalled.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a data stream that stalled in its first frame was not reset")
+	}
+	if r.conn.Context().Err() != nil {
+		t.Fatal("the connection was closed with its stalled stream")
 	}
 }

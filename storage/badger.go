@@ -669,9 +669,6 @@ func (l *BadgerLog) First(shard ShardKey) (uint64, error) {
 	return first, nil
 }
 
-// maxReadPrefetch bounds how many values Read fetches ahead.
-const maxReadPrefetch = 16
-
 // Read implements Log.Read. A maxBatches or maxBytes of 0 or less means no
 // such limit. The returned batches and their Records are freshly allocated
 // and owned by the caller. A corrupt batch returns an error wrapping
@@ -697,12 +694,13 @@ func (l *BadgerLog) Read(shard ShardKey, from uint64, maxBatches int, maxBytes i
 		}
 		rit.Close()
 
+		// No value prefetch: it copies each value into the iterator's
+		// buffer in a goroutine of its own, and readBatch copies it again.
+		// ValueCopy alone is one copy, straight from the memtable or the
+		// value log's mapping.
 		o = badger.DefaultIteratorOptions
 		o.Prefix = prefix
-		o.PrefetchSize = maxReadPrefetch
-		if maxBatches > 0 && maxBatches < o.PrefetchSize {
-			o.PrefetchSize = maxBatches
-		}
+		o.PrefetchValues = false
 		it := txn.NewIterator(o)
 		defer it.Close()
 		size := 0

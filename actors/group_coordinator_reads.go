@@ -321,7 +321,10 @@ func readPicksFrom(src batchReader, h *StreamHandle, picks []pick, budget, maxRa
 		if len(batches) == 0 {
 			var err error
 			key := h.ShardKey(pk.shard)
-			batches, err = src.Read(key, pk.offset, readPicksBatches, budget-size+1)
+			// At most what the cache keeps: a read of big batches (producer
+			// batching stores up to 256 KiB in one) for a poll of a few
+			// records reads one, and the next polls are served from it.
+			batches, err = src.Read(key, pk.offset, readPicksBatches, min(budget-size+1, readCacheMaxBytes))
 			if err != nil {
 				return nil, 0, nil, err
 			}

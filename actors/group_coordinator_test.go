@@ -179,3 +179,69 @@ func TestCoordinatorIgnoresTailNoticesWhileLoading(t *testing.T) {
 		t.Fatalf("the loading coordinator failed %d times on a TailAdvanced", n)
 	}
 }
+
+// countReads counts the log reads and the record bytes they returned.
+type countReads struct {
+	*storage.MemoryLog
+	reads, bytes int
+}
+
+func (l *countReads) Read(k storage.ShardKey, from uint64, n, b int) ([]storage.Batch, error) {
+	out, err := l.MemoryLog.Read(k, from, n, b)
+	l.reads++
+	for _, bt := range out {
+		l.bytes += len(bt.Records)
+	}
+	return out, err
+}
+
+// Producer batching stores up to 256 KiB in one batch. A poll of a few
+// records reads one such batch, not readPicksBatches of them (a poll of
+// 100 records read 2 MB and the cache, over its bound, kept none of it:
+// group pull spent most of its node CPU copying values), and what it read
+// serves the next polls with no read.
+func TestReadPicksOfBigBatchesReadsOneAndCachesIt(t *testing.T) {
+	log := &countReads{MemoryLog: storage.NewMemoryLog(storage.MemoryOptions{})}
+	h := &StreamHandle{ID: 7, Log: log}
+	const perBatch = 1500
+	// Batches of about 200 KiB: one fits the cache, 8 are over its bound.
+	big := make([]storage.Append, 0, 8)
+	for i := range 8 {
+		recs := make([]wire.Record, perBatch)
+		for j := range recs {
+			recs[j] = wire.Record{Payload: bytes.Repeat([]byte{'x'}, 128)}
+		}
+		big = append(big, storage.Append{Shard: h.ShardKey(1), Batch: storage.Batch{Base: uint64(i * perBatch), Count: perBatch, Records: wire.AppendRecords(nil, recs)}})
+	}
+	if err := log.Commit(big, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(big[0].Batch.Records); 8*n <= readCacheMaxBytes || n > readCacheMaxBytes {
+		t.Fatalf("batches of %d bytes: the test wants one to fit the cache and 8 not to", n)
+	}
+	var cache readCache
+	poll := func(from uint64) {
+		t.Helper()
+		picks := make([]pick, 100)
+		for i := range picks {
+			picks[i] = pick{shard: 1, offset: from + uint64(i)}
+		}
+		if _, used, _, err := readPicksFrom(&cache, h, picks, 1<<24, 0, &readCache{}); err == nil {
+			if used != len(picks) {
+				t.Fatalf("from the cache: %d of %d picks", used, len(picks))
+			}
+			return
+		}
+		recs, used, _, last, err := readPicks(log, h, picks, 1<<24, 0)
+		if err != nil || used != len(picks) || len(recs) != len(picks) {
+			t.Fatalf("read from %d: %d records, %d used, %v", from, len(recs), used, err)
+		}
+		cache.keep(last)
+	}
+	for from := uint64(0); from < 1000; from += 100 {
+		poll(from)
+	}
+	if log.reads != 1 || log.bytes != len(big[0].Batch.Records) {
+		t.Fatalf("10 polls of 100 records within one batch: %d reads of %d bytes, want 1 of %d", log.reads, log.bytes, len(big[0].Batch.Records))
+	}
+}

@@ -209,7 +209,7 @@ func TestReadPicksOfBigBatchesReadsOneAndCachesIt(t *testing.T) {
 	for i := range 8 {
 		recs := make([]wire.Record, perBatch)
 		for j := range recs {
-			recs[j] = wire.Record{Payload: bytes.Repeat([]byte{'x'}, 128)}
+			recs[j] = wire.Record{Payload: fmt.Appendf(bytes.Repeat([]byte{'x'}, 120), "o%d", i*perBatch+j)}
 		}
 		big = append(big, storage.Append{Shard: h.ShardKey(1), Batch: storage.Batch{Base: uint64(i * perBatch), Count: perBatch, Records: wire.AppendRecords(nil, recs)}})
 	}
@@ -226,22 +226,41 @@ func TestReadPicksOfBigBatchesReadsOneAndCachesIt(t *testing.T) {
 		for i := range picks {
 			picks[i] = pick{shard: 1, offset: from + uint64(i)}
 		}
-		if _, used, _, err := readPicksFrom(&cache, h, picks, 1<<24, 0, &readCache{}); err == nil {
-			if used != len(picks) {
-				t.Fatalf("from the cache: %d of %d picks", used, len(picks))
-			}
-			return
+		recs, used, _, last, err := readPicks(&cache, h, picks, 1<<24, 0)
+		if err == nil {
+			cache.at = last.at // as startRead does
+		} else {
+			recs, used, _, last, err = readPicks(log, h, picks, 1<<24, 0)
+			cache.keep(last)
 		}
-		recs, used, _, last, err := readPicks(log, h, picks, 1<<24, 0)
 		if err != nil || used != len(picks) || len(recs) != len(picks) {
 			t.Fatalf("read from %d: %d records, %d used, %v", from, len(recs), used, err)
 		}
-		cache.keep(last)
+		for i, r := range recs {
+			var rec wire.Record
+			if !wire.NewRecordIter(r.Record).Next(&rec) {
+				t.Fatal("empty record")
+			}
+			if want := fmt.Sprintf("o%d", from+uint64(i)); r.Offset != from+uint64(i) || !bytes.HasSuffix(rec.Payload, []byte(want)) {
+				t.Fatalf("record %d of the poll from %d: offset %d payload ...%q, want %s", i, from, r.Offset, rec.Payload[120:], want)
+			}
+		}
 	}
 	for from := uint64(0); from < 1000; from += 100 {
 		poll(from)
+		// The next walk resumes where this one stopped.
+		if cache.at.base != 0 || cache.at.off != from+100 {
+			t.Fatalf("after the poll from %d the cache's walk stopped at %+v, want offset %d", from, cache.at, from+100)
+		}
 	}
 	if log.reads != 1 || log.bytes != len(big[0].Batch.Records) {
 		t.Fatalf("10 polls of 100 records within one batch: %d reads of %d bytes, want 1 of %d", log.reads, log.bytes, len(big[0].Batch.Records))
+	}
+	// A pick behind the walk (a redelivery) walks the batch from its start.
+	poll(50)
+	// So does one in another batch, and the walk moves there.
+	poll(perBatch + 10)
+	if cache.at.base != perBatch || cache.at.off != perBatch+110 {
+		t.Fatalf("after a poll in the second batch the walk stopped at %+v", cache.at)
 	}
 }

@@ -135,6 +135,11 @@ func (it *RecordIter) Next(r *Record) bool {
 // Err returns the decoding error that stopped the iterator, if any.
 func (it *RecordIter) Err() error { return it.err }
 
+// Pos is the byte position in the block of the record Next decodes next
+// (len(block) at the end). Records carry no state from one to the next, so
+// NewRecordIter(block[pos:]) yields the same records from there on.
+func (it *RecordIter) Pos() int { return it.off }
+
 func (it *RecordIter) uvarint(what string) (uint64, bool) {
 	v, n := binary.Uvarint(it.b[it.off:])
 	if n <= 0 {

@@ -148,7 +148,21 @@ type groupAckers struct {
 func (r *groupAckers) ack(ctx context.Context, g *Group, shard uint32, offsets []uint64) (int, error) {
 	// The offsets are copied: an ack whose caller gave up may still be
 	// encoded after Ack returned, when the caller may reuse its slice.
-	a := &pendingAck{shard: shard, offsets: slices.Clone(offsets), reply: make(chan ackOutcome, 1)}
+	a := r.enqueue(g, shard, slices.Clone(offsets))
+	select {
+	case o := <-a.reply:
+		return o.n, o.err
+	case <-ctx.Done():
+		a.abandoned.Store(true)
+		return 0, ctx.Err()
+	}
+}
+
+// enqueue hands an ack of offsets (which it keeps) of shard for g to g's
+// coalescer, starting a request if a slot is free, and returns it: its
+// reply gets exactly one outcome.
+func (r *groupAckers) enqueue(g *Group, shard uint32, offsets []uint64) *pendingAck {
+	a := &pendingAck{shard: shard, offsets: offsets, reply: make(chan ackOutcome, 1)}
 	k := ackKey{stream: g.stream, group: g.name}
 	r.mu.Lock()
 	if r.mu.groups == nil {
@@ -164,13 +178,7 @@ func (r *groupAckers) ack(ctx context.Context, g *Group, shard uint32, offsets [
 	if batch != nil {
 		r.start(g, k, batch)
 	}
-	select {
-	case o := <-a.reply:
-		return o.n, o.err
-	case <-ctx.Done():
-		a.abandoned.Store(true)
-		return 0, ctx.Err()
-	}
+	return a
 }
 
 // start sends batch, and then each batch its answer frees, on a goroutine

@@ -114,3 +114,73 @@ func TestGroupConcurrentAcksSettleEachRecordOnce(t *testing.T) {
 		t.Errorf("herald_group_acked_total = %v, want %d", got, total)
 	}
 }
+
+// A pull consumer acks every record with AckAsync from its poll loop, no
+// goroutine per ack, through a real node; after waiting every future, each
+// record was settled exactly once, the cursors are at the tails with no
+// claims, and the node restarted on the same data delivers nothing again
+// (the acks were durable when their futures resolved).
+func TestGroupAckAsyncSettlesEveryRecordDurably(t *testing.T) {
+	dir := t.TempDir()
+	n := testNode(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := dialClient(t, n)
+	stream := client.StreamName{Tenant: "acme", Namespace: "shop", Stream: "async-acks"}
+	const total = 3000
+	if _, err := c.CreateStream(ctx, stream, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < total; i += 100 {
+		batch := make([][]byte, 100)
+		for j := range batch {
+			batch[j] = fmt.Appendf(nil, "r%d", i+j)
+		}
+		if _, err := c.PublishBatch(ctx, stream, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := c.Group(stream, "workers")
+	var futs []*client.AckFuture
+	for got := 0; got < total; {
+		recs, err := g.Poll(ctx, 0, 100, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(recs)
+		for _, r := range recs {
+			f, err := g.AckAsync(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			futs = append(futs, f)
+		}
+	}
+	settled := 0
+	for i, f := range futs {
+		k, err := f.Wait(ctx)
+		if err != nil {
+			t.Fatalf("ack %d: %v", i, err)
+		}
+		settled += k
+	}
+	if settled != total {
+		t.Fatalf("async acks settled %d records, want each of %d once", settled, total)
+	}
+	info, err := g.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := info.Shards[0]; s.Committed != total || s.Claims != 0 {
+		t.Fatalf("committed %d with %d claims, want %d with none", s.Committed, s.Claims, total)
+	}
+	c.Close()
+	if err := n.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n = testNode(t, dir)
+	c = dialClient(t, n)
+	if recs, err := c.Group(stream, "workers").Poll(ctx, 0, 100, 0); err != nil || len(recs) != 0 {
+		t.Fatalf("after a restart: polled %d records, %v; want none (every ack durable)", len(recs), err)
+	}
+}

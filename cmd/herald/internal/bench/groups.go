@@ -45,11 +45,12 @@ type groupsResult struct {
 // by one group member.
 type groupRun struct {
 	// Mode is "push" (Group.Subscribe, an Ack per delivery, acks
-	// concurrent) or "pull" (Group.Poll, a Group.Ack per record).
+	// concurrent) or "pull" (Group.Poll, a Group.AckAsync per record).
 	Mode string `json:"mode"`
 	// Window is the push credit window; 0 for pull.
 	Window int `json:"window,omitempty"`
-	// AcksInflight is the most Group.Ack calls in flight (pull only).
+	// AcksInflight is the most Group.AckAsync acks unanswered at once (pull
+	// only).
 	AcksInflight int   `json:"acks_inflight,omitempty"`
 	Records      int64 `json:"records"`
 	// Seconds is from the subscription (or first poll) to the last ack.
@@ -77,7 +78,7 @@ func runGroups(env *Env, args []string) int {
 	size := f.fs.Int("payload", 128, "payload bytes per record")
 	windows := f.fs.String("window", "100,1000", "comma-separated push credit windows (empty: no push run)")
 	pull := f.fs.Bool("pull", true, "also run pull with an ack per record")
-	acksInflight := f.fs.Int("acks-inflight", 64, "most Group.Ack calls in flight when pulling")
+	acksInflight := f.fs.Int("acks-inflight", 1024, "most Group.AckAsync acks unanswered at once when pulling")
 	if code, ok := env.parse(f.fs, args); !ok {
 		return code
 	}
@@ -230,42 +231,54 @@ func consumePush(ctx context.Context, c *client.Client, stream client.StreamName
 }
 
 // consumePull polls shard 0 (up to 100 records a poll) and acks each
-// record with its own Group.Ack, up to inflight at once, until n records
-// were acked.
+// record with its own Group.AckAsync from the poll loop, up to inflight
+// unanswered at once (past it the loop waits for the oldest), until n
+// records were acked: what a NATS consumer does with Msg.Ack, but every
+// ack waited for, durable, before the run ends.
 func consumePull(ctx context.Context, c *client.Client, stream client.StreamName, inflight, n int, count *atomic.Int64) (time.Duration, error) {
 	start := time.Now()
-	slots := make(chan struct{}, inflight)
-	var acks sync.WaitGroup
-	var firstErr error
-	var errOnce sync.Once
-	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
-	var failed atomic.Bool
 	g := c.Group(stream, benchGroup)
-	for got := 0; got < n && !failed.Load(); {
+	// pending is a FIFO of the acks on their way, oldest at head.
+	pending := make([]*client.AckFuture, inflight)
+	head, queued := 0, 0
+	settle := func() error {
+		f := pending[head]
+		pending[head], head, queued = nil, (head+1)%inflight, queued-1
+		k, err := f.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		count.Add(int64(k))
+		return nil
+	}
+	var firstErr error
+	for got := 0; got < n && firstErr == nil; {
 		recs, err := g.Poll(ctx, 0, groupPollMax, groupPollWait)
 		if err != nil {
-			fail(err)
+			firstErr = err
 			break
-		}
-		if len(recs) == 0 {
-			continue
 		}
 		got += len(recs)
 		for _, r := range recs {
-			slots <- struct{}{}
-			acks.Add(1)
-			go func(r client.GroupRecord) {
-				defer func() { <-slots; acks.Done() }()
-				if _, err := g.Ack(ctx, r); err != nil {
-					failed.Store(true)
-					fail(err)
-					return
+			if queued == inflight {
+				if firstErr = settle(); firstErr != nil {
+					break
 				}
-				count.Add(1)
-			}(r)
+			}
+			f, err := g.AckAsync(r)
+			if err != nil {
+				firstErr = err
+				break
+			}
+			pending[(head+queued)%inflight] = f
+			queued++
 		}
 	}
-	acks.Wait()
+	for queued > 0 {
+		if err := settle(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
 	if firstErr == nil && count.Load() < int64(n) {
 		firstErr = errors.New("fewer records acked than consumed")
 	}

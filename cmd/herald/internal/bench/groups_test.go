@@ -14,7 +14,7 @@ func TestBenchGroupsRuns(t *testing.T) {
 	if r := res.Runs[0]; r.Mode != "push" || r.Window != 100 {
 		t.Errorf("first run: %+v", r)
 	}
-	if r := res.Runs[1]; r.Mode != "pull" || r.AcksInflight != 64 {
+	if r := res.Runs[1]; r.Mode != "pull" || r.AcksInflight != 1024 {
 		t.Errorf("second run: %+v", r)
 	}
 	for _, r := range res.Runs {

@@ -369,10 +369,14 @@ func readPicksFrom(src batchReader, h *StreamHandle, picks []pick, budget, maxRa
 				it, itOff, itPos = wire.NewRecordIter(b.Records[resume.pos:]), resume.off, resume.pos
 			}
 		}
-		found := false
-		for itOff <= pk.offset && it.Next(&rec) {
+		found, recAt := false, 0
+		for itOff <= pk.offset {
+			at := it.Pos()
+			if !it.Next(&rec) {
+				break
+			}
 			itOff++
-			found = itOff-1 == pk.offset
+			found, recAt = itOff-1 == pk.offset, at
 		}
 		if err := it.Err(); err != nil {
 			return nil, 0, nil, fmt.Errorf("shard %d batch %d: %w", pk.shard, b.Base, err)
@@ -387,7 +391,10 @@ func readPicksFrom(src batchReader, h *StreamHandle, picks []pick, budget, maxRa
 			}
 			ranges++
 		}
-		r := wire.GroupRecord{Shard: pk.shard, Offset: pk.offset, Timestamp: b.Timestamp, Record: wire.AppendRecord(nil, &rec)}
+		// The record's own bytes in the batch, not a copy: the answer or the
+		// push that carries it is encoded at once, and batches read are
+		// never written.
+		r := wire.GroupRecord{Shard: pk.shard, Offset: pk.offset, Timestamp: b.Timestamp, Record: b.Records[itPos+recAt : itPos+it.Pos() : itPos+it.Pos()]}
 		if size+wire.GroupRecordSize(&r) > budget && len(out) > 0 {
 			mark()
 			return out, k, gone, nil

@@ -167,7 +167,10 @@ func (r *fanoutReader) read(ctx context.Context) {
 // queue capacity the node granted.
 func (s *session) fanoutRun(cfg fanoutConfig, fanout int) (fanoutRun, uint32, error) {
 	run := fanoutRun{Fanout: fanout}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration+time.Minute)
+	// The setup dials a client per subscriber: at fan-out 1000 that alone
+	// took most of a minute on a busy 2-core machine, and the run failed
+	// on its deadline before it had measured anything.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration+time.Minute+time.Duration(fanout)*100*time.Millisecond)
 	defer cancel()
 	pub, err := s.node.dial(ctx)
 	if err != nil {
@@ -278,7 +281,11 @@ func (s *session) fanoutRun(cfg fanoutConfig, fanout int) (fanoutRun, uint32, er
 	for _, r := range readers {
 		run.GapRecords += r.gaps.Load()
 	}
-	drops, err := s.metric(ctx, "herald_subscriber_drops_total")
+	// Its own deadline: a drain that waited out ctx must still report
+	// what arrived rather than fail on the read.
+	mctx, mcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer mcancel()
+	drops, err := s.metric(mctx, "herald_subscriber_drops_total")
 	if err != nil {
 		return run, 0, err
 	}

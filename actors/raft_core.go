@@ -1,0 +1,423 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Replicated shards (issue 17): every replicated shard is a raft group
+// (go.etcd.io/raft/v3), and its actor is the group's event loop. The rules
+// live here, in plain structs that do no I/O, so that a model test can run
+// three of them through drops, partitions, slow disks and crashes:
+//
+//   - raftCore is one replica's RawNode and its log as far as storage made
+//     it durable. It hands out what to persist, what to send and what to
+//     apply; the actor does the effects and reports back.
+//   - raftApplier (raft_apply.go) turns committed entries into the shard's
+//     log: offsets are assigned at apply, so every replica assigns the same.
+//
+// The Ready loop follows go.etcd.io/raft's contract (and the traps listed
+// in reference/replication-notes.md): a Ready's entries, HardState and
+// snapshot are made durable before any of its messages is sent and before
+// its committed entries are applied; Advance comes after that, never after
+// a failed write (a failed write ends the core: the actor stops, and the
+// group restarts from what storage holds); one Ready is out at a time, so
+// writes reach storage in order.
+
+// raftCoreConfig is how a replica's core is made.
+type raftCoreConfig struct {
+	// ID is this replica's raft id (non-zero; Herald uses node ids).
+	ID uint64
+	// Peers are every replica's id, this one's included: the group's
+	// first configuration, used only when the replica starts with nothing
+	// durable.
+	Peers []uint64
+	// ElectionTicks and HeartbeatTicks are raft's ElectionTick and
+	// HeartbeatTick: how many Tick calls without a leader start an
+	// election, and between a leader's heartbeats.
+	ElectionTicks, HeartbeatTicks int
+	// MaxSizePerMsg bounds the entries of one append message (bytes);
+	// MaxInflightMsgs the appends on their way to one follower;
+	// MaxUncommittedBytes the leader's uncommitted entries, past which
+	// proposals are refused (ErrProposalDropped).
+	MaxSizePerMsg       uint64
+	MaxInflightMsgs     int
+	MaxUncommittedBytes uint64
+	// Durable is what storage holds of this replica (empty for a new one);
+	// Applied is the last index the shard's log has applied, so that raft
+	// hands out only the entries after it again.
+	Durable raftDurable
+	Applied uint64
+	// Logger receives raft's own log lines (nil: discarded).
+	Logger raft.Logger
+}
+
+// raftDurable is a replica's raft state as storage holds it.
+type raftDurable struct {
+	HardState *pb.HardState
+	// Snapshot is the last snapshot (nil: none); Entries follow it, in
+	// index order.
+	Snapshot *pb.Snapshot
+	Entries  []*pb.Entry
+}
+
+// raftPersist is what must be durable before the messages of the Ready it
+// came with may go.
+type raftPersist struct {
+	// Entries to append; each replaces the entry at its index and every
+	// entry after it (raft overwrites a follower's conflicting tail), so
+	// storage drops the entries from DropFrom on before writing them.
+	Entries  []*pb.Entry
+	DropFrom uint64 // 0: nothing to drop
+	// HardState to store (nil: unchanged).
+	HardState *pb.HardState
+	// Snapshot to install (nil: none): the shard's log is replaced by the
+	// snapshot's, and the raft log restarts after its index: storage drops
+	// every entry it holds before writing Entries.
+	Snapshot *pb.Snapshot
+	// MustSync is raft's: false when only the commit index moved, which may
+	// be written without a sync.
+	MustSync bool
+}
+
+// raftOutput is what the actor does after a call to the core, in this
+// order: persist (then report it with persisted), send, apply.
+type raftOutput struct {
+	// Persist is set when a Ready's writes must be made durable; until the
+	// actor reports them with persisted, the core hands out nothing more.
+	Persist *raftPersist
+	// Send are messages to other replicas, to send now (unreliable: lost
+	// ones are raft's business).
+	Send []*pb.Message
+	// Apply are committed entries, in index order, to apply now.
+	Apply []*pb.Entry
+	// Soft is the replica's new role and leader, when either changed.
+	Soft *raft.SoftState
+	// ReadStates answer ReadIndex requests.
+	ReadStates []raft.ReadState
+}
+
+func (o *raftOutput) merge(n raftOutput) {
+	if n.Persist != nil {
+		o.Persist = n.Persist
+	}
+	o.Send = append(o.Send, n.Send...)
+	o.Apply = append(o.Apply, n.Apply...)
+	if n.Soft != nil {
+		o.Soft = n.Soft
+	}
+	o.ReadStates = append(o.ReadStates, n.ReadStates...)
+}
+
+// errRaftCoreFailed is every call on a core whose write failed.
+var errRaftCoreFailed = errors.New("raft: a write of this replica failed; it must restart from storage")
+
+// errNotLeader refuses a proposal on a replica that does not lead.
+type errNotLeader struct {
+	// Leader is the leader this replica knows of (0: none).
+	Leader uint64
+}
+
+func (e errNotLeader) Error() string {
+	if e.Leader == 0 {
+		return "raft: no leader"
+	}
+	return fmt.Sprintf("raft: not the leader; replica %d leads", e.Leader)
+}
+
+// raftCore is one replica of one raft group. Not safe for concurrent use:
+// its actor owns it.
+type raftCore struct {
+	id uint64
+	rn *raft.RawNode
+	// log mirrors what storage holds: entries and the HardState are added
+	// only once persisted, so raft never reads back an entry that a crash
+	// could lose.
+	log *raft.MemoryStorage
+	// pending is the Ready whose writes are on their way to storage.
+	pending *raft.Ready
+	failed  bool
+	// soft is the last role and leader handed out.
+	soft raft.SoftState
+	// conf is the group's configuration as of the last snapshot (Herald
+	// changes no configuration through the log yet).
+	conf *pb.ConfState
+}
+
+// newRaftCore makes a replica's core from what storage holds.
+func newRaftCore(cfg raftCoreConfig) (*raftCore, error) {
+	if cfg.ID == 0 {
+		return nil, errors.New("raft: replica id 0")
+	}
+	// Defaults for what is left zero (raft panics on some of them).
+	if cfg.ElectionTicks <= 0 {
+		cfg.ElectionTicks = 10
+	}
+	if cfg.HeartbeatTicks <= 0 {
+		cfg.HeartbeatTicks = 1
+	}
+	if cfg.HeartbeatTicks >= cfg.ElectionTicks {
+		return nil, fmt.Errorf("raft: heartbeat every %d ticks, not fewer than the election's %d", cfg.HeartbeatTicks, cfg.ElectionTicks)
+	}
+	if cfg.MaxSizePerMsg == 0 {
+		cfg.MaxSizePerMsg = 1 << 20
+	}
+	if cfg.MaxInflightMsgs <= 0 {
+		cfg.MaxInflightMsgs = 256
+	}
+	log := raft.NewMemoryStorage()
+	d := cfg.Durable
+	snap := d.Snapshot
+	if snap == nil || raft.IsEmptySnap(snap) {
+		// Every replica of a group starts from the same state, implied by
+		// its peers rather than written: a snapshot at index 1 holding the
+		// configuration. No configuration entries, so the first entry a
+		// leader appends (its no-op) is index 2 on every replica.
+		if len(cfg.Peers) == 0 {
+			return nil, errors.New("raft: a replica with nothing stored needs its peers")
+		}
+		snap = raftBootstrapSnapshot(cfg.Peers)
+	}
+	if err := log.ApplySnapshot(snap); err != nil {
+		return nil, fmt.Errorf("raft: restoring the snapshot: %w", err)
+	}
+	if len(d.Entries) > 0 {
+		if err := log.Append(d.Entries); err != nil {
+			return nil, fmt.Errorf("raft: restoring the log: %w", err)
+		}
+	}
+	if d.HardState != nil {
+		if err := log.SetHardState(d.HardState); err != nil {
+			return nil, err
+		}
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = discardRaftLogger{}
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        cfg.ID,
+		ElectionTick:              cfg.ElectionTicks,
+		HeartbeatTick:             cfg.HeartbeatTicks,
+		Storage:                   log,
+		Applied:                   cfg.Applied,
+		MaxSizePerMsg:             cfg.MaxSizePerMsg,
+		MaxInflightMsgs:           cfg.MaxInflightMsgs,
+		MaxUncommittedEntriesSize: cfg.MaxUncommittedBytes,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		// A publish goes to the leader, which answers; a follower refuses
+		// it naming the leader, rather than forward it where its fate is
+		// not the proposer's to know.
+		DisableProposalForwarding: true,
+		Logger:                    logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	return &raftCore{id: cfg.ID, rn: rn, log: log, conf: proto.Clone(snap.GetMetadata().GetConfState()).(*pb.ConfState)}, nil
+}
+
+// raftBootstrapIndex is the index of a group's implied first snapshot.
+const raftBootstrapIndex = 1
+
+// raftBootstrapSnapshot is the state every replica of a group with these
+// voters starts from.
+func raftBootstrapSnapshot(peers []uint64) *pb.Snapshot {
+	voters := slices.Clone(peers)
+	slices.Sort(voters)
+	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
+		Index:     new(uint64(raftBootstrapIndex)),
+		Term:      new(uint64(1)),
+		ConfState: &pb.ConfState{Voters: voters},
+	}}
+}
+
+// tick advances raft's clock by one tick.
+func (c *raftCore) tick() raftOutput {
+	if c.failed {
+		return raftOutput{}
+	}
+	c.rn.Tick()
+	return c.ready()
+}
+
+// step hands the core a message from another replica.
+func (c *raftCore) step(m *pb.Message) raftOutput {
+	if c.failed {
+		return raftOutput{}
+	}
+	// The errors raft returns (a message from an unknown replica, a local
+	// message type from the network) say nothing the sender can act on.
+	_ = c.rn.Step(m)
+	return c.ready()
+}
+
+// propose proposes data as an entry, on the leader only (errNotLeader
+// elsewhere). A proposal accepted here may still never commit (a leader
+// change drops it): the proposer learns its fate only from apply, and
+// needs a timeout.
+func (c *raftCore) propose(data []byte) (raftOutput, error) {
+	if c.failed {
+		return raftOutput{}, errRaftCoreFailed
+	}
+	if st := c.rn.BasicStatus(); st.RaftState != raft.StateLeader {
+		return raftOutput{}, errNotLeader{Leader: st.Lead}
+	}
+	if err := c.rn.Propose(data); err != nil {
+		return raftOutput{}, err
+	}
+	return c.ready(), nil
+}
+
+// readIndex asks for the commit index a linearizable read must wait for;
+// the answer comes as a ReadState carrying rctx.
+func (c *raftCore) readIndex(rctx []byte) raftOutput {
+	if c.failed {
+		return raftOutput{}
+	}
+	c.rn.ReadIndex(rctx)
+	return c.ready()
+}
+
+// reportUnreachable tells raft that a message to id could not be sent.
+func (c *raftCore) reportUnreachable(id uint64) {
+	if !c.failed {
+		c.rn.ReportUnreachable(id)
+	}
+}
+
+// reportSnapshot tells raft how sending a snapshot to id ended (a follower
+// stays in snapshot state until told).
+func (c *raftCore) reportSnapshot(id uint64, ok bool) raftOutput {
+	if c.failed {
+		return raftOutput{}
+	}
+	st := raft.SnapshotFinish
+	if !ok {
+		st = raft.SnapshotFailure
+	}
+	c.rn.ReportSnapshot(id, st)
+	return c.ready()
+}
+
+// persisted reports that the pending Ready's writes are durable: its
+// messages go and its committed entries are applied, and the next Ready
+// follows.
+func (c *raftCore) persisted() (raftOutput, error) {
+	if c.failed {
+		return raftOutput{}, errRaftCoreFailed
+	}
+	rd := c.pending
+	if rd == nil {
+		return raftOutput{}, errors.New("raft: persisted with no write pending")
+	}
+	c.pending = nil
+	if err := c.mirror(rd); err != nil {
+		c.failed = true
+		return raftOutput{}, err
+	}
+	out := raftOutput{Send: rd.Messages, Apply: rd.CommittedEntries}
+	c.rn.Advance(*rd)
+	out.merge(c.ready())
+	return out, nil
+}
+
+// writeFailed reports that the pending Ready's writes failed: the core
+// stops (raft must never Advance past a write it does not have).
+func (c *raftCore) writeFailed() { c.failed = true }
+
+// mirror adds what a Ready made durable to the log raft reads.
+func (c *raftCore) mirror(rd *raft.Ready) error {
+	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
+		if err := c.log.ApplySnapshot(rd.Snapshot); err != nil {
+			return fmt.Errorf("raft: installing a snapshot: %w", err)
+		}
+		c.conf = proto.Clone(rd.Snapshot.GetMetadata().GetConfState()).(*pb.ConfState)
+	}
+	if len(rd.Entries) > 0 {
+		if err := c.log.Append(rd.Entries); err != nil {
+			return fmt.Errorf("raft: appending: %w", err)
+		}
+	}
+	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+		if err := c.log.SetHardState(rd.HardState); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ready takes Readies until one needs a write (or none is left): a Ready
+// with nothing to persist is handed out and advanced at once.
+func (c *raftCore) ready() raftOutput {
+	var out raftOutput
+	for c.pending == nil && c.rn.HasReady() {
+		rd := c.rn.Ready()
+		if rd.SoftState != nil && *rd.SoftState != c.soft {
+			c.soft = *rd.SoftState
+			soft := c.soft
+			out.Soft = &soft
+		}
+		out.ReadStates = append(out.ReadStates, rd.ReadStates...)
+		hs := rd.HardState
+		if hs != nil && raft.IsEmptyHardState(hs) {
+			hs = nil
+		}
+		snap := rd.Snapshot
+		if snap != nil && raft.IsEmptySnap(snap) {
+			snap = nil
+		}
+		if len(rd.Entries) == 0 && hs == nil && snap == nil {
+			out.Send = append(out.Send, rd.Messages...)
+			out.Apply = append(out.Apply, rd.CommittedEntries...)
+			c.rn.Advance(rd)
+			continue
+		}
+		p := &raftPersist{Entries: rd.Entries, HardState: hs, Snapshot: snap, MustSync: rd.MustSync}
+		if len(rd.Entries) > 0 {
+			if last, _ := c.log.LastIndex(); rd.Entries[0].GetIndex() <= last {
+				p.DropFrom = rd.Entries[0].GetIndex()
+			}
+		}
+		c.pending = &rd
+		out.Persist = p
+	}
+	return out
+}
+
+// status is the replica's role, term and leader, and its log's reach.
+func (c *raftCore) status() raft.BasicStatus { return c.rn.BasicStatus() }
+
+// compact drops the log's entries up to index (applied and stored in the
+// shard log), keeping the snapshot metadata raft needs to send a follower
+// that is further behind: data describes the shard at index.
+func (c *raftCore) compact(index uint64, data []byte) error {
+	if _, err := c.log.CreateSnapshot(index, c.conf, data); err != nil {
+		return err
+	}
+	return c.log.Compact(index)
+}
+
+// discardRaftLogger drops raft's log lines.
+type discardRaftLogger struct{}
+
+func (discardRaftLogger) Debug(...any)            {}
+func (discardRaftLogger) Debugf(string, ...any)   {}
+func (discardRaftLogger) Error(...any)            {}
+func (discardRaftLogger) Errorf(string, ...any)   {}
+func (discardRaftLogger) Info(...any)             {}
+func (discardRaftLogger) Infof(string, ...any)    {}
+func (discardRaftLogger) Warning(...any)          {}
+func (discardRaftLogger) Warningf(string, ...any) {}
+func (discardRaftLogger) Fatal(v ...any)          { panic(fmt.Sprint(v...)) }
+func (discardRaftLogger) Fatalf(f string, v ...any) {
+	panic(fmt.Sprintf(f, v...))
+}
+func (discardRaftLogger) Panic(v ...any)            { panic(fmt.Sprint(v...)) }
+func (discardRaftLogger) Panicf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }

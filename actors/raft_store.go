@@ -1,0 +1,170 @@
+package actors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/heraldmq/herald/storage"
+)
+
+// A replicated shard's raft state lives in the log's metadata keyspace,
+// written by the storage writer in the same group commits as everything
+// else (raft entries of every group on a node share one sync):
+//
+//	raft | stream u64 | shard u32 | 'e' | index u64   an entry (raftpb.Entry)
+//	raft | stream u64 | shard u32 | 'h'                the HardState
+//	raft | stream u64 | shard u32 | 's'                the last snapshot
+//
+// all big-endian, so a group's entries scan in index order. The raft log
+// is the durable source of a replicated shard: the shard's own batches are
+// written when entries apply, and the raft log is compacted behind the
+// applied index once those batches are stored (docs/architecture.md).
+var raftKeyPrefix = []byte("raft")
+
+const (
+	raftKindEntry     = 'e'
+	raftKindHardState = 'h'
+	raftKindSnapshot  = 's'
+)
+
+// raftGroupPrefix is every key of shard's raft group.
+func raftGroupPrefix(shard storage.ShardKey) []byte {
+	k := make([]byte, 0, len(raftKeyPrefix)+12+9)
+	k = append(k, raftKeyPrefix...)
+	k = binary.BigEndian.AppendUint64(k, shard.Stream)
+	return binary.BigEndian.AppendUint32(k, shard.Shard)
+}
+
+func raftEntryKey(shard storage.ShardKey, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(raftGroupPrefix(shard), raftKindEntry), index)
+}
+
+func raftHardStateKey(shard storage.ShardKey) []byte {
+	return append(raftGroupPrefix(shard), raftKindHardState)
+}
+
+func raftSnapshotKey(shard storage.ShardKey) []byte {
+	return append(raftGroupPrefix(shard), raftKindSnapshot)
+}
+
+// raftPersistMetas are the writes that make p durable for shard, whose
+// stored entries span [first, last] (last < first: none).
+func raftPersistMetas(shard storage.ShardKey, p *raftPersist, first, last uint64) ([]storage.MetaPut, error) {
+	var out []storage.MetaPut
+	drop := func(from, to uint64) {
+		for i := from; i <= to && i >= from; i++ {
+			out = append(out, storage.MetaPut{Key: raftEntryKey(shard, i)})
+		}
+	}
+	if p.Snapshot != nil {
+		// The raft log restarts after the snapshot: every stored entry goes.
+		if last >= first {
+			drop(first, last)
+		}
+		v, err := proto.Marshal(p.Snapshot)
+		if err != nil {
+			return nil, fmt.Errorf("raft: encoding a snapshot: %w", err)
+		}
+		out = append(out, storage.MetaPut{Key: raftSnapshotKey(shard), Value: v})
+	} else if p.DropFrom > 0 && p.DropFrom <= last {
+		drop(max(p.DropFrom, first), last)
+	}
+	for _, e := range p.Entries {
+		v, err := proto.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("raft: encoding entry %d: %w", e.GetIndex(), err)
+		}
+		out = append(out, storage.MetaPut{Key: raftEntryKey(shard, e.GetIndex()), Value: v})
+	}
+	// The HardState last: a commit split across transactions never stores
+	// a commit index ahead of the entries it commits.
+	if p.HardState != nil {
+		v, err := proto.Marshal(p.HardState)
+		if err != nil {
+			return nil, fmt.Errorf("raft: encoding the HardState: %w", err)
+		}
+		out = append(out, storage.MetaPut{Key: raftHardStateKey(shard), Value: v})
+	}
+	return out, nil
+}
+
+// raftCompactMetas are the writes that compact shard's stored raft log
+// behind snap (taken by raftCore.compact): the snapshot, then the
+// deletion of the entries [first, snap's index].
+func raftCompactMetas(shard storage.ShardKey, snap *pb.Snapshot, first uint64) ([]storage.MetaPut, error) {
+	v, err := proto.Marshal(snap)
+	if err != nil {
+		return nil, fmt.Errorf("raft: encoding a snapshot: %w", err)
+	}
+	out := []storage.MetaPut{{Key: raftSnapshotKey(shard), Value: v}}
+	for i := first; i <= snap.GetMetadata().GetIndex() && i >= first; i++ {
+		out = append(out, storage.MetaPut{Key: raftEntryKey(shard, i)})
+	}
+	return out, nil
+}
+
+// loadRaftDurable reads what log holds of shard's raft group. Entries
+// must run without a gap from the snapshot on: anything else is a
+// corrupt store, and the replica must not start on it.
+func loadRaftDurable(log storage.Log, shard storage.ShardKey) (raftDurable, error) {
+	var d raftDurable
+	prefix := raftGroupPrefix(shard)
+	err := log.ScanMeta(prefix, func(key, value []byte) error {
+		rest := key[len(prefix):]
+		if len(rest) == 0 {
+			return fmt.Errorf("raft: key %x has no kind", key)
+		}
+		v := bytes.Clone(value)
+		switch rest[0] {
+		case raftKindEntry:
+			if len(rest) != 9 {
+				return fmt.Errorf("raft: entry key %x", key)
+			}
+			e := &pb.Entry{}
+			if err := proto.Unmarshal(v, e); err != nil {
+				return fmt.Errorf("raft: entry %d: %w", binary.BigEndian.Uint64(rest[1:]), err)
+			}
+			if e.GetIndex() != binary.BigEndian.Uint64(rest[1:]) {
+				return fmt.Errorf("raft: entry stored at %d says %d", binary.BigEndian.Uint64(rest[1:]), e.GetIndex())
+			}
+			d.Entries = append(d.Entries, e)
+		case raftKindHardState:
+			hs := &pb.HardState{}
+			if err := proto.Unmarshal(v, hs); err != nil {
+				return fmt.Errorf("raft: HardState: %w", err)
+			}
+			d.HardState = hs
+		case raftKindSnapshot:
+			s := &pb.Snapshot{}
+			if err := proto.Unmarshal(v, s); err != nil {
+				return fmt.Errorf("raft: snapshot: %w", err)
+			}
+			d.Snapshot = s
+		default:
+			return fmt.Errorf("raft: key %x of unknown kind %q", key, rest[0])
+		}
+		return nil
+	})
+	if err != nil {
+		return raftDurable{}, fmt.Errorf("stream %d shard %d: %w", shard.Stream, shard.Shard, err)
+	}
+	next := uint64(raftBootstrapIndex + 1)
+	if d.Snapshot != nil {
+		next = d.Snapshot.GetMetadata().GetIndex() + 1
+	}
+	// Entries the snapshot covers may remain if a compaction's deletes were
+	// split from its snapshot write: they are dropped here.
+	for len(d.Entries) > 0 && d.Entries[0].GetIndex() < next {
+		d.Entries = d.Entries[1:]
+	}
+	for i, e := range d.Entries {
+		if e.GetIndex() != next+uint64(i) {
+			return raftDurable{}, fmt.Errorf("stream %d shard %d: raft: entry %d follows %d", shard.Stream, shard.Shard, e.GetIndex(), next+uint64(i)-1)
+		}
+	}
+	return d, nil
+}

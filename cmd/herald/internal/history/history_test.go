@@ -2,7 +2,10 @@ package history
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"sync"
 	"testing"
 )
 
@@ -65,5 +68,115 @@ func TestKindString(t *testing.T) {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, want)
 		}
+	}
+}
+
+// TestRecorderConcurrent has publishers append to a simulated log of three
+// shards and readers read it, all recording into one Recorder at once (run
+// it with -race). The history must hold every event once, numbered without
+// a gap, each goroutine's events in its own order, and check clean against
+// the simulated log.
+func TestRecorderConcurrent(t *testing.T) {
+	const (
+		shards     = 3
+		publishers = 8
+		perPub     = 200
+		readers    = 4
+		perReader  = 100
+	)
+	var logs [shards]struct {
+		sync.Mutex
+		ids []string
+	}
+	rec := New()
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			for i := range perPub {
+				id := fmt.Sprintf("p%d-%d", p, i)
+				s := uint32((p + i) % shards)
+				rec.Invoke(id, s)
+				l := &logs[s]
+				l.Lock()
+				off := uint64(len(l.ids))
+				l.ids = append(l.ids, id)
+				l.Unlock()
+				if i%10 == 0 {
+					rec.Unknown(id, errors.New("connection lost"))
+				} else {
+					rec.Ack(id, s, off)
+				}
+			}
+		})
+	}
+	var readRecords [readers]int
+	for g := range readers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(1, uint64(g)))
+			for range perReader {
+				s := rng.IntN(shards)
+				l := &logs[s]
+				l.Lock()
+				from := rng.IntN(len(l.ids) + 1)
+				n := rng.IntN(min(20, len(l.ids)-from) + 1)
+				ids := append([]string(nil), l.ids[from:from+n]...)
+				l.Unlock()
+				rec.Read(uint32(s), uint64(from), ids)
+				readRecords[g] += n
+			}
+		})
+	}
+	wg.Wait()
+
+	h := rec.History()
+	if want := publishers*perPub*2 + readers*perReader; len(h) != want {
+		t.Fatalf("history has %d events, want %d", len(h), want)
+	}
+	invoked := map[string]uint64{}
+	lastInvoke := map[int]uint64{}
+	for i, e := range h {
+		if e.Seq != uint64(i)+1 {
+			t.Fatalf("event %d has seq %d, want %d", i, e.Seq, i+1)
+		}
+		var p, n int
+		switch e.Kind {
+		case KindInvoke:
+			if _, dup := invoked[e.ID]; dup {
+				t.Fatalf("%q invoked twice", e.ID)
+			}
+			invoked[e.ID] = e.Seq
+			if _, err := fmt.Sscanf(e.ID, "p%d-%d", &p, &n); err != nil {
+				t.Fatalf("invoke of unexpected id %q: %v", e.ID, err)
+			}
+			if e.Seq <= lastInvoke[p] {
+				t.Fatalf("publisher %d's invoke of %q at seq %d is not after its previous one at seq %d", p, e.ID, e.Seq, lastInvoke[p])
+			}
+			lastInvoke[p] = e.Seq
+		case KindAck, KindUnknown:
+			if s, ok := invoked[e.ID]; !ok || s >= e.Seq {
+				t.Fatalf("outcome of %q at seq %d is not after its invoke (seq %d, recorded %v)", e.ID, e.Seq, s, ok)
+			}
+		}
+	}
+
+	final := Final{}
+	for s := range logs {
+		final[uint32(s)] = LogOf(0, logs[s].ids...)
+	}
+	if vs := Check(h, final); len(vs) != 0 {
+		t.Fatalf("concurrent history has %d violations, first %v", len(vs), vs[0])
+	}
+	sum := Summarize(h, final)
+	totalRead := 0
+	for _, n := range readRecords {
+		totalRead += n
+	}
+	want := Summary{
+		Events: len(h), Publishes: publishers * perPub, Attempts: publishers * perPub,
+		Acked: publishers * perPub * 9 / 10, Unknown: publishers * perPub / 10, UnknownPresent: publishers * perPub / 10,
+		Reads: readers * perReader, ReadRecords: totalRead, Records: publishers * perPub,
+	}
+	if sum != want {
+		t.Errorf("Summarize =\n%v\nwant\n%v", sum, want)
 	}
 }

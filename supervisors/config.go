@@ -3,6 +3,9 @@ package supervisors
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -184,8 +187,51 @@ type Config struct {
 	// removes, so memory grows with every connection and subscription ever
 	// made: for diagnosis, not for long-running production nodes.
 	ActorMetrics bool `yaml:"actor_metrics"`
+	// NodeID is this node's id in a cluster (non-zero, never reused); it
+	// must be one of Peers. Without Peers it is not used.
+	NodeID uint64 `yaml:"node_id"`
+	// ClusterListen is the UDP address peers reach this node at (QUIC,
+	// ALPN herald-peer/1); required with Peers.
+	ClusterListen string `yaml:"cluster_listen"`
+	// Peers lists every node of the cluster, this one included, as
+	// id=address pairs, comma-separated ("1=10.0.0.1:7402,2=..."). The
+	// address of a peer is what this list says. Empty: a single node, as
+	// without any cluster setting.
+	Peers string `yaml:"peers"`
+	// ClusterCA, ClusterCert and ClusterKey are PEM files for mutual TLS
+	// between peers: every node's certificate chains to ClusterCA. All
+	// three or none; with none, peer traffic is encrypted but not
+	// authenticated (development only; the node says so in its log).
+	ClusterCA   string `yaml:"cluster_ca"`
+	ClusterCert string `yaml:"cluster_cert"`
+	ClusterKey  string `yaml:"cluster_key"`
 	// Badger sizes the storage engine.
 	Badger BadgerConfig `yaml:"badger"`
+}
+
+// ParsePeers parses a peers list ("1=host:port,2=host:port"): ids
+// non-zero and distinct, addresses host:port.
+func ParsePeers(s string) (map[uint64]string, error) {
+	out := map[uint64]string{}
+	for _, item := range parseList(s) {
+		id, addr, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("peer %q: want id=host:port", item)
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("peer %q: the id must be a number above 0", item)
+		}
+		addr = strings.TrimSpace(addr)
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("peer %q: %v", item, err)
+		}
+		if _, dup := out[n]; dup {
+			return nil, fmt.Errorf("peer %d is listed twice", n)
+		}
+		out[n] = addr
+	}
+	return out, nil
 }
 
 // BadgerConfig sizes Badger. The defaults suit a small machine (2 cores, a
@@ -285,6 +331,27 @@ func (c *Config) Validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		bad("tls_cert", "tls_cert and tls_key must be given together")
+	}
+	if c.Peers == "" {
+		if c.ClusterListen != "" || c.ClusterCA != "" || c.ClusterCert != "" || c.ClusterKey != "" {
+			bad("peers", "cluster_listen and cluster_ca/cert/key need peers (a node without peers is a single node)")
+		}
+	} else if peers, err := ParsePeers(c.Peers); err != nil {
+		bad("peers", "%v", err)
+	} else {
+		if c.NodeID == 0 {
+			bad("node_id", "must be set (non-zero) with peers")
+		} else if _, ok := peers[c.NodeID]; !ok {
+			bad("node_id", "%d is not in peers", c.NodeID)
+		}
+		if c.ClusterListen == "" {
+			bad("cluster_listen", "must be set with peers")
+		} else if _, _, err := net.SplitHostPort(c.ClusterListen); err != nil {
+			bad("cluster_listen", "%v", err)
+		}
+		if n := countSet(c.ClusterCA, c.ClusterCert, c.ClusterKey); n != 0 && n != 3 {
+			bad("cluster_ca", "cluster_ca, cluster_cert and cluster_key go together")
+		}
 	}
 	if c.TLSClientCA != "" {
 		if _, err := certGrant(*c); err != nil {
@@ -440,4 +507,15 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// countSet counts the non-empty values.
+func countSet(vs ...string) int {
+	n := 0
+	for _, v := range vs {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }

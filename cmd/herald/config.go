@@ -109,6 +109,12 @@ var nodeFlagKeys = []struct {
 	{"log-level", "log_level", "log `level`: debug, info, warn or error"},
 	{"log-format", "log_format", "log `format`: text or json"},
 	{"trace", "trace_exporter", "where spans go: `exporter` none, stdout or otlp (OTEL_EXPORTER_OTLP_* set the endpoint)"},
+	{"node-id", "node_id", "this node's `id` in a cluster (with --peers)"},
+	{"cluster-listen", "cluster_listen", "UDP `address` peers reach this node at (with --peers)"},
+	{"peers", "peers", "every node of the cluster as `id=address,...` (none: a single node)"},
+	{"cluster-ca", "cluster_ca", "PEM `file` of the cluster CA for mutual TLS between peers (with --cluster-cert, --cluster-key)"},
+	{"cluster-cert", "cluster_cert", "PEM certificate `file` of this node under --cluster-ca"},
+	{"cluster-key", "cluster_key", "PEM private key `file` for --cluster-cert"},
 }
 
 // nodeFlags holds what registerNodeFlags registered, for loadNodeConfig.

@@ -128,8 +128,10 @@ type Node struct {
 	// and group log reads): closeResources waits for them once the actors
 	// have stopped, before storage closes.
 	goroutines *actors.Goroutines
-	shutOnce   sync.Once
-	shutErr    error
+	// cluster is the node's side of its cluster (nil: a single node).
+	cluster  *cluster
+	shutOnce sync.Once
+	shutErr  error
 }
 
 // Start opens storage, builds the actor tree and starts listening. On error
@@ -159,6 +161,9 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	// The sockets first: a bad or busy address fails before the data
 	// directory or a certificate is made.
 	if err := n.bind(); err != nil {
+		return nil, err
+	}
+	if err := n.bindCluster(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -349,6 +354,9 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	n.children = *res.(*nodeChildren)
 	n.deadLetters = n.sys.EventStream.Subscribe(n.onDeadLetter)
 
+	if err := n.startCluster(); err != nil {
+		return nil, err
+	}
 	if err := n.listen(tlsConf); err != nil {
 		return nil, err
 	}
@@ -573,6 +581,7 @@ func (n *Node) httpHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	mux.HandleFunc("/cluster", n.serveCluster)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -759,6 +768,7 @@ func (n *Node) closeResources() error {
 		stop(n.children.Writer)   // commits what is still pending
 		stop(n.root)
 	}
+	n.stopCluster() // the peer links, then their socket
 	// The stopped actors have cancelled what their goroutines wait on.
 	n.goroutines.CloseAndWait()
 	if n.sys != nil {

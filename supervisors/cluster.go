@@ -1,0 +1,250 @@
+package supervisors
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quic-go/quic-go"
+
+	"github.com/heraldmq/herald/actors"
+	"github.com/heraldmq/herald/net/peerwire"
+	"github.com/heraldmq/herald/net/transport"
+)
+
+// cluster is a node's side of its cluster (cfg.Peers set): the UDP socket
+// peers reach it on, its QUIC transport and listener, the accept loop,
+// and the peers actor that owns one link per peer. Raft groups are not
+// wired to it yet (issue 17): what peers send is counted and dropped.
+type cluster struct {
+	self  uint64
+	peers map[uint64]string
+	tls   transport.PeerTLS
+	udp   *net.UDPConn
+	tr    *quic.Transport
+	ln    *quic.Listener
+	pid   *actor.PID
+	// undelivered counts raft messages that arrived for no group here.
+	undelivered atomic.Uint64
+	wg          sync.WaitGroup
+}
+
+// peerQUIC is the QUIC configuration of peer connections: keep-alives so
+// an idle pair notices a dead peer, and a short idle timeout so a link is
+// seen down (and raft told) within seconds.
+func peerQUIC() *quic.Config {
+	return &quic.Config{
+		HandshakeIdleTimeout:  5 * time.Second,
+		MaxIdleTimeout:        5 * time.Second,
+		KeepAlivePeriod:       time.Second,
+		MaxIncomingStreams:    4,
+		MaxIncomingUniStreams: -1,
+	}
+}
+
+// bindCluster opens the peer socket (before anything else starts, like
+// the client one, so a busy address fails the start at once).
+func (n *Node) bindCluster() error {
+	if n.cfg.Peers == "" {
+		return nil
+	}
+	peers, err := ParsePeers(n.cfg.Peers)
+	if err != nil {
+		return fmt.Errorf("node: peers: %w", err)
+	}
+	ua, err := net.ResolveUDPAddr("udp", n.cfg.ClusterListen)
+	if err != nil {
+		return fmt.Errorf("node: cluster listen address %q: %w", n.cfg.ClusterListen, err)
+	}
+	udp, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return fmt.Errorf("node: cluster listen %s: %w", n.cfg.ClusterListen, err)
+	}
+	n.cluster = &cluster{self: n.cfg.NodeID, peers: peers, udp: udp}
+	return nil
+}
+
+// startCluster starts the peer listener and the links.
+func (n *Node) startCluster() error {
+	c := n.cluster
+	if c == nil {
+		return nil
+	}
+	var err error
+	if n.cfg.ClusterCA != "" {
+		c.tls, err = transport.ClusterTLS(n.cfg.ClusterCA, n.cfg.ClusterCert, n.cfg.ClusterKey)
+	} else {
+		c.tls, err = transport.DevPeerTLS()
+	}
+	if err != nil {
+		return fmt.Errorf("node: cluster TLS: %w", err)
+	}
+	if !c.tls.Authenticated {
+		n.logger.Warn("cluster: peer traffic is encrypted but NOT authenticated (no --cluster-ca): whoever answers at a peer's address is taken for that peer; development only")
+	}
+	c.tr = &quic.Transport{Conn: c.udp}
+	if c.ln, err = c.tr.Listen(c.tls.Server, peerQUIC()); err != nil {
+		return fmt.Errorf("node: cluster listen: %w", err)
+	}
+	var links []actors.PeerLinkConfig
+	dial := actors.PeerDialer(c.tr, c.tls.Client, peerQUIC())
+	for id, addr := range c.peers {
+		if id == c.self {
+			continue
+		}
+		links = append(links, actors.PeerLinkConfig{Self: c.self, Peer: id, Addr: addr, Dial: dial,
+			Deliver: func(from uint64, msgs []peerwire.Message) {
+				// No raft group runs here yet.
+				c.undelivered.Add(uint64(len(msgs)))
+			},
+			Goroutines: n.goroutines})
+	}
+	slices.SortFunc(links, func(a, b actors.PeerLinkConfig) int { return cmp.Compare(a.Peer, b.Peer) })
+	if c.pid, err = n.sys.Root.SpawnNamed(actors.NewPeersProps(actors.PeersConfig{Links: links}), "peers"); err != nil {
+		return fmt.Errorf("node: spawn peers: %w", err)
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		n.acceptPeers()
+	}()
+	n.logger.Info("cluster: listening for peers", slog.Uint64("node_id", c.self), slog.String("cluster_listen", c.udp.LocalAddr().String()),
+		slog.Int("peers", len(links)), slog.Bool("authenticated", c.tls.Authenticated))
+	return nil
+}
+
+// acceptPeers accepts peer connections until the listener closes; each
+// one's Hello is read on a goroutine of its own, bounded by the handshake
+// timeout, and the connection handed to its link.
+func (n *Node) acceptPeers() {
+	c := n.cluster
+	for {
+		conn, err := c.ln.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HandshakeTimeout)
+			defer cancel()
+			from, stream, err := actors.AcceptPeer(ctx, conn, c.self, func(id uint64) bool { _, ok := c.peers[id]; return ok && id != c.self })
+			if err != nil {
+				n.logger.Warn("cluster: refused a peer connection", slog.String("remote", conn.RemoteAddr().String()), slog.Any("error", err))
+				_ = conn.CloseWithError(1, err.Error())
+				return
+			}
+			n.sys.Root.Send(c.pid, &actors.PeerAcceptedFrom{From: from, PeerAccepted: actors.PeerAccepted{Conn: conn, Stream: stream}})
+		}()
+	}
+}
+
+// stopCluster stops the links and closes the peer socket; the links'
+// goroutines are the node's, waited for with the others.
+func (n *Node) stopCluster() {
+	c := n.cluster
+	if c == nil {
+		return
+	}
+	if c.pid != nil {
+		_ = n.sys.Root.StopFuture(c.pid).Wait()
+	}
+	if c.ln != nil {
+		_ = c.ln.Close()
+	}
+	if c.tr != nil {
+		_ = c.tr.Close()
+	}
+	_ = c.udp.Close()
+	c.wg.Wait()
+}
+
+// ClusterStatus is what `herald cluster status` shows: this node and its
+// links to the others.
+type ClusterStatus struct {
+	NodeID        uint64 `json:"node_id"`
+	ClusterListen string `json:"cluster_listen"`
+	Authenticated bool   `json:"authenticated"`
+	// Peers are the other nodes, by id.
+	Peers []PeerStatus `json:"peers"`
+	// Undelivered counts raft messages that came for no group on this node.
+	Undelivered uint64 `json:"undelivered_messages"`
+}
+
+// PeerStatus is one link as ClusterStatus shows it.
+type PeerStatus struct {
+	NodeID    uint64    `json:"node_id"`
+	Addr      string    `json:"addr"`
+	Up        bool      `json:"up"`
+	Since     time.Time `json:"since"`
+	LastError string    `json:"last_error,omitempty"`
+	Frames    uint64    `json:"frames_sent"`
+	Messages  uint64    `json:"messages_sent"`
+	Dropped   uint64    `json:"messages_dropped"`
+	Received  uint64    `json:"messages_received"`
+}
+
+// ClusterStatus returns the node's view of its cluster; ok is false for
+// a single node.
+func (n *Node) ClusterStatus(ctx context.Context) (ClusterStatus, bool, error) {
+	c := n.cluster
+	if c == nil || c.pid == nil {
+		return ClusterStatus{}, false, nil
+	}
+	out := ClusterStatus{NodeID: c.self, ClusterListen: c.udp.LocalAddr().String(), Authenticated: c.tls.Authenticated, Undelivered: c.undelivered.Load()}
+	wait := 2 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(min(wait, time.Until(dl)), time.Millisecond)
+	}
+	v, err := n.sys.Root.RequestFuture(c.pid, &actors.PeerLinksRequest{}, wait).Result()
+	if err != nil {
+		return ClusterStatus{}, true, fmt.Errorf("cluster: %w", err)
+	}
+	links := v.(*actors.PeerLinks).Links
+	futures := map[uint64]*actor.Future{}
+	for id, pid := range links {
+		futures[id] = n.sys.Root.RequestFuture(pid, &actors.PeerStatusRequest{}, wait)
+	}
+	for id := range c.peers {
+		if id == c.self {
+			continue
+		}
+		ps := PeerStatus{NodeID: id, Addr: c.peers[id]}
+		if f := futures[id]; f == nil {
+			ps.LastError = "no link"
+		} else if r, err := f.Result(); err != nil {
+			ps.LastError = "no answer: " + err.Error()
+		} else {
+			st := r.(actors.PeerStatus)
+			ps.Up, ps.Since, ps.LastError = st.Up, st.Since, st.LastError
+			ps.Frames, ps.Messages, ps.Dropped, ps.Received = st.Frames, st.Messages, st.Dropped, st.Received
+		}
+		out.Peers = append(out.Peers, ps)
+	}
+	slices.SortFunc(out.Peers, func(a, b PeerStatus) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	return out, true, nil
+}
+
+// serveCluster answers GET /cluster with the ClusterStatus as JSON (404
+// on a single node).
+func (n *Node) serveCluster(w http.ResponseWriter, r *http.Request) {
+	st, ok, err := n.ClusterStatus(r.Context())
+	switch {
+	case !ok:
+		http.Error(w, "not a cluster: this node runs without peers", http.StatusNotFound)
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(st)
+	}
+}

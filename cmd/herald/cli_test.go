@@ -419,7 +419,8 @@ func TestOutputFlagOnPrintingCommands(t *testing.T) {
 	root := newRootCmd(processEnv(strings.NewReader(""), io.Discard, io.Discard))
 	want := map[string]bool{}
 	for _, p := range []string{"stream create", "stream describe", "stream list", "stream delete", "pub", "sub", "read",
-		"group poll", "group dead-letters", "group describe", "group list", "group seek", "group delete", "context ls", "version", "token new"} {
+		"group poll", "group dead-letters", "group describe", "group list", "group seek", "group delete", "context ls", "version", "token new",
+		"cluster status"} {
 		want["herald "+p] = true
 	}
 	walk(root, func(c *cobra.Command) {

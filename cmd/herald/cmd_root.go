@@ -82,7 +82,7 @@ See docs/ for the protocol, configuration and operations.`,
 		c.GroupID = groupClient
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newNodeCmd(env), newBenchCmd(env), newTokenCmd(env)} {
+	for _, c := range []*cobra.Command{newNodeCmd(env), newClusterCmd(env), newBenchCmd(env), newTokenCmd(env)} {
 		c.GroupID = groupNode
 		root.AddCommand(c)
 	}

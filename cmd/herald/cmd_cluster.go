@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/heraldmq/herald/supervisors"
+)
+
+// defaultClusterHTTP is where `herald cluster status` asks unless told:
+// the HTTP listener of `herald node`'s defaults.
+const defaultClusterHTTP = "127.0.0.1:7401"
+
+func newClusterCmd(env *cliEnv) *cobra.Command {
+	c := parentCmd("cluster", "Inspect a cluster of nodes",
+		`Inspect a cluster of nodes (started with --node-id, --cluster-listen and --peers).`,
+		`  herald cluster status
+  herald cluster status --http 127.0.0.1:7411 -o json`)
+	c.AddCommand(newClusterStatusCmd(env))
+	return c
+}
+
+func newClusterStatusCmd(env *cliEnv) *cobra.Command {
+	var out outputFlags
+	var httpAddr string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show a node's view of its cluster: its peers, up or down, and their links",
+		Long: `Show one node's view of its cluster, from the node's HTTP listener (GET /cluster):
+each peer, whether the link to it is up and since when, why it last went down, and
+what went over it. Each node shows its own view: ask every node to see the whole.
+A node without peers answers that it is not a cluster (exit status 1).`,
+		Example: `  herald cluster status
+  herald cluster status --http 127.0.0.1:7411
+  herald cluster status -o json`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			f, err := out.resolve(c)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			st, err := fetchClusterStatus(ctx, httpAddr)
+			if err != nil {
+				return err
+			}
+			if f.structured() {
+				return writeValue(env.stdout, f, st)
+			}
+			auth := "mutual TLS under the cluster CA"
+			if !st.Authenticated {
+				auth = "encrypted, NOT authenticated (development mode)"
+			}
+			fmt.Fprintf(env.stdout, "node %d, listening for peers at %s, %s\n", st.NodeID, st.ClusterListen, auth)
+			t := newTable("PEER", "ADDRESS", "LINK", "SINCE", "SENT", "RECEIVED", "DROPPED", "LAST ERROR")
+			for _, p := range st.Peers {
+				state := "down"
+				if p.Up {
+					state = "up"
+				}
+				since := "-"
+				if !p.Since.IsZero() {
+					since = time.Since(p.Since).Truncate(time.Second).String() + " ago"
+				}
+				t.AppendRow([]any{p.NodeID, p.Addr, state, since, p.Messages, p.Received, p.Dropped, p.LastError})
+			}
+			return writeTable(env.stdout, t)
+		},
+	}
+	c.Flags().StringVar(&httpAddr, "http", defaultClusterHTTP, "the node's HTTP listener `address` (its --http)")
+	c.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the node")
+	addOutputFlags(c, &out, "an object with node_id, cluster_listen, authenticated and peers")
+	return c
+}
+
+// errNotCluster is a node that runs without peers.
+var errNotCluster = errors.New("the node is not part of a cluster (it runs without --peers)")
+
+// fetchClusterStatus asks the node at httpAddr for its cluster status.
+func fetchClusterStatus(ctx context.Context, httpAddr string) (supervisors.ClusterStatus, error) {
+	url := "http://" + httpAddr + "/cluster"
+	if strings.Contains(httpAddr, "://") {
+		url = strings.TrimSuffix(httpAddr, "/") + "/cluster"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return supervisors.ClusterStatus{}, usageErrorf("--http %q: %v", httpAddr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return supervisors.ClusterStatus{}, fmt.Errorf("asking %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return supervisors.ClusterStatus{}, errNotCluster
+	default:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return supervisors.ClusterStatus{}, fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var st supervisors.ClusterStatus
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return supervisors.ClusterStatus{}, fmt.Errorf("%s: %w", url, err)
+	}
+	return st, nil
+}

@@ -236,19 +236,9 @@ func (g *Group) settleRecords(ctx context.Context, nack bool, recs []GroupRecord
 	if len(recs) == 0 {
 		return 0, wire.Errorf(wire.CodeInvalidRequest, "no records to settle")
 	}
-	var byShard []shardOffsets
-	for _, r := range recs {
-		i := slices.IndexFunc(byShard, func(s shardOffsets) bool { return s.shard == r.Shard })
-		if i < 0 {
-			i = len(byShard)
-			byShard = append(byShard, shardOffsets{shard: r.Shard})
-		}
-		byShard[i].offsets = append(byShard[i].offsets, r.Offset)
-	}
-	for _, s := range byShard {
-		if err := checkOffsets(s.offsets); err != nil {
-			return 0, err
-		}
+	byShard, err := offsetsByShard(recs)
+	if err != nil {
+		return 0, err
 	}
 	total := 0
 	for _, s := range byShard {
@@ -259,6 +249,29 @@ func (g *Group) settleRecords(ctx context.Context, nack bool, recs []GroupRecord
 		}
 	}
 	return total, nil
+}
+
+// offsetsByShard groups the offsets of recs by shard, in the order their
+// shards first appear, and checks each group's size.
+func offsetsByShard(recs []GroupRecord) ([]shardOffsets, error) {
+	var byShard []shardOffsets
+	for _, r := range recs {
+		i := len(byShard) - 1
+		if i < 0 || byShard[i].shard != r.Shard {
+			i = slices.IndexFunc(byShard, func(s shardOffsets) bool { return s.shard == r.Shard })
+		}
+		if i < 0 {
+			i = len(byShard)
+			byShard = append(byShard, shardOffsets{shard: r.Shard})
+		}
+		byShard[i].offsets = append(byShard[i].offsets, r.Offset)
+	}
+	for _, s := range byShard {
+		if err := checkOffsets(s.offsets); err != nil {
+			return nil, err
+		}
+	}
+	return byShard, nil
 }
 
 // settleOffsets checks and sends one settle request.

@@ -35,28 +35,9 @@ func (g *Group) AckAsync(recs ...GroupRecord) (*AckFuture, error) {
 	if len(recs) == 0 {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "no records to settle")
 	}
-	var byShard []shardOffsets
-	for _, r := range recs {
-		i := len(byShard) - 1
-		if i < 0 || byShard[i].shard != r.Shard {
-			i = -1
-			for k := range byShard {
-				if byShard[k].shard == r.Shard {
-					i = k
-					break
-				}
-			}
-		}
-		if i < 0 {
-			i = len(byShard)
-			byShard = append(byShard, shardOffsets{shard: r.Shard})
-		}
-		byShard[i].offsets = append(byShard[i].offsets, r.Offset)
-	}
-	for _, s := range byShard {
-		if err := checkOffsets(s.offsets); err != nil {
-			return nil, err
-		}
+	byShard, err := offsetsByShard(recs)
+	if err != nil {
+		return nil, err
 	}
 	f := &AckFuture{done: make(chan struct{}), parts: make([]*pendingAck, len(byShard))}
 	coalesced := g.c.session().welcome.Features&wire.FeatureGroupAcks != 0

@@ -33,6 +33,15 @@ type testPeerNode struct {
 	qc    *quic.Config
 	tls   transport.PeerTLS
 	udp   *net.UDPConn
+	// route, when set, takes what arrives instead of got.
+	route func(from uint64, msgs []peerwire.Message)
+}
+
+// setRoute sends what arrives to route from now on.
+func (n *testPeerNode) setRoute(route func(from uint64, msgs []peerwire.Message)) {
+	n.mu.Lock()
+	n.route = route
+	n.mu.Unlock()
 }
 
 func newTestPeerNode(t *testing.T, id uint64, addr string, tlsConf transport.PeerTLS) *testPeerNode {
@@ -81,8 +90,14 @@ func (n *testPeerNode) link(peer uint64, addr string) {
 		Dial: PeerDialer(n.tr, n.tls.Client, n.qc),
 		Deliver: func(from uint64, msgs []peerwire.Message) {
 			n.mu.Lock()
-			n.got[from] = append(n.got[from], msgs...)
+			route := n.route
+			if route == nil {
+				n.got[from] = append(n.got[from], msgs...)
+			}
 			n.mu.Unlock()
+			if route != nil {
+				route(from, msgs)
+			}
 		},
 		RetryMin: time.Millisecond, RetryMax: 20 * time.Millisecond, Goroutines: n.gor,
 	}))

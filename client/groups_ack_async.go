@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -40,20 +41,21 @@ func (g *Group) AckAsync(recs ...GroupRecord) (*AckFuture, error) {
 		return nil, err
 	}
 	f := &AckFuture{done: make(chan struct{}), parts: make([]*pendingAck, len(byShard))}
+	f.left.Store(int32(len(byShard)))
 	coalesced := g.c.session().welcome.Features&wire.FeatureGroupAcks != 0
 	for i, s := range byShard {
 		if coalesced {
 			// The offsets are the future's own (byShard's): no copy.
-			f.parts[i] = g.c.groupAcks.enqueue(g, s.shard, s.offsets)
+			f.parts[i] = g.c.groupAcks.enqueue(g, s.shard, s.offsets, f.partResolved)
 			continue
 		}
-		a := &pendingAck{shard: s.shard, offsets: s.offsets, reply: make(chan ackOutcome, 1)}
+		a := &pendingAck{shard: s.shard, offsets: s.offsets, reply: make(chan ackOutcome, 1), resolved: f.partResolved}
 		f.parts[i] = a
 		if !g.c.s.goroutines.Go(func() {
 			n, err := g.sendSettle(g.c.s.life, false, a.shard, a.offsets)
-			a.reply <- ackOutcome{n: n, err: lifeErr(g.c.s.life, err)}
+			a.resolve(ackOutcome{n: n, err: lifeErr(g.c.s.life, err)})
 		}) {
-			a.reply <- ackOutcome{err: ErrClosed}
+			a.resolve(ackOutcome{err: ErrClosed})
 		}
 	}
 	return f, nil
@@ -64,49 +66,46 @@ type AckFuture struct {
 	// parts are the ack's per-shard acks, in the order of their shards'
 	// first records; each gets exactly one outcome on its reply.
 	parts []*pendingAck
-	// mu serialises the collection of outcomes among Waits; done is closed
-	// once n and err hold the whole outcome.
-	mu   sync.Mutex
-	got  []ackOutcome
+	// left counts the parts not yet answered; the last answer closes done.
+	left atomic.Int32
 	done chan struct{}
+	// once collects the outcome into n and err, after done.
+	once sync.Once
 	n    int
 	err  error
 }
 
+// partResolved is called once per part, after its outcome is on its reply.
+func (f *AckFuture) partResolved() {
+	if f.left.Add(-1) == 0 {
+		close(f.done)
+	}
+}
+
 // Wait waits for the ack's outcome: how many of its records the node
 // settled (a record settled already is not counted, as with Ack) and the
-// first error, once every part is answered. If ctx ends first it returns
-// ctx's error and the ack goes on: Wait may be called again. It is safe to
-// call from several goroutines.
+// first error in the order of its shards, once every part is answered. If
+// ctx ends first it returns ctx's error and the ack goes on: Wait may be
+// called again. It is safe to call from several goroutines, each with its
+// own ctx.
 func (f *AckFuture) Wait(ctx context.Context) (int, error) {
 	select {
 	case <-f.done:
-		return f.n, f.err
-	default:
+	case <-ctx.Done():
+		return 0, ctx.Err()
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for len(f.got) < len(f.parts) {
-		select {
-		case o := <-f.parts[len(f.got)].reply:
-			f.got = append(f.got, o)
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	select {
-	case <-f.done: // an earlier Wait collected it
-	default:
-		for _, o := range f.got {
+	f.once.Do(func() {
+		for _, p := range f.parts {
+			o := <-p.reply // answered: done is closed
 			f.n += o.n
 			if o.err != nil && f.err == nil {
 				f.err = o.err
 			}
 		}
-		close(f.done)
-	}
+	})
 	return f.n, f.err
 }
 
-// Done is closed once a Wait has collected the whole outcome.
+// Done is closed once every part of the ack is answered (Wait then returns
+// at once).
 func (f *AckFuture) Done() <-chan struct{} { return f.done }

@@ -51,6 +51,10 @@ func TestGroupAckAsyncCoalescesAndResolvesEachFuture(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitQueued(t, c, ackKey{stream: orders, group: "fulfilment"}, 6)
+	// A Wait blocked with a long ctx does not hold up another Wait's own
+	// ctx.
+	long := make(chan error, 1)
+	go func() { _, err := later[0].Wait(ctx); long <- err }()
 	short, cancel := context.WithTimeout(ctx, time.Millisecond)
 	defer cancel()
 	if _, err := later[0].Wait(short); !errors.Is(err, context.DeadlineExceeded) {
@@ -80,6 +84,15 @@ func TestGroupAckAsyncCoalescesAndResolvesEachFuture(t *testing.T) {
 		}
 	}
 	sc.writeCtl(wire.AppendGroupAcksDone(nil, f.Header.RequestID, outs))
+	// Done closes on the answer, with no Wait called.
+	select {
+	case <-later[1].Done():
+	case <-ctx.Done():
+		t.Fatal("Done not closed after the answer")
+	}
+	if err := <-long; err != nil {
+		t.Fatalf("the long Wait: %v", err)
+	}
 	for i, fut := range later {
 		want := 1
 		if i == 3 {

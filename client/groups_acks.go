@@ -41,6 +41,18 @@ type pendingAck struct {
 	// reply receives the outcome exactly once; capacity 1, so the sender
 	// never blocks on a caller that has gone.
 	reply chan ackOutcome
+	// resolved, if set, is called once the outcome is on reply (an
+	// AckFuture counting its parts).
+	resolved func()
+}
+
+// resolve delivers a's outcome; every path that settles an ack ends here,
+// once.
+func (a *pendingAck) resolve(o ackOutcome) {
+	a.reply <- o
+	if a.resolved != nil {
+		a.resolved()
+	}
 }
 
 // ackOutcome is what one caller's Ack returns.
@@ -148,7 +160,7 @@ type groupAckers struct {
 func (r *groupAckers) ack(ctx context.Context, g *Group, shard uint32, offsets []uint64) (int, error) {
 	// The offsets are copied: an ack whose caller gave up may still be
 	// encoded after Ack returned, when the caller may reuse its slice.
-	a := r.enqueue(g, shard, slices.Clone(offsets))
+	a := r.enqueue(g, shard, slices.Clone(offsets), nil)
 	select {
 	case o := <-a.reply:
 		return o.n, o.err
@@ -160,9 +172,9 @@ func (r *groupAckers) ack(ctx context.Context, g *Group, shard uint32, offsets [
 
 // enqueue hands an ack of offsets (which it keeps) of shard for g to g's
 // coalescer, starting a request if a slot is free, and returns it: its
-// reply gets exactly one outcome.
-func (r *groupAckers) enqueue(g *Group, shard uint32, offsets []uint64) *pendingAck {
-	a := &pendingAck{shard: shard, offsets: offsets, reply: make(chan ackOutcome, 1)}
+// reply gets exactly one outcome, after which resolved (if set) is called.
+func (r *groupAckers) enqueue(g *Group, shard uint32, offsets []uint64, resolved func()) *pendingAck {
+	a := &pendingAck{shard: shard, offsets: offsets, reply: make(chan ackOutcome, 1), resolved: resolved}
 	k := ackKey{stream: g.stream, group: g.name}
 	r.mu.Lock()
 	if r.mu.groups == nil {
@@ -191,7 +203,7 @@ func (r *groupAckers) start(g *Group, k ackKey, batch []*pendingAck) {
 	// The client is closing: fail this batch and whatever queues behind it.
 	for batch != nil {
 		for _, a := range batch {
-			a.reply <- ackOutcome{err: ErrClosed}
+			a.resolve(ackOutcome{err: ErrClosed})
 		}
 		batch = r.answered(k)
 	}
@@ -258,7 +270,7 @@ func (g *Group) settleBatch(ctx context.Context, batch []*pendingAck) {
 // settleOne sends one ack as a plain GroupAck and replies to it.
 func (g *Group) settleOne(ctx context.Context, a *pendingAck) {
 	n, err := g.sendSettle(ctx, false, a.shard, a.offsets)
-	a.reply <- ackOutcome{n: n, err: lifeErr(ctx, err)}
+	a.resolve(ackOutcome{n: n, err: lifeErr(ctx, err)})
 }
 
 // acksRequest is the GroupAcks request of batch.
@@ -292,11 +304,11 @@ func (g *Group) settleRequest(ctx context.Context, batch []*pendingAck) {
 	for i, a := range batch {
 		switch {
 		case err != nil:
-			a.reply <- ackOutcome{err: lifeErr(ctx, err)}
+			a.resolve(ackOutcome{err: lifeErr(ctx, err)})
 		case outs[i].Err != nil:
-			a.reply <- ackOutcome{err: outs[i].Err}
+			a.resolve(ackOutcome{err: outs[i].Err})
 		default:
-			a.reply <- ackOutcome{n: doneCount(outs[i].Count)}
+			a.resolve(ackOutcome{n: doneCount(outs[i].Count)})
 		}
 	}
 }

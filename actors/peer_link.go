@@ -209,15 +209,19 @@ func (l *peerLink) Receive(ctx actor.Context) {
 		}
 	case *PeerStatusRequest:
 		ctx.Respond(l.status)
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// A restart makes a fresh link that dials (or waits) anew: this
+		// instance's connection, goroutines and timer end here.
 		l.stopped = true
-		l.cancel()
+		if l.cancel != nil {
+			l.cancel()
+		}
 		if l.stopRetry != nil {
 			l.stopRetry()
 		}
 		l.close(errors.New("node stopping"))
 		l.dropQueue(ctx)
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
 	default:
 		ctx.Logger().Warn("peer link: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -350,8 +354,7 @@ func (l *peerLink) onConnected(ctx actor.Context, m *peerConnected) {
 			}
 		}
 	}) {
-		close(frames)
-		l.down(ctx, errors.New("node stopping"))
+		l.down(ctx, errors.New("node stopping")) // closes the connection and frames
 		return
 	}
 	if !cfg.Goroutines.Go(func() {

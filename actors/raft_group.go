@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -32,6 +34,8 @@ type raftGroup struct {
 	token, tokens uint64
 	stopTick      func() bool
 	stopped       bool
+	// restarted marks an instance made by a restart: it stops at once.
+	restarted bool
 }
 
 // RaftGroupConfig configures one replica of one raft group.
@@ -101,13 +105,30 @@ func NewRaftGroupProps(cfg RaftGroupConfig) *actor.Props {
 	if cfg.AfterFunc == nil {
 		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &raftGroup{cfg: cfg} })
+	// A replica never restarts in place: the new instance would start from
+	// the state captured here, behind what it wrote since (a second vote in
+	// a term, entries it acked forgotten). Its parent starts it again from
+	// storage; a restart only stops it.
+	var made atomic.Bool
+	return actor.PropsFromProducer(func() actor.Actor {
+		if made.Swap(true) {
+			return &raftGroup{cfg: cfg, restarted: true}
+		}
+		return &raftGroup{cfg: cfg}
+	})
 }
 
 // Receive dispatches.
 func (g *raftGroup) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if g.restarted {
+			ctx.Logger().Error("raft group: a replica does not restart in place; start it again from storage",
+				slog.Uint64("stream", g.cfg.Group.Stream), slog.Uint64("shard", uint64(g.cfg.Group.Shard)))
+			g.stopped = true
+			ctx.Stop(ctx.Self())
+			return
+		}
 		core, err := newRaftCore(raftCoreConfig{ID: g.cfg.Self, Peers: g.cfg.Peers, ElectionTicks: g.cfg.ElectionTicks,
 			HeartbeatTicks: g.cfg.HeartbeatTicks, Durable: g.cfg.Durable, Applied: g.cfg.Applied})
 		if err != nil {
@@ -149,12 +170,12 @@ func (g *raftGroup) Receive(ctx actor.Context) {
 		st := g.core.status()
 		ctx.Respond(&RaftStatus{ID: g.cfg.Self, Lead: st.Lead, Term: st.GetTerm(), Commit: st.GetCommit(),
 			Applied: g.applier.applied, Leader: st.Lead == g.cfg.Self, Next: g.applier.next})
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
 		g.stopped = true
 		if g.stopTick != nil {
 			g.stopTick()
 		}
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
 	default:
 		ctx.Logger().Warn("raft group: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
@@ -169,6 +190,13 @@ func (g *raftGroup) arm(ctx actor.Context) {
 // the core until it is durable), then the messages, then the applies.
 func (g *raftGroup) handle(ctx actor.Context, out raftOutput) {
 	if out.Persist != nil {
+		if out.Persist.Snapshot != nil {
+			// Installing a shard's snapshot (its log read from the leader in
+			// pages) is not built yet, and no replica compacts, so none is
+			// sent; one arriving is refused rather than applied wrongly.
+			g.fail(ctx, errors.New("raft: installing a snapshot is not supported yet"))
+			return
+		}
 		first, _ := g.core.log.FirstIndex()
 		last, _ := g.core.log.LastIndex()
 		metas, err := raftPersistMetas(g.cfg.Group, out.Persist, first, last)

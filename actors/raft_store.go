@@ -61,15 +61,18 @@ func raftPersistMetas(shard storage.ShardKey, p *raftPersist, first, last uint64
 		}
 	}
 	if p.Snapshot != nil {
-		// The raft log restarts after the snapshot: every stored entry goes.
-		if last >= first {
-			drop(first, last)
-		}
+		// The snapshot first, then the raft log restarts after it: every
+		// stored entry goes. A commit split between the two leaves old
+		// entries behind a newer snapshot, which loadRaftDurable drops or
+		// raft overwrites, never a snapshot missing under its entries.
 		v, err := proto.Marshal(p.Snapshot)
 		if err != nil {
 			return nil, fmt.Errorf("raft: encoding a snapshot: %w", err)
 		}
 		out = append(out, storage.MetaPut{Key: raftSnapshotKey(shard), Value: v})
+		if last >= first {
+			drop(first, last)
+		}
 	} else if p.DropFrom > 0 && p.DropFrom <= last {
 		drop(max(p.DropFrom, first), last)
 	}
@@ -165,6 +168,14 @@ func loadRaftDurable(log storage.Log, shard storage.ShardKey) (raftDurable, erro
 		if e.GetIndex() != next+uint64(i) {
 			return raftDurable{}, fmt.Errorf("stream %d shard %d: raft: entry %d follows %d", shard.Stream, shard.Shard, e.GetIndex(), next+uint64(i)-1)
 		}
+	}
+	// A snapshot is committed by definition: a HardState written before a
+	// snapshot it was split from (a crash between them) may say less, and
+	// raft refuses to start on a commit below its snapshot.
+	if d.HardState != nil && d.HardState.GetCommit() < next-1 {
+		hs := proto.Clone(d.HardState).(*pb.HardState)
+		hs.Commit = new(next - 1)
+		d.HardState = hs
 	}
 	return d, nil
 }

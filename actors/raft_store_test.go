@@ -132,3 +132,42 @@ func TestRaftStoreRefusesAGap(t *testing.T) {
 		t.Fatal("entries 2, 3, 5 loaded without an error")
 	}
 }
+
+// A snapshot install split by a crash after its first write (the storage
+// writer may split a big commit across transactions) leaves the new
+// snapshot beside the old entries and the old HardState: the replica
+// still starts, its commit raised to the snapshot's index (raft would
+// refuse a commit below its snapshot).
+func TestRaftStoreSnapshotInstallCutShort(t *testing.T) {
+	log, err := storage.OpenBadger(storage.DefaultBadgerOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	g := storage.ShardKey{Stream: 3}
+	metas, err := raftPersistMetas(g, &raftPersist{Entries: testEntries(2, 6, 1), HardState: &pb.HardState{Term: new(uint64(1)), Commit: new(uint64(4))}}, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Commit(nil, metas); err != nil {
+		t.Fatal(err)
+	}
+	snap := &pb.Snapshot{Data: []byte("at 20"), Metadata: &pb.SnapshotMetadata{Index: new(uint64(20)), Term: new(uint64(3)), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}}
+	metas, err = raftPersistMetas(g, &raftPersist{Snapshot: snap, Entries: testEntries(21, 21, 3), HardState: &pb.HardState{Term: new(uint64(3)), Commit: new(uint64(21))}}, 2, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Commit(nil, metas[:1]); err != nil { // the crash: only the first write landed
+		t.Fatal(err)
+	}
+	d, err := loadRaftDurable(log, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(d.Snapshot, snap) || len(d.Entries) != 0 || d.HardState.GetCommit() != 20 {
+		t.Fatalf("loaded snapshot %v, %d entries, commit %d; want the new snapshot, no entry, commit 20", d.Snapshot.GetMetadata(), len(d.Entries), d.HardState.GetCommit())
+	}
+	if _, err := newRaftCore(raftCoreConfig{ID: 1, Peers: []uint64{1, 2, 3}, Durable: d, Applied: 20}); err != nil {
+		t.Fatalf("a replica on what the crash left: %v", err)
+	}
+}

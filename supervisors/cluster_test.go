@@ -131,6 +131,7 @@ func TestClusterConfigRefusals(t *testing.T) {
 		"peer id 0":            func(c *Config) { c.Peers = "0=127.0.0.1:7402,1=127.0.0.1:7412" },
 		"peer twice":           func(c *Config) { c.Peers = "1=127.0.0.1:7402,1=127.0.0.1:7412" },
 		"bad address":          func(c *Config) { c.Peers = "1=127.0.0.1,2=x:1" },
+		"one address twice":    func(c *Config) { c.Peers = "1=127.0.0.1:7402,2=127.0.0.1:7402" },
 	} {
 		c := base()
 		mutate(&c)

@@ -229,6 +229,11 @@ func ParsePeers(s string) (map[uint64]string, error) {
 		if _, dup := out[n]; dup {
 			return nil, fmt.Errorf("peer %d is listed twice", n)
 		}
+		for other, a := range out {
+			if a == addr {
+				return nil, fmt.Errorf("peers %d and %d have the same address %s", other, n, addr)
+			}
+		}
 		out[n] = addr
 	}
 	return out, nil

@@ -436,7 +436,7 @@ func TestTargetDown(t *testing.T) {
 
 	conn, err := net.ListenUDP("udp", echo.conn.LocalAddr().(*net.UDPAddr))
 	if err != nil {
-		t.Skipf("cannot listen on the target's port again: %v", err)
+		t.Fatalf("cannot listen on the target's port again: %v", err)
 	}
 	restarted := &echoServer{conn: conn}
 	restarted.wg.Go(restarted.serve)

@@ -48,6 +48,10 @@ type PeerLinkConfig struct {
 	MaxFrameBytes  uint32
 	// HandshakeTimeout bounds a dial and its Hello exchange (default 5 s).
 	HandshakeTimeout time.Duration
+	// WriteTimeout bounds one frame's write (default 10 s): a peer that is
+	// alive but stopped reading has its connection closed and redialled
+	// rather than holding the link up with nothing getting through.
+	WriteTimeout time.Duration
 	// RetryMin and RetryMax bound the wait between dials, doubling from
 	// the first to the second (defaults 100 ms and 2 s).
 	RetryMin, RetryMax time.Duration
@@ -155,6 +159,9 @@ func NewPeerLinkProps(cfg PeerLinkConfig) *actor.Props {
 	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 5 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
 	}
 	if cfg.RetryMin <= 0 {
 		cfg.RetryMin = 100 * time.Millisecond
@@ -347,6 +354,7 @@ func (l *peerLink) onConnected(ctx actor.Context, m *peerConnected) {
 	gen, self, root, stream, cfg := l.gen, ctx.Self(), ctx.ActorSystem().Root, m.stream, l.cfg
 	if !cfg.Goroutines.Go(func() {
 		for f := range frames {
+			_ = stream.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 			_, err := stream.Write(f)
 			root.Send(self, &peerWritten{gen: gen, err: err})
 			if err != nil {

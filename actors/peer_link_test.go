@@ -274,3 +274,69 @@ func freeUDPAddr(t *testing.T) string {
 	defer c.Close()
 	return c.LocalAddr().String()
 }
+
+// A peer that is alive (its QUIC connection answers) but stopped reading
+// does not hold the link up: once a frame's write waits out WriteTimeout
+// the link goes down, and what was queued is reported undelivered.
+func TestPeerLinkWriteTimeout(t *testing.T) {
+	d1, err := transport.DevPeerTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := transport.DevPeerTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := newTestPeerNode(t, 1, "127.0.0.1:0", d1)
+	defer n1.stop()
+	// Node 2 is only a listener that answers the Hello and never reads.
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	tr := &quic.Transport{Conn: udp}
+	defer tr.Close()
+	ln, err := tr.Listen(d2.Server, &quic.Config{MaxIdleTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan *quic.Conn, 1)
+	go func() {
+		conn, err := ln.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, _, err := AcceptPeer(ctx, conn, 2, func(id uint64) bool { return id == 1 }); err != nil {
+			_ = conn.CloseWithError(1, err.Error())
+			return
+		}
+		accepted <- conn // and never read
+	}()
+	pid := n1.sys.Root.Spawn(NewPeerLinkProps(PeerLinkConfig{Self: 1, Peer: 2, Addr: udp.LocalAddr().String(),
+		Dial: PeerDialer(n1.tr, d1.Client, n1.qc), Deliver: func(uint64, []peerwire.Message) {},
+		WriteTimeout: 200 * time.Millisecond, RetryMin: time.Hour, Goroutines: n1.gor}))
+	defer func() { _ = n1.sys.Root.StopFuture(pid).Wait() }()
+	status := func() PeerStatus {
+		v, err := n1.sys.Root.RequestFuture(pid, &PeerStatusRequest{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(PeerStatus)
+	}
+	waitFor(t, "the link up", func() bool { return status().Up })
+	conn := <-accepted
+	defer conn.CloseWithError(0, "")
+	// More than the stream's and the connection's receive windows.
+	big := make([]byte, 256<<10)
+	for range 64 {
+		n1.sys.Root.Send(pid, &PeerSend{Msgs: []peerwire.Message{{Group: peerwire.Group{Stream: 1}, Data: big}}})
+	}
+	waitFor(t, "the link down on its write timeout", func() bool { return !status().Up })
+	if st := status(); !strings.Contains(st.LastError, "deadline") {
+		t.Fatalf("link down with %q, want the write deadline", st.LastError)
+	}
+}

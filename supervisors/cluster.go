@@ -3,7 +3,9 @@ package supervisors
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,6 +21,7 @@ import (
 	"github.com/heraldmq/herald/actors"
 	"github.com/heraldmq/herald/net/peerwire"
 	"github.com/heraldmq/herald/net/transport"
+	"github.com/heraldmq/herald/storage"
 )
 
 // cluster is a node's side of its cluster (cfg.Peers set): the UDP socket
@@ -247,4 +250,32 @@ func (n *Node) serveCluster(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(st)
 	}
+}
+
+// clusterNodeIDKey is the metadata key of the node id a data directory
+// belongs to, once it has run in a cluster.
+var clusterNodeIDKey = []byte("node/cluster_node_id")
+
+// claimClusterNodeID records id as the data directory's node id on its
+// first start in a cluster, and refuses a start under another id: raft's
+// votes and logs on disk are a node's, and the same data under a second id
+// (or a second directory under one id) could vote twice in a term. A node
+// that ran without peers may join a cluster later.
+func claimClusterNodeID(log storage.Log, id uint64) error {
+	v, err := log.GetMeta(clusterNodeIDKey)
+	switch {
+	case err == nil && len(v) == 8:
+		if was := binary.BigEndian.Uint64(v); was != id {
+			return fmt.Errorf("node: this data directory belongs to cluster node %d, not %d (--node-id); an id is never reused for other data", was, id)
+		}
+		return nil
+	case err == nil:
+		return fmt.Errorf("node: the stored cluster node id is %d bytes, want 8", len(v))
+	case !errors.Is(err, storage.ErrNotFound):
+		return fmt.Errorf("node: cluster node id: %w", err)
+	}
+	if err := log.Commit(nil, []storage.MetaPut{{Key: clusterNodeIDKey, Value: binary.BigEndian.AppendUint64(nil, id)}}); err != nil {
+		return fmt.Errorf("node: cluster node id: %w", err)
+	}
+	return nil
 }

@@ -3,6 +3,8 @@ package supervisors
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -142,4 +144,31 @@ func TestClusterConfigRefusals(t *testing.T) {
 	if c := base(); c.Validate() != nil {
 		t.Fatalf("the base config: %v", c.Validate())
 	}
+}
+
+// A data directory that ran as cluster node 1 refuses to start as node 2
+// (its raft votes and logs are node 1's), and starts again as node 1.
+func TestClusterNodeIDBelongsToItsData(t *testing.T) {
+	dir := t.TempDir()
+	a1, a2 := freeUDP(t), freeUDP(t)
+	peers := fmt.Sprintf("1=%s,2=%s", a1, a2)
+	as := func(id uint64, addr string) func(*Config, *Options) {
+		return func(c *Config, _ *Options) { c.NodeID, c.Peers, c.ClusterListen = id, peers, addr }
+	}
+	n := testNode(t, dir, as(1, a1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.Listen, cfg.HTTP = dir, "127.0.0.1:0", ""
+	as(2, a2)(&cfg, nil)
+	if n2, err := Start(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err == nil {
+		_ = n2.Shutdown(ctx)
+		t.Fatal("node 1's data started as node 2")
+	} else if !strings.Contains(err.Error(), "belongs to cluster node 1") {
+		t.Fatalf("starting node 1's data as node 2: %v", err)
+	}
+	testNode(t, dir, as(1, a1))
 }

@@ -223,6 +223,11 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if n.cluster != nil {
+		if err := claimClusterNodeID(n.durable, cfg.NodeID); err != nil {
+			return nil, err
+		}
+	}
 	n.resetKey = statelessResetKey(secret)
 	n.memory = storage.NewMemoryLog(storage.MemoryOptions{MaxShardBytes: cfg.EphemeralShardMaxBytes})
 	n.ephemeral = n.memory

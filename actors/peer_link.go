@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,9 @@ type PeerLinkConfig struct {
 	// Dial opens a QUIC connection to Addr (the node's cluster transport,
 	// with its peer TLS); nil on a link that never dials.
 	Dial func(ctx context.Context, addr string) (*quic.Conn, error)
+	// CheckIdentity, if set, checks that the peer's verified certificate
+	// names the node id it claims (transport.PeerTLS.CheckPeerIdentity).
+	CheckIdentity func(certs []*x509.Certificate, id uint64) error
 	// Deliver receives what the peer sent, on the link's reader goroutine.
 	Deliver func(from uint64, msgs []peerwire.Message)
 	// MaxQueuedBytes bounds the messages waiting for the writer (default
@@ -279,6 +283,11 @@ func dialPeer(ctx context.Context, cfg PeerLinkConfig) (*quic.Conn, *quic.Stream
 	if h.From != cfg.Peer || h.To != cfg.Self {
 		return fail(fmt.Errorf("peer at %s is node %d (speaking to node %d), --peers says node %d", cfg.Addr, h.From, h.To, cfg.Peer))
 	}
+	if cfg.CheckIdentity != nil {
+		if err := cfg.CheckIdentity(conn.ConnectionState().TLS.PeerCertificates, cfg.Peer); err != nil {
+			return fail(err)
+		}
+	}
 	_ = stream.SetDeadline(time.Time{})
 	return conn, stream, nil
 }
@@ -304,8 +313,9 @@ func readPeerHello(s *quic.Stream) (peerwire.Hello, error) {
 
 // AcceptPeer exchanges Hellos on a connection a peer dialled to self:
 // it returns the dialler's id, or an error (the caller closes the
-// connection). known reports whether an id is one of this node's peers.
-func AcceptPeer(ctx context.Context, conn *quic.Conn, self uint64, known func(uint64) bool) (uint64, *quic.Stream, error) {
+// connection). known reports whether an id is one of this node's peers;
+// check, if set, that the dialler's certificate names the id it claims.
+func AcceptPeer(ctx context.Context, conn *quic.Conn, self uint64, known func(uint64) bool, check func([]*x509.Certificate, uint64) error) (uint64, *quic.Stream, error) {
 	stream, err := conn.AcceptStream(ctx)
 	if err != nil {
 		return 0, nil, err
@@ -324,6 +334,11 @@ func AcceptPeer(ctx context.Context, conn *quic.Conn, self uint64, known func(ui
 		return 0, nil, fmt.Errorf("node %d is not in this node's --peers", h.From)
 	case h.From > self:
 		return 0, nil, fmt.Errorf("node %d dialled node %d: the lower id dials", h.From, self)
+	}
+	if check != nil {
+		if err := check(conn.ConnectionState().TLS.PeerCertificates, h.From); err != nil {
+			return 0, nil, err
+		}
 	}
 	if _, err := stream.Write(peerwire.AppendHello(nil, peerwire.Hello{Version: peerwire.Version, From: self, To: h.From})); err != nil {
 		return 0, nil, err

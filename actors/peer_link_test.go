@@ -70,7 +70,7 @@ func newTestPeerNode(t *testing.T, id uint64, addr string, tlsConf transport.Pee
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			from, stream, err := AcceptPeer(ctx, conn, n.id, func(id uint64) bool { return n.linkPID(id) != nil })
+			from, stream, err := AcceptPeer(ctx, conn, n.id, func(id uint64) bool { return n.linkPID(id) != nil }, n.tls.CheckPeerIdentity)
 			cancel()
 			if err != nil {
 				_ = conn.CloseWithError(1, err.Error())
@@ -87,7 +87,7 @@ func newTestPeerNode(t *testing.T, id uint64, addr string, tlsConf transport.Pee
 func (n *testPeerNode) link(peer uint64, addr string) {
 	pid := n.sys.Root.Spawn(NewPeerLinkProps(PeerLinkConfig{
 		Self: n.id, Peer: peer, Addr: addr,
-		Dial: PeerDialer(n.tr, n.tls.Client, n.qc),
+		Dial: PeerDialer(n.tr, n.tls.Client, n.qc), CheckIdentity: n.tls.CheckPeerIdentity,
 		Deliver: func(from uint64, msgs []peerwire.Message) {
 			n.mu.Lock()
 			route := n.route
@@ -310,7 +310,7 @@ func TestPeerLinkWriteTimeout(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, _, err := AcceptPeer(ctx, conn, 2, func(id uint64) bool { return id == 1 }); err != nil {
+		if _, _, err := AcceptPeer(ctx, conn, 2, func(id uint64) bool { return id == 1 }, nil); err != nil {
 			_ = conn.CloseWithError(1, err.Error())
 			return
 		}
@@ -338,5 +338,33 @@ func TestPeerLinkWriteTimeout(t *testing.T) {
 	waitFor(t, "the link down on its write timeout", func() bool { return !status().Up })
 	if st := status(); !strings.Contains(st.LastError, "deadline") {
 		t.Fatalf("link down with %q, want the write deadline", st.LastError)
+	}
+}
+
+// Under a cluster CA, a node presenting another node's certificate (both
+// signed by the CA) is refused: the certificate must name the id its
+// Hello claims.
+func TestPeerLinkIdentityFromCertificate(t *testing.T) {
+	certs, err := transport.NewClusterCertificates(t.TempDir(), []uint64{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsOf := func(id uint64) transport.PeerTLS {
+		p, err := transport.ClusterTLS(certs.CAFile, certs.Nodes[id][0], certs.Nodes[id][1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	n1 := newTestPeerNode(t, 1, "127.0.0.1:0", tlsOf(1))
+	defer n1.stop()
+	// "Node 2" holds node 3's certificate.
+	n2 := newTestPeerNode(t, 2, "127.0.0.1:0", tlsOf(3))
+	defer n2.stop()
+	n2.link(1, n1.ln.Addr().String())
+	n1.link(2, n2.ln.Addr().String())
+	waitFor(t, "the refused dial", func() bool { return n1.status(2).LastError != "" })
+	if st := n1.status(2); st.Up || !strings.Contains(st.LastError, "herald://node/2") {
+		t.Fatalf("link to a node with another's certificate: %+v", st)
 	}
 }

@@ -104,7 +104,7 @@ func (n *Node) startCluster() error {
 		if id == c.self {
 			continue
 		}
-		links = append(links, actors.PeerLinkConfig{Self: c.self, Peer: id, Addr: addr, Dial: dial,
+		links = append(links, actors.PeerLinkConfig{Self: c.self, Peer: id, Addr: addr, Dial: dial, CheckIdentity: c.tls.CheckPeerIdentity,
 			Deliver: func(from uint64, msgs []peerwire.Message) {
 				// No raft group runs here yet.
 				c.undelivered.Add(uint64(len(msgs)))
@@ -140,7 +140,7 @@ func (n *Node) acceptPeers() {
 			defer c.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HandshakeTimeout)
 			defer cancel()
-			from, stream, err := actors.AcceptPeer(ctx, conn, c.self, func(id uint64) bool { _, ok := c.peers[id]; return ok && id != c.self })
+			from, stream, err := actors.AcceptPeer(ctx, conn, c.self, func(id uint64) bool { _, ok := c.peers[id]; return ok && id != c.self }, c.tls.CheckPeerIdentity)
 			if err != nil {
 				n.logger.Warn("cluster: refused a peer connection", slog.String("remote", conn.RemoteAddr().String()), slog.Any("error", err))
 				_ = conn.CloseWithError(1, err.Error())

@@ -10,7 +10,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/heraldmq/herald/net/peerwire"
@@ -190,6 +192,7 @@ func NewClusterCertificates(dir string, nodes []uint64) (ClusterCertificates, er
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 			DNSNames:     []string{DefaultServerName},
+			URIs:         []*url.URL{PeerURI(id)},
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
@@ -209,4 +212,31 @@ func NewClusterCertificates(dir string, nodes []uint64) (ClusterCertificates, er
 		out.Nodes[id] = [2]string{cert, keyFile}
 	}
 	return out, nil
+}
+
+// PeerURI is the URI a cluster node's certificate names it by
+// (herald://node/ID): under a cluster CA a peer must present a certificate
+// naming the node id its Hello claims, so one node's certificate cannot
+// speak for another.
+func PeerURI(id uint64) *url.URL {
+	return &url.URL{Scheme: "herald", Host: "node", Path: "/" + strconv.FormatUint(id, 10)}
+}
+
+// CheckPeerIdentity checks that a verified peer certificate (leaf first)
+// names node id by PeerURI. Development TLS (unauthenticated) checks
+// nothing.
+func (p PeerTLS) CheckPeerIdentity(certs []*x509.Certificate, id uint64) error {
+	if !p.Authenticated {
+		return nil
+	}
+	if len(certs) == 0 {
+		return errors.New("transport: the peer presented no certificate")
+	}
+	want := PeerURI(id).String()
+	for _, u := range certs[0].URIs {
+		if u.String() == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("transport: the peer's certificate does not name %s (it must carry that URI SAN), yet it says it is node %d", want, id)
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"testing"
@@ -108,5 +109,46 @@ func TestClusterTLS(t *testing.T) {
 	}
 	if _, err := ClusterTLS("", certs.Nodes[1][0], certs.Nodes[1][1]); !errors.Is(err, ErrNoClusterCA) {
 		t.Fatalf("no CA: %v", err)
+	}
+}
+
+// Under a cluster CA a node's certificate names its id; a certificate
+// of another node of the same CA does not pass for it. Development TLS
+// checks no identity.
+func TestCheckPeerIdentity(t *testing.T) {
+	certs, err := NewClusterCertificates(t.TempDir(), []uint64{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ClusterTLS(certs.CAFile, certs.Nodes[1][0], certs.Nodes[1][1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := func(id uint64) []*x509.Certificate {
+		pair, err := tls.LoadX509KeyPair(certs.Nodes[id][0], certs.Nodes[id][1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []*x509.Certificate{c}
+	}
+	if err := p.CheckPeerIdentity(leaf(2), 2); err != nil {
+		t.Fatalf("node 2's certificate for node 2: %v", err)
+	}
+	if err := p.CheckPeerIdentity(leaf(2), 1); err == nil {
+		t.Fatal("node 2's certificate passed for node 1")
+	}
+	if err := p.CheckPeerIdentity(nil, 2); err == nil {
+		t.Fatal("no certificate passed")
+	}
+	dev, err := DevPeerTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.CheckPeerIdentity(nil, 2); err != nil {
+		t.Fatalf("development TLS: %v", err)
 	}
 }

@@ -181,17 +181,7 @@ func (p *undeliveredProbe) count() int {
 // senders of what it drops (a snapshot marked); when node 2 is back at its
 // address, node 1 dials it again and messages flow both ways again.
 func TestPeerLinksOverQUIC(t *testing.T) {
-	certs, err := transport.NewClusterCertificates(t.TempDir(), []uint64{1, 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsOf := func(id uint64) transport.PeerTLS {
-		p, err := transport.ClusterTLS(certs.CAFile, certs.Nodes[id][0], certs.Nodes[id][1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	tlsOf := clusterPeerTLS(t, 1, 2)
 	n1 := newTestPeerNode(t, 1, "127.0.0.1:0", tlsOf(1))
 	defer n1.stop()
 	addr2 := freeUDPAddr(t)
@@ -345,17 +335,7 @@ func TestPeerLinkWriteTimeout(t *testing.T) {
 // signed by the CA) is refused: the certificate must name the id its
 // Hello claims.
 func TestPeerLinkIdentityFromCertificate(t *testing.T) {
-	certs, err := transport.NewClusterCertificates(t.TempDir(), []uint64{1, 2, 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsOf := func(id uint64) transport.PeerTLS {
-		p, err := transport.ClusterTLS(certs.CAFile, certs.Nodes[id][0], certs.Nodes[id][1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	tlsOf := clusterPeerTLS(t, 1, 2, 3)
 	n1 := newTestPeerNode(t, 1, "127.0.0.1:0", tlsOf(1))
 	defer n1.stop()
 	// "Node 2" holds node 3's certificate.
@@ -366,5 +346,23 @@ func TestPeerLinkIdentityFromCertificate(t *testing.T) {
 	waitFor(t, "the refused dial", func() bool { return n1.status(2).LastError != "" })
 	if st := n1.status(2); st.Up || !strings.Contains(st.LastError, "herald://node/2") {
 		t.Fatalf("link to a node with another's certificate: %+v", st)
+	}
+}
+
+// clusterPeerTLS makes a cluster CA with a certificate for each of ids and
+// returns each node's mutual TLS under it.
+func clusterPeerTLS(t *testing.T, ids ...uint64) func(id uint64) transport.PeerTLS {
+	t.Helper()
+	certs, err := transport.NewClusterCertificates(t.TempDir(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(id uint64) transport.PeerTLS {
+		t.Helper()
+		p, err := transport.ClusterTLS(certs.CAFile, certs.Nodes[id][0], certs.Nodes[id][1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
 }

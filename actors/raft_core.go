@@ -55,6 +55,8 @@ type raftCoreConfig struct {
 	Applied uint64
 	// Logger receives raft's own log lines (nil: discarded).
 	Logger raft.Logger
+	// ForwardProposals lets a follower forward a proposal to its leader.
+	ForwardProposals bool
 }
 
 // raftDurable is a replica's raft state as storage holds it.
@@ -142,6 +144,8 @@ type raftCore struct {
 	// pending is the Ready whose writes are on their way to storage.
 	pending *raft.Ready
 	failed  bool
+	// forward is set when a follower forwards proposals to its leader.
+	forward bool
 	// soft is the last role and leader handed out.
 	soft raft.SoftState
 	// conf is the group's configuration as of the last snapshot (Herald
@@ -214,13 +218,13 @@ func newRaftCore(cfg raftCoreConfig) (*raftCore, error) {
 		// A publish goes to the leader, which answers; a follower refuses
 		// it naming the leader, rather than forward it where its fate is
 		// not the proposer's to know.
-		DisableProposalForwarding: true,
+		DisableProposalForwarding: !cfg.ForwardProposals,
 		Logger:                    logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
-	return &raftCore{id: cfg.ID, rn: rn, log: log, conf: proto.Clone(snap.GetMetadata().GetConfState()).(*pb.ConfState)}, nil
+	return &raftCore{id: cfg.ID, rn: rn, log: log, forward: cfg.ForwardProposals, conf: proto.Clone(snap.GetMetadata().GetConfState()).(*pb.ConfState)}, nil
 }
 
 // raftBootstrapIndex is the index of a group's implied first snapshot.
@@ -266,7 +270,7 @@ func (c *raftCore) propose(data []byte) (raftOutput, error) {
 	if c.failed {
 		return raftOutput{}, errRaftCoreFailed
 	}
-	if st := c.rn.BasicStatus(); st.RaftState != raft.StateLeader {
+	if st := c.rn.BasicStatus(); st.RaftState != raft.StateLeader && (!c.forward || st.Lead == 0) {
 		return raftOutput{}, errNotLeader{Leader: st.Lead}
 	}
 	if err := c.rn.Propose(data); err != nil {

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -9,31 +8,18 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/heraldmq/herald/net/peerwire"
 	"github.com/heraldmq/herald/storage"
 )
 
-// raftGroup is the actor of one replica of one raft group: the group's
-// event loop around a raftCore. It does the effects the core asks for, in
-// the core's order, and never blocks: a Ready's writes go to the storage
-// writer (group-committed with every other write of the node) and the core
-// goes on when the writer answers; messages go to the peer links, which
-// batch them with every other group's; committed entries go to the
-// applier, and what they did to OnApply.
-//
-// It is the replication engine of a replicated shard; the shard's publish
-// path, reads and the catalog's placement are not wired to it yet (issue
-// 17).
+// raftGroup is an actor that is nothing but one replica of one raft group
+// and its publish applier: a replicated shard embeds the same replica
+// (raftReplica) beside its subscriptions; this one serves tests and tools
+// that need the replication alone.
 type raftGroup struct {
 	cfg     RaftGroupConfig
-	core    *raftCore
+	replica *raftReplica
 	applier raftApplier
-	// token names the write on its way to storage (0: none).
-	token, tokens uint64
-	stopTick      func() bool
-	stopped       bool
 	// restarted marks an instance made by a restart: it stops at once.
 	restarted bool
 }
@@ -95,8 +81,6 @@ type RaftStatus struct {
 	Next uint64
 }
 
-type raftTick struct{}
-
 // NewRaftGroupProps returns the props of one replica's actor.
 func NewRaftGroupProps(cfg RaftGroupConfig) *actor.Props {
 	if cfg.Tick <= 0 {
@@ -120,171 +104,62 @@ func NewRaftGroupProps(cfg RaftGroupConfig) *actor.Props {
 
 // Receive dispatches.
 func (g *raftGroup) Receive(ctx actor.Context) {
+	if g.replica != nil && g.replica.receive(ctx, ctx.Message()) {
+		if err := g.replica.failed(); err != nil {
+			ctx.Stop(ctx.Self())
+		}
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if g.restarted {
 			ctx.Logger().Error("raft group: a replica does not restart in place; start it again from storage",
 				slog.Uint64("stream", g.cfg.Group.Stream), slog.Uint64("shard", uint64(g.cfg.Group.Shard)))
-			g.stopped = true
 			ctx.Stop(ctx.Self())
 			return
 		}
-		core, err := newRaftCore(raftCoreConfig{ID: g.cfg.Self, Peers: g.cfg.Peers, ElectionTicks: g.cfg.ElectionTicks,
-			HeartbeatTicks: g.cfg.HeartbeatTicks, Durable: g.cfg.Durable, Applied: g.cfg.Applied})
+		g.applier = raftApplier{next: g.cfg.Next, applied: max(g.cfg.Applied, raftBootstrapIndex)}
+		r, err := startRaftReplica(ctx, raftReplicaConfig{Key: g.cfg.Group, Self: g.cfg.Self, Peers: g.cfg.Peers,
+			Durable: g.cfg.Durable, Applied: g.cfg.Applied, Writer: g.cfg.Writer, Link: func(id uint64) *actor.PID { return g.cfg.Links[id] },
+			Tick: g.cfg.Tick, ElectionTicks: g.cfg.ElectionTicks, HeartbeatTicks: g.cfg.HeartbeatTicks, AfterFunc: g.cfg.AfterFunc,
+			Apply: func(_ actor.Context, e *pb.Entry) error {
+				a, err := g.applier.apply(e)
+				if err != nil {
+					return err
+				}
+				if g.cfg.OnApply != nil {
+					g.cfg.OnApply(a)
+				}
+				return nil
+			}})
 		if err != nil {
 			ctx.Logger().Error("raft group: cannot start", slog.Uint64("stream", g.cfg.Group.Stream), slog.Uint64("shard", uint64(g.cfg.Group.Shard)), slog.Any("error", err))
 			ctx.Stop(ctx.Self())
 			return
 		}
-		g.core = core
-		g.applier = raftApplier{next: g.cfg.Next, applied: max(g.cfg.Applied, raftBootstrapIndex)}
-		g.arm(ctx)
-	case *raftTick:
-		if !g.stopped {
-			g.handle(ctx, g.core.tick())
-			g.arm(ctx)
-		}
-	case *RaftInbound:
-		msg := &pb.Message{}
-		if err := proto.Unmarshal(m.Data, msg); err != nil {
-			ctx.Logger().Warn("raft group: a peer's message does not decode", slog.Any("error", err))
-			return
-		}
-		g.handle(ctx, g.core.step(msg))
+		g.replica = r
 	case *RaftPropose:
-		out, err := g.core.propose(appendRaftPublish(nil, m.Publish))
+		var err error = errRaftCoreFailed
+		if g.replica != nil {
+			err = g.replica.propose(ctx, appendRaftPublish(nil, m.Publish))
+		}
 		if ctx.Sender() != nil {
 			ctx.Respond(&RaftProposed{Err: err})
 		}
-		if err == nil {
-			g.handle(ctx, out)
-		}
-	case *MetaWriteResponse:
-		g.onWritten(ctx, m)
-	case *PeerUndelivered:
-		g.core.reportUnreachable(m.Peer)
-		if m.Snapshot {
-			g.handle(ctx, g.core.reportSnapshot(m.Peer, false))
-		}
 	case *RaftStatusRequest:
-		st := g.core.status()
+		if g.replica == nil {
+			ctx.Respond(&RaftStatus{ID: g.cfg.Self})
+			return
+		}
+		st := g.replica.status()
 		ctx.Respond(&RaftStatus{ID: g.cfg.Self, Lead: st.Lead, Term: st.GetTerm(), Commit: st.GetCommit(),
 			Applied: g.applier.applied, Leader: st.Lead == g.cfg.Self, Next: g.applier.next})
 	case *actor.Stopping, *actor.Restarting:
-		g.stopped = true
-		if g.stopTick != nil {
-			g.stopTick()
+		if g.replica != nil {
+			g.replica.stop()
 		}
 	case *actor.Stopped:
 	default:
 		ctx.Logger().Warn("raft group: unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 	}
-}
-
-func (g *raftGroup) arm(ctx actor.Context) {
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	g.stopTick = g.cfg.AfterFunc(g.cfg.Tick, func() { root.Send(self, &raftTick{}) })
-}
-
-// handle does what the core asked: the write first (its messages wait in
-// the core until it is durable), then the messages, then the applies.
-func (g *raftGroup) handle(ctx actor.Context, out raftOutput) {
-	if out.Persist != nil {
-		if out.Persist.Snapshot != nil {
-			// Installing a shard's snapshot (its log read from the leader in
-			// pages) is not built yet, and no replica compacts, so none is
-			// sent; one arriving is refused rather than applied wrongly.
-			g.fail(ctx, errors.New("raft: installing a snapshot is not supported yet"))
-			return
-		}
-		first, _ := g.core.log.FirstIndex()
-		last, _ := g.core.log.LastIndex()
-		metas, err := raftPersistMetas(g.cfg.Group, out.Persist, first, last)
-		if err != nil {
-			g.fail(ctx, err)
-			return
-		}
-		g.tokens++
-		g.token = g.tokens
-		ctx.Request(g.cfg.Writer, &MetaWriteRequest{Puts: metas, Token: g.token})
-	}
-	g.send(ctx, out.Send)
-	for _, e := range out.Apply {
-		if e.GetIndex() <= g.applier.applied {
-			continue
-		}
-		a, err := g.applier.apply(e)
-		if err != nil {
-			g.fail(ctx, err)
-			return
-		}
-		if g.cfg.OnApply != nil {
-			g.cfg.OnApply(a)
-		}
-	}
-}
-
-// send hands each peer's messages to its link, one PeerSend per peer.
-func (g *raftGroup) send(ctx actor.Context, msgs []*pb.Message) {
-	if len(msgs) == 0 {
-		return
-	}
-	byPeer := map[uint64]*PeerSend{}
-	group := peerwire.Group{Stream: g.cfg.Group.Stream, Shard: g.cfg.Group.Shard}
-	for _, m := range msgs {
-		link := g.cfg.Links[m.GetTo()]
-		if link == nil {
-			g.core.reportUnreachable(m.GetTo())
-			continue
-		}
-		data, err := proto.Marshal(m)
-		if err != nil {
-			ctx.Logger().Error("raft group: encoding a message", slog.Any("error", err))
-			continue
-		}
-		ps := byPeer[m.GetTo()]
-		if ps == nil {
-			ps = &PeerSend{ReplyTo: ctx.Self()}
-			byPeer[m.GetTo()] = ps
-		}
-		snap := m.GetType() == pb.MessageType_MsgSnap
-		ps.Msgs = append(ps.Msgs, peerwire.Message{Group: group, Data: data})
-		ps.Snapshot = append(ps.Snapshot, snap)
-	}
-	for to, ps := range byPeer {
-		ctx.Send(g.cfg.Links[to], ps)
-		for _, snap := range ps.Snapshot {
-			if snap {
-				// Handed to the link; a failure comes back as PeerUndelivered.
-				g.handle(ctx, g.core.reportSnapshot(to, true))
-			}
-		}
-	}
-}
-
-// onWritten continues the core once its write is durable.
-func (g *raftGroup) onWritten(ctx actor.Context, m *MetaWriteResponse) {
-	if m.Token != g.token || g.token == 0 {
-		return // an answer to a write of an instance before a restart
-	}
-	g.token = 0
-	if m.Err != nil {
-		g.core.writeFailed()
-		g.fail(ctx, m.Err)
-		return
-	}
-	out, err := g.core.persisted()
-	if err != nil {
-		g.fail(ctx, err)
-		return
-	}
-	g.handle(ctx, out)
-}
-
-// fail stops the replica: raft must not go on past a write it does not
-// have, or an entry it cannot apply.
-func (g *raftGroup) fail(ctx actor.Context, err error) {
-	ctx.Logger().Error("raft group: stopping", slog.Uint64("stream", g.cfg.Group.Stream), slog.Uint64("shard", uint64(g.cfg.Group.Shard)), slog.Any("error", err))
-	g.stopped = true
-	ctx.Stop(ctx.Self())
 }

@@ -1,0 +1,276 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/heraldmq/herald/net/peerwire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// raftReplica is the effect loop of one replica of one raft group, for the
+// actor that owns it (a replicated shard, the metadata group, a test
+// group): the actor's mailbox is the group's event loop. It does what the
+// core asks, in the core's order, and never blocks: a Ready's writes go to
+// the storage writer (group-committed with every other write of the node)
+// and the core goes on when the writer answers; messages go to the peer
+// links, which batch them with every other group's; committed entries go
+// to the owner's apply, on the actor's goroutine.
+type raftReplica struct {
+	key  storage.ShardKey
+	self uint64
+	core *raftCore
+	// writer is the node's storage writer; link finds a peer's link.
+	writer *actor.PID
+	link   func(uint64) *actor.PID
+	// apply applies one committed entry (a failure stops the replica);
+	// soft learns of a role or leader change.
+	apply func(actor.Context, *pb.Entry) error
+	soft  func(actor.Context, raft.SoftState)
+	// applied is the last index handed to apply.
+	applied uint64
+	// token names the write on its way to storage (0: none).
+	token, tokens uint64
+	tickEvery     time.Duration
+	afterFunc     func(time.Duration, func()) (stop func() bool)
+	stopTick      func() bool
+	stopped       bool
+	// failedErr is why the replica stopped (nil: it runs).
+	failedErr error
+}
+
+// raftReplicaConfig makes a raftReplica.
+type raftReplicaConfig struct {
+	Key                           storage.ShardKey
+	Self                          uint64
+	Peers                         []uint64
+	Durable                       raftDurable
+	Applied                       uint64
+	Writer                        *actor.PID
+	Link                          func(uint64) *actor.PID
+	Tick                          time.Duration
+	ElectionTicks, HeartbeatTicks int
+	AfterFunc                     func(time.Duration, func()) (stop func() bool)
+	// ForwardProposals lets a follower forward a proposal to the leader
+	// (the metadata group: whoever proposes learns the outcome from its own
+	// apply). Shards refuse on a follower instead, naming the leader.
+	ForwardProposals bool
+	Apply            func(actor.Context, *pb.Entry) error
+	Soft             func(actor.Context, raft.SoftState)
+}
+
+// startRaftReplica makes the core from what storage holds and arms the
+// tick.
+func startRaftReplica(ctx actor.Context, cfg raftReplicaConfig) (*raftReplica, error) {
+	if cfg.Tick <= 0 {
+		cfg.Tick = 100 * time.Millisecond
+	}
+	if cfg.AfterFunc == nil {
+		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+	}
+	core, err := newRaftCore(raftCoreConfig{ID: cfg.Self, Peers: cfg.Peers, ElectionTicks: cfg.ElectionTicks,
+		HeartbeatTicks: cfg.HeartbeatTicks, Durable: cfg.Durable, Applied: cfg.Applied, ForwardProposals: cfg.ForwardProposals})
+	if err != nil {
+		return nil, err
+	}
+	r := &raftReplica{key: cfg.Key, self: cfg.Self, core: core, writer: cfg.Writer, link: cfg.Link,
+		apply: cfg.Apply, soft: cfg.Soft, applied: max(cfg.Applied, raftBootstrapIndex),
+		tickEvery: cfg.Tick, afterFunc: cfg.AfterFunc}
+	r.arm(ctx)
+	return r, nil
+}
+
+// raftTick is a replica's timer message.
+type raftTick struct{}
+
+// receive handles the replica's own messages; it reports false for any
+// other.
+func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
+	switch m := msg.(type) {
+	case *raftTick:
+		if !r.stopped {
+			r.handle(ctx, r.core.tick())
+			r.arm(ctx)
+		}
+	case *RaftInbound:
+		if r.stopped {
+			return true
+		}
+		pm := &pb.Message{}
+		if err := proto.Unmarshal(m.Data, pm); err != nil {
+			ctx.Logger().Warn("raft: a peer's message does not decode", slog.Uint64("stream", r.key.Stream),
+				slog.Uint64("shard", uint64(r.key.Shard)), slog.Any("error", err))
+			return true
+		}
+		r.handle(ctx, r.core.step(pm))
+	case *MetaWriteResponse:
+		r.onWritten(ctx, m)
+	case *PeerUndelivered:
+		if r.stopped {
+			return true
+		}
+		r.core.reportUnreachable(m.Peer)
+		if m.Snapshot {
+			r.handle(ctx, r.core.reportSnapshot(m.Peer, false))
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// propose proposes data; errNotLeader on a follower that does not forward.
+func (r *raftReplica) propose(ctx actor.Context, data []byte) error {
+	if r.stopped {
+		return fmt.Errorf("%w: %w", errRaftCoreFailed, r.failedErr)
+	}
+	out, err := r.core.propose(data)
+	if err != nil {
+		return err
+	}
+	r.handle(ctx, out)
+	return nil
+}
+
+// stop stops the timer; the replica does nothing more.
+func (r *raftReplica) stop() {
+	r.stopped = true
+	if r.stopTick != nil {
+		r.stopTick()
+	}
+}
+
+func (r *raftReplica) arm(ctx actor.Context) {
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	r.stopTick = r.afterFunc(r.tickEvery, func() { root.Send(self, &raftTick{}) })
+}
+
+// handle does what the core asked: the write first (its messages wait in
+// the core until it is durable), then the messages, then the applies.
+func (r *raftReplica) handle(ctx actor.Context, out raftOutput) {
+	if r.stopped {
+		return
+	}
+	if out.Soft != nil && r.soft != nil {
+		r.soft(ctx, *out.Soft)
+	}
+	if out.Persist != nil {
+		if out.Persist.Snapshot != nil {
+			// Installing a shard's snapshot (its log read from the leader in
+			// pages) is not built yet, and no replica compacts, so none is
+			// sent; one arriving is refused rather than applied wrongly.
+			r.fail(ctx, errors.New("raft: installing a snapshot is not supported yet"))
+			return
+		}
+		first, _ := r.core.log.FirstIndex()
+		last, _ := r.core.log.LastIndex()
+		metas, err := raftPersistMetas(r.key, out.Persist, first, last)
+		if err != nil {
+			r.fail(ctx, err)
+			return
+		}
+		r.tokens++
+		r.token = r.tokens
+		ctx.Request(r.writer, &MetaWriteRequest{Puts: metas, Token: r.token})
+	}
+	r.send(ctx, out.Send)
+	for _, e := range out.Apply {
+		if e.GetIndex() <= r.applied {
+			continue
+		}
+		if e.GetIndex() != r.applied+1 {
+			r.fail(ctx, fmt.Errorf("raft apply: entry %d after %d", e.GetIndex(), r.applied))
+			return
+		}
+		r.applied = e.GetIndex()
+		if r.apply != nil {
+			if err := r.apply(ctx, e); err != nil {
+				r.fail(ctx, err)
+				return
+			}
+		}
+	}
+}
+
+// send hands each peer's messages to its link, one PeerSend per peer.
+func (r *raftReplica) send(ctx actor.Context, msgs []*pb.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	byPeer := map[uint64]*PeerSend{}
+	links := map[uint64]*actor.PID{}
+	group := peerwire.Group{Stream: r.key.Stream, Shard: r.key.Shard}
+	for _, m := range msgs {
+		to := m.GetTo()
+		link := links[to]
+		if link == nil && r.link != nil {
+			link = r.link(to)
+			links[to] = link
+		}
+		if link == nil {
+			r.core.reportUnreachable(to)
+			continue
+		}
+		data, err := proto.Marshal(m)
+		if err != nil {
+			ctx.Logger().Error("raft: encoding a message", slog.Any("error", err))
+			continue
+		}
+		ps := byPeer[to]
+		if ps == nil {
+			ps = &PeerSend{ReplyTo: ctx.Self()}
+			byPeer[to] = ps
+		}
+		ps.Msgs = append(ps.Msgs, peerwire.Message{Group: group, Data: data})
+		ps.Snapshot = append(ps.Snapshot, m.GetType() == pb.MessageType_MsgSnap)
+	}
+	for to, ps := range byPeer {
+		ctx.Send(links[to], ps)
+		for _, snap := range ps.Snapshot {
+			if snap {
+				// Handed to the link; a failure comes back as PeerUndelivered.
+				r.handle(ctx, r.core.reportSnapshot(to, true))
+			}
+		}
+	}
+}
+
+// onWritten continues the core once its write is durable.
+func (r *raftReplica) onWritten(ctx actor.Context, m *MetaWriteResponse) {
+	if m.Token != r.token || r.token == 0 || r.stopped {
+		return // an answer to a write of an instance before a restart
+	}
+	r.token = 0
+	if m.Err != nil {
+		r.core.writeFailed()
+		r.fail(ctx, m.Err)
+		return
+	}
+	out, err := r.core.persisted()
+	if err != nil {
+		r.fail(ctx, err)
+		return
+	}
+	r.handle(ctx, out)
+}
+
+// fail stops the replica: raft must not go on past a write it does not
+// have, or an entry it cannot apply. The owner learns it from failed.
+func (r *raftReplica) fail(ctx actor.Context, err error) {
+	ctx.Logger().Error("raft: replica stopping", slog.Uint64("stream", r.key.Stream), slog.Uint64("shard", uint64(r.key.Shard)), slog.Any("error", err))
+	r.failedErr = err
+	r.stop()
+}
+
+// failed is why the replica stopped (nil: it runs).
+func (r *raftReplica) failed() error { return r.failedErr }
+
+// status is the replica's view of its group.
+func (r *raftReplica) status() raft.BasicStatus { return r.core.status() }

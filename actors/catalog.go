@@ -54,6 +54,9 @@ type CatalogConfig struct {
 	Groups *actor.PID
 	// Goroutines starts the catalog's load at start (nil: untracked).
 	Goroutines *Goroutines
+	// Cluster is the node's cluster (nil: a single node): replicated
+	// streams are created through its metadata group (catalog_cluster.go).
+	Cluster *CatalogCluster
 }
 
 // Metadata keys.
@@ -76,6 +79,7 @@ type storedStream struct {
 	QueueMaxBytes      uint64 `json:"queue_max_bytes"`
 	RetentionAgeMillis uint64 `json:"retention_age_ms"`
 	RetentionBytes     uint64 `json:"retention_bytes"`
+	Replicas           uint8  `json:"replicas,omitempty"`
 	Created            int64  `json:"created_unix_nano"`
 }
 
@@ -83,7 +87,7 @@ func storedFrom(id uint64, name wire.StreamName, cfg wire.StreamConfig, created 
 	return storedStream{ID: id, Tenant: name.Tenant, NS: name.Namespace, Stream: name.Stream,
 		Shards: cfg.Shards, Durable: cfg.Durable, Routing: uint8(cfg.Routing), Overflow: uint8(cfg.Overflow),
 		QueueCapacity: cfg.QueueCapacity, QueueMaxBytes: cfg.QueueMaxBytes,
-		RetentionAgeMillis: cfg.RetentionAgeMillis, RetentionBytes: cfg.RetentionBytes, Created: created}
+		RetentionAgeMillis: cfg.RetentionAgeMillis, RetentionBytes: cfg.RetentionBytes, Replicas: cfg.Replicas, Created: created}
 }
 
 // errBadStreamRecord means a persisted stream record is not one the catalog
@@ -115,7 +119,7 @@ func decodeStoredStream(value []byte) (storedStream, error) {
 func (st storedStream) config() wire.StreamConfig {
 	return wire.StreamConfig{Shards: st.Shards, Durable: st.Durable, Routing: wire.Routing(st.Routing),
 		Overflow: wire.Overflow(st.Overflow), QueueCapacity: st.QueueCapacity, QueueMaxBytes: st.QueueMaxBytes,
-		RetentionAgeMillis: st.RetentionAgeMillis, RetentionBytes: st.RetentionBytes}
+		RetentionAgeMillis: st.RetentionAgeMillis, RetentionBytes: st.RetentionBytes, Replicas: st.Replicas}
 }
 
 // catalog owns the streams: their configs (persisted through the storage
@@ -140,6 +144,12 @@ type catalog struct {
 	nextID uint64
 	// stopping is set once the catalog is stopping: shards are not respawned.
 	stopping bool
+	// meta is this node's replica of the cluster's metadata group (nil: a
+	// single node, or not started yet); metaWaits are the creates it
+	// proposed, by proposal.
+	meta             *raftReplica
+	metaWaits        map[uint64]*metaWait
+	nextMetaProposal uint64
 }
 
 type creation struct {
@@ -164,7 +174,14 @@ func NewCatalogProps(cfg CatalogConfig) *actor.Props {
 
 // Receive dispatches.
 func (c *catalog) Receive(ctx actor.Context) {
+	if c.meta != nil && c.meta.receive(ctx, ctx.Message()) {
+		return
+	}
 	switch m := ctx.Message().(type) {
+	case *raftTick, *RaftInbound, *MetaWriteResponse, *PeerUndelivered:
+		// For a metadata replica that is not running (yet).
+	case *metaProposalExpired:
+		c.onMetaProposalExpired(ctx, m)
 	case *actor.Started:
 		c.onStarted(ctx)
 	case *catalogLoaded:
@@ -233,6 +250,7 @@ func (c *catalog) onRequest(ctx actor.Context, from *actor.PID, msg any) {
 // stale so their holders look the streams up again.
 func (c *catalog) onStopping(ctx actor.Context) {
 	c.stopping = true
+	c.stopMeta(ctx)
 	for _, h := range c.streams {
 		h.deleted.Store(true)
 	}
@@ -305,13 +323,16 @@ func (c *catalog) onLoaded(ctx actor.Context, m *catalogLoaded) {
 		h := c.newHandle(st)
 		c.spawnShards(ctx, h)
 		c.streams[nameKey(h.Name)] = h
-		c.nextID = max(c.nextID, st.ID+1)
+		if st.ID < replicatedIDBase {
+			c.nextID = max(c.nextID, st.ID+1)
+		}
 	}
 	if m.err != nil {
 		panic(m.err) // the node supervisor restarts the catalog
 	}
 	ctx.Logger().Info("catalog loaded", slog.Int("streams", len(c.streams)))
 	c.loaded = true
+	c.startMeta(ctx)
 	stash := c.stash
 	c.stash = nil
 	for _, st := range stash {
@@ -385,6 +406,7 @@ func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
 		RingBytes:   c.cfg.RingBytes,
 		Now:         c.cfg.Now,
 		Progress:    h.Progress[i],
+		Raft:        c.replicaSet(h, i),
 	})
 	if c.cfg.ShardProps != nil {
 		p = c.cfg.ShardProps(p)
@@ -462,6 +484,8 @@ func ValidateConfig(cfg wire.StreamConfig) *wire.Error {
 		return wire.Errorf(wire.CodeInvalidConfig, "queue capacity %d is over %d", cfg.QueueCapacity, MaxQueueCapacity)
 	case cfg.RetentionAgeMillis > 0 && cfg.RetentionAgeMillis < 1000:
 		return wire.Errorf(wire.CodeInvalidConfig, "retention age %d ms is under one second", cfg.RetentionAgeMillis)
+	case cfg.Replicas > 1 && !cfg.Durable:
+		return wire.Errorf(wire.CodeInvalidConfig, "a replicated stream must be durable")
 	}
 	return nil
 }
@@ -505,6 +529,10 @@ func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamN
 		c.cfg.Stats.Limits.TenantStreams.Add(1)
 		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeQuotaExceeded,
 			"tenant %s has its maximum of %d streams (max_streams_per_tenant); delete one first", name.Tenant, max)})
+		return
+	}
+	if cfg.Replicas > 1 {
+		c.proposeCreate(ctx, from, name, cfg)
 		return
 	}
 	st := storedFrom(c.nextID, name, cfg, c.cfg.Now().UnixNano())
@@ -602,6 +630,10 @@ func (c *catalog) onDelete(ctx actor.Context, sender *actor.PID, m *DeleteStream
 	h, ok := c.streams[key]
 	if !ok {
 		refuse(wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist", m.Name))
+		return
+	}
+	if h.Config.Replicas > 1 {
+		refuse(wire.Errorf(wire.CodeInvalidRequest, "stream %s is replicated: deleting a replicated stream is not supported yet", m.Name))
 		return
 	}
 	delete(c.streams, key)

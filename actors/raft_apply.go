@@ -14,7 +14,8 @@ import (
 // the leader that proposed it:
 //
 //	version u8 (1) | proposal u64 | timestamp i64 | count u32 | flags u8 |
-//	[expected u64, if flags&1] | records
+//	[expected u64, if flags&1] | [producer u64 | sequence u64, if flags&2] |
+//	records
 //
 // proposal names the proposal on its leader, so that the leader knows its
 // own entries when they apply (another leader's, or one proposed before a
@@ -22,11 +23,14 @@ import (
 // leader accepted the batch: the batch's timestamp on every replica.
 // expected is a conditional publish's expected tail, checked at apply, so
 // that exactly one of two racing conditional writers wins on every replica
-// and across a failover.
+// and across a failover. producer and sequence are an idempotent
+// producer's, deduplicated at apply: a re-send after a failover finds the
+// first send's offsets on every replica.
 const (
-	raftEntryVersion      = 1
-	raftEntryHeadLen      = 1 + 8 + 8 + 4 + 1
-	raftEntryFlagExpected = 1
+	raftEntryVersion        = 1
+	raftEntryHeadLen        = 1 + 8 + 8 + 4 + 1
+	raftEntryFlagExpected   = 1
+	raftEntryFlagIdempotent = 2
 )
 
 // raftPublish is a publish as proposed.
@@ -37,7 +41,10 @@ type raftPublish struct {
 	// Expected is a conditional publish's expected tail (HasExpected).
 	Expected    uint64
 	HasExpected bool
-	Records     []byte
+	// ProducerID and Sequence are an idempotent producer's (Idempotent).
+	ProducerID, Sequence uint64
+	Idempotent           bool
+	Records              []byte
 }
 
 // appendRaftPublish encodes p as an entry's data.
@@ -46,11 +53,20 @@ func appendRaftPublish(dst []byte, p raftPublish) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, p.Proposal)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(p.Timestamp))
 	dst = binary.BigEndian.AppendUint32(dst, p.Count)
+	var flags byte
 	if p.HasExpected {
-		dst = append(dst, raftEntryFlagExpected)
+		flags |= raftEntryFlagExpected
+	}
+	if p.Idempotent {
+		flags |= raftEntryFlagIdempotent
+	}
+	dst = append(dst, flags)
+	if p.HasExpected {
 		dst = binary.BigEndian.AppendUint64(dst, p.Expected)
-	} else {
-		dst = append(dst, 0)
+	}
+	if p.Idempotent {
+		dst = binary.BigEndian.AppendUint64(dst, p.ProducerID)
+		dst = binary.BigEndian.AppendUint64(dst, p.Sequence)
 	}
 	return append(dst, p.Records...)
 }
@@ -69,7 +85,7 @@ func decodeRaftPublish(data []byte) (raftPublish, error) {
 		Count:     binary.BigEndian.Uint32(data[17:21]),
 	}
 	flags, rest := data[21], data[raftEntryHeadLen:]
-	if flags&^raftEntryFlagExpected != 0 {
+	if flags&^(raftEntryFlagExpected|raftEntryFlagIdempotent) != 0 {
 		return raftPublish{}, fmt.Errorf("raft entry flags %#x unknown", flags)
 	}
 	if flags&raftEntryFlagExpected != 0 {
@@ -77,6 +93,12 @@ func decodeRaftPublish(data []byte) (raftPublish, error) {
 			return raftPublish{}, fmt.Errorf("raft entry: conditional publish without its expected offset")
 		}
 		p.Expected, p.HasExpected, rest = binary.BigEndian.Uint64(rest), true, rest[8:]
+	}
+	if flags&raftEntryFlagIdempotent != 0 {
+		if len(rest) < 16 {
+			return raftPublish{}, fmt.Errorf("raft entry: idempotent publish without its producer and sequence")
+		}
+		p.ProducerID, p.Sequence, p.Idempotent, rest = binary.BigEndian.Uint64(rest), binary.BigEndian.Uint64(rest[8:]), true, rest[16:]
 	}
 	if p.Count == 0 {
 		return raftPublish{}, fmt.Errorf("raft entry of no records")

@@ -66,6 +66,9 @@ type raftDurable struct {
 	// index order.
 	Snapshot *pb.Snapshot
 	Entries  []*pb.Entry
+	// Applied is the last index a replicated shard's log holds the batch
+	// of (0: none); entries after it are applied again at start.
+	Applied uint64
 }
 
 // raftPersist is what must be durable before the messages of the Ready it

@@ -67,6 +67,8 @@ type RaftProposed struct {
 
 // RaftInbound is a raft message for the group from a peer.
 type RaftInbound struct {
+	// From is the peer's node id.
+	From uint64
 	Data []byte
 }
 

@@ -18,6 +18,8 @@ import (
 //	raft | stream u64 | shard u32 | 'e' | index u64   an entry (raftpb.Entry)
 //	raft | stream u64 | shard u32 | 'h'                the HardState
 //	raft | stream u64 | shard u32 | 's'                the last snapshot
+//	raft | stream u64 | shard u32 | 'a'                the last index applied
+//	                                                    to the shard log (u64)
 //
 // all big-endian, so a group's entries scan in index order. The raft log
 // is the durable source of a replicated shard: the shard's own batches are
@@ -29,6 +31,7 @@ const (
 	raftKindEntry     = 'e'
 	raftKindHardState = 'h'
 	raftKindSnapshot  = 's'
+	raftKindApplied   = 'a'
 )
 
 // raftGroupPrefix is every key of shard's raft group.
@@ -147,6 +150,11 @@ func loadRaftDurable(log storage.Log, shard storage.ShardKey) (raftDurable, erro
 				return fmt.Errorf("raft: snapshot: %w", err)
 			}
 			d.Snapshot = s
+		case raftKindApplied:
+			if len(v) != 8 {
+				return fmt.Errorf("raft: applied index of %d bytes", len(v))
+			}
+			d.Applied = binary.BigEndian.Uint64(v)
 		default:
 			return fmt.Errorf("raft: key %x of unknown kind %q", key, rest[0])
 		}

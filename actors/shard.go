@@ -57,6 +57,9 @@ type ShardConfig struct {
 	// Progress is where the shard publishes its committed tail and first
 	// retained offset (nil: nowhere).
 	Progress *ShardProgress
+	// Raft makes the shard a replica of its raft group (a replicated
+	// stream's shard; shard_raft.go). Nil: the node's own shard.
+	Raft *ShardRaft
 }
 
 // shard is the single writer of one shard's log: it assigns offsets, hands
@@ -87,6 +90,20 @@ type shard struct {
 	// answer it again as pending.
 	handling *PublishRequest
 	log      *slog.Logger
+
+	// A replicated shard's replica (shard_raft.go).
+	replica *raftReplica
+	// proposals are the publishes this leader proposed, by proposal id,
+	// and proposalOrder their ids oldest first; proposalTimer fires for
+	// the oldest's deadline.
+	proposals     map[uint64]*proposalWait
+	proposalOrder []uint64
+	nextProposal  uint64
+	proposalTimer func() bool
+	// lead is the leader the replica knows of; stoppingRaft is set once
+	// a failed replica stopped the shard.
+	lead         uint64
+	stoppingRaft bool
 }
 
 type stashed struct {
@@ -126,7 +143,17 @@ func NewShardProps(cfg ShardConfig) *actor.Props {
 
 // Receive dispatches.
 func (s *shard) Receive(ctx actor.Context) {
+	if s.replica != nil && s.replica.receive(ctx, ctx.Message()) {
+		s.afterRaft(ctx)
+		return
+	}
 	switch m := ctx.Message().(type) {
+	case *raftTick, *RaftInbound, *MetaWriteResponse, *PeerUndelivered:
+		// For a replica that is not running (yet, or any more).
+	case *proposalsExpired:
+		if s.replica != nil {
+			s.onProposalsExpired(ctx)
+		}
 	case *actor.Started:
 		s.onStarted(ctx)
 	case *PublishRequest:
@@ -198,7 +225,11 @@ func (s *shard) onStarted(ctx actor.Context) {
 		s.becomeReady(ctx, r)
 		return
 	}
-	f := ctx.RequestFuture(s.cfg.Writer, &TailRequest{Shard: s.cfg.Key, ProducerPrefix: ProducerPrefix(s.cfg.Key)}, 30*time.Second)
+	if s.cfg.Raft != nil && !s.cfg.Raft.hosted() {
+		s.becomeReady(ctx, &TailResponse{}) // it refuses everything, naming a replica
+		return
+	}
+	f := ctx.RequestFuture(s.cfg.Writer, &TailRequest{Shard: s.cfg.Key, ProducerPrefix: ProducerPrefix(s.cfg.Key), Raft: s.cfg.Raft != nil}, 30*time.Second)
 	ctx.ReenterAfter(f, func(res any, err error) {
 		if err == nil {
 			if r, ok := res.(*TailResponse); ok {
@@ -232,6 +263,9 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 		s.core.producers[p.id] = p
 	}
 	s.ready = true
+	if s.cfg.Raft != nil && s.cfg.Raft.hosted() && s.failed == nil {
+		s.startReplica(ctx, r.Raft)
+	}
 	s.publishProgress()
 	s.notifyWatchers(ctx, false)
 	stash := s.stash
@@ -266,6 +300,7 @@ func (s *shard) info() *ShardInfoResponse {
 		resp.First, resp.Tail = s.core.first, s.core.committed
 		resp.Blocked, resp.Held, resp.Drops = s.core.blocked, len(s.held), s.core.drops
 	}
+	s.raftInfo(resp)
 	return resp
 }
 
@@ -313,8 +348,16 @@ func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
 }
 
 func (s *shard) publish(ctx actor.Context, m *PublishRequest) {
+	if s.cfg.Raft != nil && !s.cfg.Raft.hosted() {
+		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: s.notHosted()})
+		return
+	}
 	if s.failed != nil {
 		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: storageError(s.failed)})
+		return
+	}
+	if s.replica != nil {
+		s.proposePublish(ctx, m)
 		return
 	}
 	decision, werr, dup, dupOf := s.core.checkPublish(m)
@@ -481,7 +524,7 @@ func (s *shard) notifyWatchers(ctx actor.Context, force bool) {
 // admitOrHold admits a publish, or holds it while the shard is blocked or
 // has MaxPending publishes uncommitted. Held publishes keep their order.
 func (s *shard) admitOrHold(ctx actor.Context, m *PublishRequest) {
-	if len(s.held) == 0 && !s.core.blocked && len(s.core.pending) < s.cfg.MaxPending {
+	if len(s.held) == 0 && !s.core.blocked && s.inFlight() < s.cfg.MaxPending {
 		s.onPublish(ctx, m)
 		return
 	}
@@ -494,7 +537,7 @@ func (s *shard) admitHeld(ctx actor.Context) {
 	if !s.core.unblock() {
 		return
 	}
-	for len(s.held) > 0 && len(s.core.pending) < s.cfg.MaxPending && !s.core.blocked {
+	for len(s.held) > 0 && s.inFlight() < s.cfg.MaxPending && !s.core.blocked {
 		m := s.held[0].m
 		s.held[0] = heldPublish{}
 		s.held = s.held[1:]
@@ -649,6 +692,10 @@ func (s *shard) onSubscribeRequest(ctx actor.Context, m *SubscribeShardRequest) 
 		s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
 		return
 	}
+	if s.cfg.Raft != nil && !s.cfg.Raft.hosted() {
+		ctx.Respond(&SubscribeShardResponse{Err: s.notHosted()})
+		return
+	}
 	s.onSubscribe(ctx, ctx.Sender(), m)
 }
 
@@ -735,6 +782,7 @@ func (s *shard) onRestarting(ctx actor.Context) {
 		s.tombstoneTimer.Stop() // the new instance arms its own
 	}
 	lost := &wire.Error{Code: wire.CodeInternal, Message: "shard restarted; the publish may or may not have been written"}
+	s.stopReplica(ctx, lost)
 	s.rejectUnadmitted(ctx, lost)
 	if s.core == nil {
 		return
@@ -771,6 +819,7 @@ func (s *shard) onStopping(ctx actor.Context) {
 	if s.tombstoneTimer != nil {
 		s.tombstoneTimer.Stop()
 	}
+	s.stopReplica(ctx, &wire.Error{Code: wire.CodeInternal, Message: "shard stopping; the publish may or may not have been written"})
 	s.rejectUnadmitted(ctx, &wire.Error{Code: wire.CodeInternal, Message: "shard stopping; the publish was not written"})
 	if s.core == nil {
 		return

@@ -154,6 +154,13 @@ type ShardInfoResponse struct {
 	Held    int
 	// Drops counts what the overflow policy did on this shard.
 	Drops DropCounts
+	// A replicated shard's raft state: its replicas' node ids, the leader
+	// this replica knows of, its term, commit and applied indexes, and on
+	// the leader each replica's matched index.
+	Replicas                []uint64
+	Leader, Term            uint64
+	RaftCommit, RaftApplied uint64
+	Match                   map[uint64]uint64
 }
 
 // SubscriptionLagged tells a subscription on a durable stream that it had

@@ -350,6 +350,9 @@ func (w *storageWriter) recoveryState(ctx actor.Context, r *TailRequest) *TailRe
 			resp.Err = w.forgetCutOff(ctx, r.Shard, resp.Tail, resp.Producers)
 		}
 	}
+	if resp.Err == nil && r.Raft {
+		resp.Raft, resp.Err = loadRaftDurable(w.cfg.Log, r.Shard)
+	}
 	return resp
 }
 

@@ -64,6 +64,8 @@ type MetaWriteResponse struct {
 type TailRequest struct {
 	Shard          storage.ShardKey
 	ProducerPrefix []byte
+	// Raft asks for the shard's raft state too (a replicated shard).
+	Raft bool
 }
 
 // TailResponse answers TailRequest.
@@ -71,7 +73,9 @@ type TailResponse struct {
 	Tail, First uint64
 	// Producers holds the values found under the request's ProducerPrefix.
 	Producers [][]byte
-	Err       error
+	// Raft is the shard's raft state (Raft requests).
+	Raft raftDurable
+	Err  error
 }
 
 // commitNow is the storage writer's marker to itself: it is queued behind

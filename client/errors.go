@@ -118,6 +118,15 @@ var (
 	// nacked or expired); the message says which. Nothing was changed. Stop
 	// the members or let the claims settle, then try again.
 	ErrGroupInUse error = &wire.Error{Code: wire.CodeGroupInUse}
+	// ErrNotLeader: the node does not lead the shard of a replicated
+	// stream (or cannot reach the cluster's metadata leader for a create).
+	// The error's Detail is the leader's node id (0: none known yet); a
+	// client dialled with that node's address sends the request there.
+	ErrNotLeader error = &wire.Error{Code: wire.CodeNotLeader}
+	// ErrReplicationTimeout: a write to a replicated stream was not
+	// committed by a quorum in time. It may still commit: re-send it only
+	// as an idempotent producer (which then finds its first offsets).
+	ErrReplicationTimeout error = &wire.Error{Code: wire.CodeReplicationTimeout}
 )
 
 // UnsupportedError is the error of a call the node cannot serve because it

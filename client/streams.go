@@ -75,6 +75,10 @@ type StreamConfig struct {
 	// RetentionBytes deletes a shard's oldest whole batches while it holds
 	// more than this many record bytes (0: no bound).
 	RetentionBytes int64
+	// Replicas is how many nodes of a cluster hold each shard (0 or 1: the
+	// node the stream is created on alone). A replicated stream must be
+	// durable; each shard is a raft group whose leader takes its publishes.
+	Replicas int
 }
 
 // toWire checks cfg and converts it; Shards 0 becomes 1.
@@ -94,6 +98,12 @@ func (cfg StreamConfig) toWire() (wire.StreamConfig, error) {
 		return wire.StreamConfig{}, wire.Errorf(wire.CodeInvalidConfig, "retention age %v is negative", cfg.RetentionAge)
 	case cfg.RetentionBytes < 0:
 		return wire.StreamConfig{}, wire.Errorf(wire.CodeInvalidConfig, "retention bytes %d is negative", cfg.RetentionBytes)
+	case cfg.Replicas < 0 || cfg.Replicas > math.MaxUint8:
+		return wire.StreamConfig{}, wire.Errorf(wire.CodeInvalidConfig, "replicas %d out of range", cfg.Replicas)
+	}
+	replicas := uint8(cfg.Replicas)
+	if replicas == 1 {
+		replicas = 0
 	}
 	shards := uint32(cfg.Shards)
 	if shards == 0 {
@@ -111,6 +121,7 @@ func (cfg StreamConfig) toWire() (wire.StreamConfig, error) {
 		QueueMaxBytes:      uint64(cfg.QueueMaxBytes),
 		RetentionAgeMillis: ageMillis,
 		RetentionBytes:     uint64(cfg.RetentionBytes),
+		Replicas:           replicas,
 	}, nil
 }
 
@@ -130,6 +141,7 @@ func configFromWire(w wire.StreamConfig) StreamConfig {
 		QueueMaxBytes:  clampInt64(w.QueueMaxBytes),
 		RetentionAge:   age,
 		RetentionBytes: clampInt64(w.RetentionBytes),
+		Replicas:       int(w.Replicas),
 	}
 }
 

@@ -12,22 +12,21 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/quic-go/quic-go"
 
 	"github.com/heraldmq/herald/actors"
-	"github.com/heraldmq/herald/net/peerwire"
 	"github.com/heraldmq/herald/net/transport"
 	"github.com/heraldmq/herald/storage"
 )
 
 // cluster is a node's side of its cluster (cfg.Peers set): the UDP socket
 // peers reach it on, its QUIC transport and listener, the accept loop,
-// and the peers actor that owns one link per peer. Raft groups are not
-// wired to it yet (issue 17): what peers send is counted and dropped.
+// the peers actor that owns one link per peer, and the router that joins
+// the links to the node's raft replicas (the metadata group in the
+// catalog, and every replicated shard hosted here).
 type cluster struct {
 	self  uint64
 	peers map[uint64]string
@@ -36,9 +35,26 @@ type cluster struct {
 	tr    *quic.Transport
 	ln    *quic.Listener
 	pid   *actor.PID
-	// undelivered counts raft messages that arrived for no group here.
-	undelivered atomic.Uint64
-	wg          sync.WaitGroup
+	// router routes raft messages between the links and the replicas.
+	router *actors.RaftRouter
+	wg     sync.WaitGroup
+}
+
+// clusterCatalog makes the router and the catalog's side of the cluster
+// (nil for a single node).
+func (n *Node) clusterCatalog() *actors.CatalogCluster {
+	c := n.cluster
+	if c == nil {
+		return nil
+	}
+	ids := make([]uint64, 0, len(c.peers))
+	for id := range c.peers {
+		ids = append(ids, id)
+	}
+	c.router = actors.NewRaftRouter(n.sys.Root, c.self, ids)
+	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
+	return &actors.CatalogCluster{Self: c.self, Router: c.router, Tick: election / 10, ElectionTicks: 10, HeartbeatTicks: 1,
+		ProposalTimeout: time.Duration(n.cfg.ReplicationTimeoutMillis) * time.Millisecond}
 }
 
 // peerQUIC is the QUIC configuration of peer connections: keep-alives so
@@ -105,16 +121,17 @@ func (n *Node) startCluster() error {
 			continue
 		}
 		links = append(links, actors.PeerLinkConfig{Self: c.self, Peer: id, Addr: addr, Dial: dial, CheckIdentity: c.tls.CheckPeerIdentity,
-			Deliver: func(from uint64, msgs []peerwire.Message) {
-				// No raft group runs here yet.
-				c.undelivered.Add(uint64(len(msgs)))
-			},
-			Goroutines: n.goroutines})
+			Deliver: c.router.Deliver, Goroutines: n.goroutines})
 	}
 	slices.SortFunc(links, func(a, b actors.PeerLinkConfig) int { return cmp.Compare(a.Peer, b.Peer) })
 	if c.pid, err = n.sys.Root.SpawnNamed(actors.NewPeersProps(actors.PeersConfig{Links: links}), "peers"); err != nil {
 		return fmt.Errorf("node: spawn peers: %w", err)
 	}
+	res, err := n.sys.Root.RequestFuture(c.pid, &actors.PeerLinksRequest{}, 10*time.Second).Result()
+	if err != nil {
+		return fmt.Errorf("node: peer links: %w", err)
+	}
+	c.router.SetLinks(res.(*actors.PeerLinks).Links)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -203,7 +220,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (ClusterStatus, bool, error) {
 	if c == nil || c.pid == nil {
 		return ClusterStatus{}, false, nil
 	}
-	out := ClusterStatus{NodeID: c.self, ClusterListen: c.udp.LocalAddr().String(), Authenticated: c.tls.Authenticated, Undelivered: c.undelivered.Load()}
+	out := ClusterStatus{NodeID: c.self, ClusterListen: c.udp.LocalAddr().String(), Authenticated: c.tls.Authenticated, Undelivered: c.router.Undelivered()}
 	wait := 2 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		wait = max(min(wait, time.Until(dl)), time.Millisecond)

@@ -205,6 +205,15 @@ type Config struct {
 	ClusterCA   string `yaml:"cluster_ca"`
 	ClusterCert string `yaml:"cluster_cert"`
 	ClusterKey  string `yaml:"cluster_key"`
+	// RaftElectionTimeoutMillis is how long a follower waits without
+	// hearing from its leader before it stands for election (randomized
+	// between one and two times this); a leader heartbeats ten times as
+	// often. Every node of a cluster should use the same value.
+	RaftElectionTimeoutMillis int `yaml:"raft_election_timeout_ms"`
+	// ReplicationTimeoutMillis bounds how long a publish to a replicated
+	// stream (or a replicated stream's create) waits to be committed
+	// before it is answered replication_timeout.
+	ReplicationTimeoutMillis int `yaml:"replication_timeout_ms"`
 	// Badger sizes the storage engine.
 	Badger BadgerConfig `yaml:"badger"`
 }
@@ -288,6 +297,8 @@ func DefaultConfig() Config {
 		EventBatchMaxBytes:            64 << 10,
 		PubQueueDepth:                 1024,
 		PublishQueueWaitTimeoutMillis: 2000,
+		RaftElectionTimeoutMillis:     1000,
+		ReplicationTimeoutMillis:      5000,
 		RetentionCheckInterval:        30 * time.Second,
 		ReadMaxRecords:                1000,
 		ReadMaxBytes:                  1 << 20,
@@ -430,6 +441,12 @@ func (c *Config) Validate() error {
 	}
 	if c.PubQueueDepth < 1 {
 		bad("pub_queue_depth", "must be at least 1")
+	}
+	if c.RaftElectionTimeoutMillis < 100 {
+		bad("raft_election_timeout_ms", "must be at least 100, got %d", c.RaftElectionTimeoutMillis)
+	}
+	if c.ReplicationTimeoutMillis < 100 {
+		bad("replication_timeout_ms", "must be at least 100, got %d", c.ReplicationTimeoutMillis)
 	}
 	if c.PublishQueueWaitTimeoutMillis < 1 {
 		bad("publish_queue_wait_timeout_ms", "must be at least 1")

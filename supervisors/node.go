@@ -15,6 +15,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,6 +173,12 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	if n.nodeID, err = loadNodeID(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if n.cluster != nil {
+		// In a cluster the node is known by its cluster id: a client that
+		// is told another node leads a shard finds it by this id among the
+		// nodes it dialled.
+		n.nodeID = strconv.FormatUint(cfg.NodeID, 10)
+	}
 	tlsConf, err := n.serverTLS()
 	if err != nil {
 		return nil, err
@@ -254,6 +261,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 		sysOpts = append(sysOpts, actor.WithMetricProviders(n.metrics.provider))
 	}
 	n.sys = actor.NewActorSystem(sysOpts...)
+	catalogCluster := n.clusterCatalog()
 	var durable storage.Log = n.durable
 	if opts.WrapDurableLog != nil {
 		durable = opts.WrapDurableLog(n.durable)
@@ -287,6 +295,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 			RingBytes:           cfg.ReplayRingMaxBytes,
 			ShardProps:          opts.ShardProps,
 			Now:                 n.now,
+			Cluster:             catalogCluster,
 		},
 		listener: actors.ConnectionConfig{
 			Auth:                n.auth,
@@ -587,6 +596,7 @@ func (n *Node) httpHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("/cluster", n.serveCluster)
+	mux.HandleFunc("/streams/describe", n.serveDescribe)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

@@ -44,6 +44,8 @@ const (
 	CodeStreamNotDurable    Code = 31 // the operation needs a durable stream (consumer groups do)
 	CodeQuotaExceeded       Code = 32 // the tenant has its maximum of streams, or the stream of groups; delete some first
 	CodeGroupInUse          Code = 33 // a group delete or seek while the group has push members (a seek: or claims in flight)
+	CodeNotLeader           Code = 34 // the node does not lead the shard (or the cluster's metadata); Detail is the leader's node id (0: none known yet)
+	CodeReplicationTimeout  Code = 35 // a replicated write was not committed in time (no quorum); outcome unknown
 )
 
 // RetryClass says what a caller should do about an error.
@@ -101,6 +103,8 @@ var codes = map[Code]codeInfo{
 	CodeStreamNotDurable:    {"stream_not_durable", RetryFatal},
 	CodeQuotaExceeded:       {"quota_exceeded", RetryFatal},
 	CodeGroupInUse:          {"group_in_use", RetryFatal},
+	CodeNotLeader:           {"not_leader", RetryNow},
+	CodeReplicationTimeout:  {"replication_timeout", RetryOutcomeUnknown},
 }
 
 // String returns the code's stable snake_case name.

@@ -51,6 +51,8 @@ var codeTable = []struct {
 	{wire.CodeStreamNotDurable, 31, "stream_not_durable", wire.RetryFatal},
 	{wire.CodeQuotaExceeded, 32, "quota_exceeded", wire.RetryFatal},
 	{wire.CodeGroupInUse, 33, "group_in_use", wire.RetryFatal},
+	{wire.CodeNotLeader, 34, "not_leader", wire.RetryNow},
+	{wire.CodeReplicationTimeout, 35, "replication_timeout", wire.RetryOutcomeUnknown},
 }
 
 func TestCodesTable(t *testing.T) {

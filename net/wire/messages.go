@@ -282,9 +282,15 @@ type StreamConfig struct {
 	// RetentionBytes deletes the oldest whole batches while a shard holds more
 	// than this many records bytes (0: no bound).
 	RetentionBytes uint64
+	// Replicas is how many nodes of a cluster hold each shard (0 or 1: the
+	// node the stream is created on alone). Encoded only when above 1.
+	Replicas uint8
 }
 
-const configFlagDurable = 1 << 0
+const (
+	configFlagDurable    = 1 << 0
+	configFlagReplicated = 1 << 1
+)
 
 // configSize is the encoded size of a StreamConfig.
 const configSize = 4 + 1 + 1 + 1 + 4 + 8 + 8 + 8
@@ -295,17 +301,24 @@ func appendConfig(dst []byte, c StreamConfig) []byte {
 	if c.Durable {
 		f |= configFlagDurable
 	}
+	if c.Replicas > 1 {
+		f |= configFlagReplicated
+	}
 	dst = append(dst, f, byte(c.Routing), byte(c.Overflow))
 	dst = binary.BigEndian.AppendUint32(dst, c.QueueCapacity)
 	dst = binary.BigEndian.AppendUint64(dst, c.QueueMaxBytes)
 	dst = binary.BigEndian.AppendUint64(dst, c.RetentionAgeMillis)
-	return binary.BigEndian.AppendUint64(dst, c.RetentionBytes)
+	dst = binary.BigEndian.AppendUint64(dst, c.RetentionBytes)
+	if c.Replicas > 1 {
+		dst = append(dst, c.Replicas)
+	}
+	return dst
 }
 
 func (d *decoder) config() StreamConfig {
 	c := StreamConfig{Shards: d.u32("shards")}
 	f := d.u8("config flags")
-	if f&^configFlagDurable != 0 {
+	if f&^(configFlagDurable|configFlagReplicated) != 0 {
 		d.fail("unknown stream config flags 0x%02x", f)
 	}
 	c.Durable = f&configFlagDurable != 0
@@ -321,6 +334,12 @@ func (d *decoder) config() StreamConfig {
 	c.QueueMaxBytes = d.u64("queue max bytes")
 	c.RetentionAgeMillis = d.u64("retention age")
 	c.RetentionBytes = d.u64("retention bytes")
+	if f&configFlagReplicated != 0 {
+		c.Replicas = d.u8("replicas")
+		if d.err == nil && c.Replicas < 2 {
+			d.fail("replicated stream config with %d replicas", c.Replicas)
+		}
+	}
 	return c
 }
 

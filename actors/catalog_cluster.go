@@ -1,0 +1,291 @@
+package actors
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// In a cluster the catalog of replicated streams is one raft group over
+// every node: the metadata group. A create of a replicated stream is
+// proposed to it from whichever node the client asked (a follower forwards
+// the proposal to the leader), and every node creates the stream when the
+// entry applies, under the same id (derived from the entry's index) and
+// with the same placement, so every node spawns the same shard replicas.
+// The node that proposed answers its client once its own apply has made
+// the stream's record durable. Streams with one replica stay the node's own,
+// as on a single node.
+
+// CatalogCluster is the catalog's side of a cluster.
+type CatalogCluster struct {
+	// Self is this node's id; Router holds every node's (Nodes) and the
+	// peer links.
+	Self   uint64
+	Router *RaftRouter
+	// Tick, ElectionTicks and HeartbeatTicks are raft's clock, for the
+	// metadata group and every replicated shard.
+	Tick                          time.Duration
+	ElectionTicks, HeartbeatTicks int
+	// ProposalTimeout bounds a replicated publish or create (default 5 s).
+	ProposalTimeout time.Duration
+}
+
+// metaGroupKey names the metadata group: stream id 0 is never a stream's.
+var metaGroupKey = storage.ShardKey{Stream: 0, Shard: 0}
+
+// replicatedIDBase is where replicated streams' ids start: a replicated
+// stream's id is the base plus its create entry's index, the same on every
+// node; a node's own streams count up from 1 and never reach it.
+const replicatedIDBase = uint64(1) << 63
+
+// metaEntry is one entry of the metadata group.
+type metaEntry struct {
+	Op string `json:"op"` // "create"
+	// Node and Proposal name the proposer, which answers its client.
+	Node     uint64            `json:"node"`
+	Proposal uint64            `json:"proposal"`
+	Name     wire.StreamName   `json:"name"`
+	Config   wire.StreamConfig `json:"config"`
+	Created  int64             `json:"created_unix_nano"`
+}
+
+// metaWait is a create this node proposed, waiting for its apply.
+type metaWait struct {
+	waiters []*actor.PID
+	timer   func() bool
+}
+
+// metaProposalExpired ends a create whose entry did not apply in time.
+type metaProposalExpired struct{ proposal uint64 }
+
+// metaStateLoaded carries the metadata group's raft state, read by the
+// storage writer behind every write before it.
+type metaStateLoaded struct {
+	token uint64
+	resp  *TailResponse
+	err   error
+}
+
+// startMeta asks the storage writer for the metadata group's state; the
+// replica starts when it answers.
+func (c *catalog) startMeta(ctx actor.Context) {
+	if c.cfg.Cluster == nil {
+		return
+	}
+	token := c.token
+	f := ctx.RequestFuture(c.cfg.Writer, &TailRequest{Shard: metaGroupKey, Raft: true}, 30*time.Second)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		m := &metaStateLoaded{token: token, err: err}
+		if r, ok := res.(*TailResponse); ok {
+			m.resp, m.err = r, r.Err
+		} else if err == nil {
+			m.err = fmt.Errorf("unexpected response %T", res)
+		}
+		c.onMetaLoaded(ctx, m)
+	})
+}
+
+func (c *catalog) onMetaLoaded(ctx actor.Context, m *metaStateLoaded) {
+	if m.token != c.token || c.stopping {
+		return
+	}
+	if m.err != nil {
+		ctx.Logger().Error("catalog: cannot read the metadata group's state; replicated streams cannot be created here", slog.Any("error", m.err))
+		return
+	}
+	cl := c.cfg.Cluster
+	d := m.resp.Raft
+	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: metaGroupKey, Self: cl.Self, Peers: cl.Router.Nodes,
+		Durable: d, Applied: d.Applied, Writer: c.cfg.Writer, Link: cl.Router.Link,
+		Tick: cl.Tick, ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks,
+		ForwardProposals: true, Apply: c.applyMeta})
+	if err != nil {
+		ctx.Logger().Error("catalog: cannot start the metadata group", slog.Any("error", err))
+		return
+	}
+	c.meta = r
+	c.metaWaits = map[uint64]*metaWait{}
+	c.nextMetaProposal = rand.Uint64() >> 1
+	cl.Router.Register(metaGroupKey, ctx.Self())
+}
+
+// proposeCreate proposes a replicated stream's creation.
+func (c *catalog) proposeCreate(ctx actor.Context, from *actor.PID, name wire.StreamName, cfg wire.StreamConfig) {
+	reply := func(r *LookupStreamResponse) {
+		if from != nil {
+			ctx.Send(from, r)
+		}
+	}
+	cl := c.cfg.Cluster
+	switch {
+	case cl == nil:
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "a stream with %d replicas needs a cluster (--peers)", cfg.Replicas)})
+		return
+	case !cfg.Durable:
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "a replicated stream must be durable")})
+		return
+	case int(cfg.Replicas) > len(cl.Router.Nodes):
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", cfg.Replicas, len(cl.Router.Nodes))})
+		return
+	case c.meta == nil || c.meta.failed() != nil:
+		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader, Message: "the cluster's metadata group is not running on this node yet; retry shortly"}})
+		return
+	}
+	c.nextMetaProposal++
+	id := c.nextMetaProposal
+	data, _ := json.Marshal(metaEntry{Op: "create", Node: cl.Self, Proposal: id, Name: name, Config: cfg, Created: c.cfg.Now().UnixNano()})
+	if err := c.meta.propose(ctx, data); err != nil {
+		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader,
+			Message: fmt.Sprintf("the cluster's metadata group has no leader this node can reach (%v); retry shortly", err)}})
+		return
+	}
+	w := &metaWait{}
+	if from != nil {
+		w.waiters = append(w.waiters, from)
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	timeout := cl.ProposalTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	w.timer = time.AfterFunc(timeout, func() { root.Send(self, &metaProposalExpired{proposal: id}) }).Stop
+	c.metaWaits[id] = w
+}
+
+func (c *catalog) onMetaProposalExpired(ctx actor.Context, m *metaProposalExpired) {
+	w, ok := c.metaWaits[m.proposal]
+	if !ok {
+		return
+	}
+	delete(c.metaWaits, m.proposal)
+	resp := &LookupStreamResponse{Err: &wire.Error{Code: wire.CodeReplicationTimeout,
+		Message: "the stream's creation was not committed by the cluster in time; it may still be: look it up, or create it again"}}
+	for _, from := range w.waiters {
+		ctx.Send(from, resp)
+	}
+}
+
+// applyMeta applies one committed entry of the metadata group.
+func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
+	if e.GetType() != pb.EntryType_EntryNormal || len(e.GetData()) == 0 {
+		return nil
+	}
+	var me metaEntry
+	if err := json.Unmarshal(e.GetData(), &me); err != nil {
+		return fmt.Errorf("metadata entry %d: %w", e.GetIndex(), err)
+	}
+	var w *metaWait
+	if me.Node == c.cfg.Cluster.Self {
+		if w = c.metaWaits[me.Proposal]; w != nil {
+			delete(c.metaWaits, me.Proposal)
+			w.timer()
+		}
+	}
+	answer := func(r *LookupStreamResponse) {
+		if w != nil {
+			for _, from := range w.waiters {
+				ctx.Send(from, r)
+			}
+		}
+	}
+	if me.Op != "create" {
+		return fmt.Errorf("metadata entry %d: unknown op %q", e.GetIndex(), me.Op)
+	}
+	id := replicatedIDBase + e.GetIndex()
+	key := nameKey(me.Name)
+	appliedPut := storage.MetaPut{Key: raftAppliedKey(metaGroupKey), Value: binary.BigEndian.AppendUint64(nil, e.GetIndex())}
+	if h, ok := c.streams[key]; ok {
+		// Another create of the name came first (or this one applied
+		// before a restart): the stream stands as it is.
+		if h.ID != id && w != nil {
+			if h.Config != me.Config {
+				answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamExists,
+					"stream %s exists with another config (%d shards, %d replicas)", me.Name, h.Config.Shards, h.Config.Replicas)})
+			} else {
+				answer(&LookupStreamResponse{Stream: h})
+			}
+		}
+		c.writeMetaApplied(ctx, appliedPut)
+		return nil
+	}
+	if cr, ok := c.creating[key]; ok {
+		if w != nil {
+			cr.waiters = append(cr.waiters, w.waiters...)
+		}
+		c.writeMetaApplied(ctx, appliedPut)
+		return nil
+	}
+	if err := me.Name.Validate(); err != nil {
+		answer(&LookupStreamResponse{Err: err.(*wire.Error)})
+		c.writeMetaApplied(ctx, appliedPut)
+		return nil
+	}
+	st := storedFrom(id, me.Name, me.Config, me.Created)
+	cr := &creation{handle: c.newHandle(st)}
+	if w != nil {
+		cr.waiters = append(cr.waiters, w.waiters...)
+	}
+	c.creating[key] = cr
+	value, _ := json.Marshal(st)
+	req := &MetaWriteRequest{Puts: []storage.MetaPut{
+		{Key: append(append([]byte(nil), metaStreamPrefix...), key...), Value: value}, appliedPut}}
+	f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		if err == nil {
+			if r, ok := res.(*MetaWriteResponse); ok {
+				err = r.Err
+			} else {
+				err = fmt.Errorf("unexpected response %T", res)
+			}
+		}
+		c.onPersisted(ctx, &streamPersisted{key: key, err: err})
+	})
+	return nil
+}
+
+// writeMetaApplied records an applied entry that changed nothing.
+func (c *catalog) writeMetaApplied(ctx actor.Context, put storage.MetaPut) {
+	ctx.Send(c.cfg.Writer, &MetaWriteRequest{Puts: []storage.MetaPut{put}})
+}
+
+// replicaSet is where shard i of a replicated stream lives.
+func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
+	cl := c.cfg.Cluster
+	if cl == nil || h.Config.Replicas < 2 {
+		return nil
+	}
+	reps, err := placeReplicas(h.ID, i, cl.Router.Nodes, int(h.Config.Replicas))
+	if err != nil {
+		// Fewer nodes than replicas: every node holds one.
+		reps = append([]uint64(nil), cl.Router.Nodes...)
+	}
+	return &ShardRaft{Self: cl.Self, Replicas: reps, Router: cl.Router, Tick: cl.Tick,
+		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout}
+}
+
+// stopMeta stops the metadata replica (the catalog stops or restarts);
+// creates waiting for it are answered as outcome unknown.
+func (c *catalog) stopMeta(ctx actor.Context) {
+	if c.meta == nil {
+		return
+	}
+	c.meta.stop()
+	c.cfg.Cluster.Router.Unregister(metaGroupKey, ctx.Self())
+	resp := &LookupStreamResponse{Err: &wire.Error{Code: wire.CodeReplicationTimeout, Message: "the catalog stopped before the stream's creation applied; it may still"}}
+	for _, w := range c.metaWaits {
+		w.timer()
+		for _, from := range w.waiters {
+			ctx.Send(from, resp)
+		}
+	}
+	clear(c.metaWaits)
+}

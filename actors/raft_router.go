@@ -1,0 +1,88 @@
+package actors
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/peerwire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// RaftRouter joins a node's raft replicas to its peer links: a replica
+// finds the link to a peer through it, and what a link reads is routed
+// through it to the replica of the group each message names. It is shared
+// state, not an actor, so that a link's reader goroutine routes without a
+// hop; its maps change only when a link set or a replica starts or stops.
+type RaftRouter struct {
+	// Self is this node's id; Nodes every node's (Self included), sorted.
+	Self  uint64
+	Nodes []uint64
+	root        *actor.RootContext
+	mu          sync.RWMutex
+	links       map[uint64]*actor.PID
+	groups      map[peerwire.Group]*actor.PID
+	undelivered atomic.Uint64
+}
+
+// NewRaftRouter makes the router of node self in a cluster of nodes.
+func NewRaftRouter(root *actor.RootContext, self uint64, nodes []uint64) *RaftRouter {
+	ns := slices.Clone(nodes)
+	slices.Sort(ns)
+	return &RaftRouter{Self: self, Nodes: ns, root: root, links: map[uint64]*actor.PID{},
+		groups: map[peerwire.Group]*actor.PID{}}
+}
+
+// SetLinks sets the peer links, by peer id.
+func (r *RaftRouter) SetLinks(links map[uint64]*actor.PID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, pid := range links {
+		r.links[id] = pid
+	}
+}
+
+// Link is the link to peer id (nil: none).
+func (r *RaftRouter) Link(id uint64) *actor.PID {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.links[id]
+}
+
+// Register routes group's messages to pid.
+func (r *RaftRouter) Register(group storage.ShardKey, pid *actor.PID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.groups[peerwire.Group{Stream: group.Stream, Shard: group.Shard}] = pid
+}
+
+// Unregister stops routing group's messages, if they go to pid.
+func (r *RaftRouter) Unregister(group storage.ShardKey, pid *actor.PID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := peerwire.Group{Stream: group.Stream, Shard: group.Shard}
+	if cur := r.groups[g]; cur != nil && cur.Equal(pid) {
+		delete(r.groups, g)
+	}
+}
+
+// Deliver routes what peer from sent (a link's Deliver).
+func (r *RaftRouter) Deliver(from uint64, msgs []peerwire.Message) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, m := range msgs {
+		pid := r.groups[m.Group]
+		if pid == nil {
+			// A group not started here yet (its stream's creation not
+			// applied yet) or gone: raft resends what matters.
+			r.undelivered.Add(1)
+			continue
+		}
+		r.root.Send(pid, &RaftInbound{From: from, Data: m.Data})
+	}
+}
+
+// Undelivered counts messages that arrived for no replica here.
+func (r *RaftRouter) Undelivered() uint64 { return r.undelivered.Load() }

@@ -1,0 +1,318 @@
+package actors
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
+)
+
+// A replicated stream's shard is one replica of its raft group, and its
+// actor is the group's event loop (an embedded raftReplica). On the leader
+// a publish is proposed, not admitted: its offsets are assigned when its
+// entry applies, on every replica alike, by the same rules a single node
+// uses (shardCore.checkPublish: conditional tails and idempotent
+// sequences), and its batch then goes to the shard log through the storage
+// writer with the entry's index. It is acknowledged when that write is
+// durable: after a quorum made the entry durable and this leader applied
+// it. Followers apply the same entries and answer nobody; their
+// subscribers see what is committed, never more.
+
+// ShardRaft makes a shard one replica of its raft group.
+type ShardRaft struct {
+	// Self is this node's id; Replicas the group's node ids. A shard
+	// whose replicas do not include Self is not hosted here: it refuses
+	// publishes and subscriptions, naming a replica.
+	Self     uint64
+	Replicas []uint64
+	// Router finds the peer links and routes the group's messages here.
+	Router *RaftRouter
+	// Tick, ElectionTicks and HeartbeatTicks are raft's clock (defaults
+	// 100 ms, 10 and 1: a leader is suspected dead after 1–2 s).
+	Tick                          time.Duration
+	ElectionTicks, HeartbeatTicks int
+	// ProposalTimeout answers a publish that is not applied in time with
+	// replication_timeout (default 5 s).
+	ProposalTimeout time.Duration
+	// AfterFunc is the shard's raft and proposal timer (nil: time.AfterFunc).
+	AfterFunc func(time.Duration, func()) (stop func() bool)
+}
+
+// hosted reports whether this node holds a replica.
+func (r *ShardRaft) hosted() bool { return slices.Contains(r.Replicas, r.Self) }
+
+// proposalWait is a publish proposed by this replica as leader, waiting for
+// its entry to apply.
+type proposalWait struct {
+	reqID    uint64
+	ack      wire.AckMode
+	replyTo  *actor.PID
+	received time.Time
+	deadline time.Time
+}
+
+// proposalsExpired is the shard's timer message: the oldest proposal may
+// have waited too long.
+type proposalsExpired struct{}
+
+// raftAppliedKey holds the last raft index whose batch the shard log holds
+// (written with that batch).
+func raftAppliedKey(shard storage.ShardKey) []byte {
+	return append(raftGroupPrefix(shard), raftKindApplied)
+}
+
+// startReplica starts the shard's raft replica from what recovery read.
+func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
+	rc := s.cfg.Raft
+	if rc.ProposalTimeout <= 0 {
+		rc.ProposalTimeout = 5 * time.Second
+	}
+	if rc.AfterFunc == nil {
+		rc.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+	}
+	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: s.cfg.Key, Self: rc.Self, Peers: rc.Replicas,
+		Durable: d, Applied: d.Applied, Writer: s.cfg.Writer, Link: rc.Router.Link,
+		Tick: rc.Tick, ElectionTicks: rc.ElectionTicks, HeartbeatTicks: rc.HeartbeatTicks, AfterFunc: rc.AfterFunc,
+		Apply: s.applyEntry, Soft: s.onSoftState})
+	if err != nil {
+		s.logger(ctx).Error("shard: cannot start its raft replica; refusing publishes", slog.Any("error", err))
+		s.failed = err
+		return
+	}
+	s.replica = r
+	s.proposals = map[uint64]*proposalWait{}
+	s.nextProposal = rand.Uint64() >> 1 // distinct from an earlier instance's
+	rc.Router.Register(s.cfg.Key, ctx.Self())
+}
+
+// notHosted is the refusal of a shard whose replicas live elsewhere.
+func (s *shard) notHosted() *wire.Error {
+	return &wire.Error{Code: wire.CodeNotLeader, Detail: s.cfg.Raft.Replicas[0],
+		Message: fmt.Sprintf("shard %d of %s is not hosted on this node; its replicas are on nodes %v", s.cfg.Key.Shard, s.cfg.Stream, s.cfg.Raft.Replicas)}
+}
+
+// notLeader refuses a publish on a replica that does not lead.
+func (s *shard) notLeader() *wire.Error {
+	lead := s.replica.status().Lead
+	if lead == 0 {
+		return &wire.Error{Code: wire.CodeNotLeader, Message: fmt.Sprintf("shard %d of %s has no leader yet (an election is under way); retry shortly", s.cfg.Key.Shard, s.cfg.Stream)}
+	}
+	return &wire.Error{Code: wire.CodeNotLeader, Detail: lead, Message: fmt.Sprintf("node %d leads shard %d of %s", lead, s.cfg.Key.Shard, s.cfg.Stream)}
+}
+
+// inFlight counts publishes admitted and not yet answered: proposed, or
+// applied and on their way to the shard log.
+func (s *shard) inFlight() int { return len(s.core.pending) + len(s.proposals) }
+
+// proposePublish proposes a publish on the leader.
+func (s *shard) proposePublish(ctx actor.Context, m *PublishRequest) {
+	reject := func(err *wire.Error) { ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: err}) }
+	if m.Idempotent && m.Sequence == 0 {
+		reject(wire.Errorf(wire.CodeInvalidRequest, "idempotent sequences start at 1"))
+		return
+	}
+	if st := s.replica.status(); st.RaftState != raft.StateLeader {
+		reject(s.notLeader())
+		return
+	}
+	s.nextProposal++
+	id := s.nextProposal
+	data := appendRaftPublish(nil, raftPublish{Proposal: id, Timestamp: s.cfg.Now().UnixNano(), Count: m.Count,
+		Expected: m.ExpectedOffset, HasExpected: m.Conditional,
+		ProducerID: m.ProducerID, Sequence: m.Sequence, Idempotent: m.Idempotent, Records: m.Records})
+	s.proposals[id] = &proposalWait{reqID: m.ReqID, ack: m.Ack, replyTo: m.ReplyTo, received: m.Received,
+		deadline: s.cfg.Now().Add(s.cfg.Raft.ProposalTimeout)}
+	s.proposalOrder = append(s.proposalOrder, id)
+	if err := s.replica.propose(ctx, data); err != nil {
+		delete(s.proposals, id)
+		var nl errNotLeader
+		switch {
+		case errors.As(err, &nl):
+			reject(s.notLeader())
+		case errors.Is(err, raft.ErrProposalDropped):
+			reject(&wire.Error{Code: wire.CodeOverloaded, Message: "the shard's leader has too many uncommitted bytes; retry after a delay"})
+		default:
+			reject(storageError(err))
+		}
+		s.afterRaft(ctx)
+		return
+	}
+	s.armProposalTimer(ctx)
+	s.afterRaft(ctx)
+}
+
+// applyEntry applies one committed entry: a publish is checked and
+// admitted as on a single node, at the offsets every replica assigns.
+func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
+	if e.GetType() != pb.EntryType_EntryNormal || len(e.GetData()) == 0 {
+		return nil // a new leader's empty entry, or a configuration change: no offset
+	}
+	p, err := decodeRaftPublish(e.GetData())
+	if err != nil {
+		return fmt.Errorf("raft apply: entry %d: %w", e.GetIndex(), err)
+	}
+	w := s.proposals[p.Proposal]
+	delete(s.proposals, p.Proposal)
+	m := &PublishRequest{Count: p.Count, Records: p.Records, Conditional: p.HasExpected, ExpectedOffset: p.Expected,
+		Idempotent: p.Idempotent, ProducerID: p.ProducerID, Sequence: p.Sequence}
+	if w != nil {
+		m.ReqID, m.Ack, m.ReplyTo, m.Received = w.reqID, w.ack, w.replyTo, w.received
+	}
+	decision, werr, dup, dupOf := s.core.checkPublish(m)
+	switch decision {
+	case decideRefuse:
+		if w != nil {
+			ctx.Send(w.replyTo, &PublishRejected{ReqID: w.reqID, Ack: w.ack, Err: werr})
+		}
+		return nil
+	case decideDuplicate:
+		if w == nil {
+			return nil
+		}
+		if dupOf >= 0 {
+			pp := &s.core.pending[dupOf]
+			pp.dups = append(pp.dups, dupReply{reqID: w.reqID, ack: w.ack, replyTo: w.replyTo})
+			return nil
+		}
+		ctx.Send(w.replyTo, &PublishAcked{ReqID: w.reqID, Ack: w.ack, Shard: s.cfg.Key.Shard, Offset: dup.base, Count: dup.count, Duplicate: true})
+		return nil
+	}
+	b := s.core.admit(pendingPublish{batch: storage.Batch{Count: p.Count, Timestamp: p.Timestamp, Records: p.Records},
+		reqID: m.ReqID, ack: m.Ack, replyTo: m.ReplyTo, received: m.Received})
+	metas := []storage.MetaPut{{Key: raftAppliedKey(s.cfg.Key), Value: binary.BigEndian.AppendUint64(nil, e.GetIndex())}}
+	if p.Idempotent {
+		pr := s.core.admitProducer(p.ProducerID, p.Sequence, b)
+		metas = append(metas, storage.MetaPut{Key: producerKey(s.cfg.Key, pr.id), Value: pr.encode()})
+	}
+	ctx.Request(s.cfg.Writer, &AppendRequest{Shard: s.cfg.Key, Batch: b, Metas: metas})
+	return nil
+}
+
+// onSoftState answers the proposals of a leader that stepped down: their
+// entries may still commit under the next leader (and are then applied
+// here as a follower's, answering nobody), so their outcome is unknown.
+func (s *shard) onSoftState(ctx actor.Context, st raft.SoftState) {
+	if st.Lead != s.lead {
+		s.logger(ctx).Info("shard: raft leader changed", slog.Uint64("leader", st.Lead), slog.Uint64("was", s.lead),
+			slog.Bool("self", st.Lead == s.cfg.Raft.Self))
+	}
+	s.lead = st.Lead
+	if st.RaftState == raft.StateLeader || len(s.proposals) == 0 {
+		return
+	}
+	s.answerProposals(ctx, &wire.Error{Code: wire.CodeReplicationTimeout, Detail: st.Lead,
+		Message: fmt.Sprintf("this node stopped leading shard %d of %s before the publish committed; it may still commit", s.cfg.Key.Shard, s.cfg.Stream)})
+}
+
+// answerProposals answers every waiting proposal with err.
+func (s *shard) answerProposals(ctx actor.Context, err *wire.Error) {
+	for _, id := range s.proposalOrder {
+		if w, ok := s.proposals[id]; ok && w.replyTo != nil {
+			ctx.Send(w.replyTo, &PublishRejected{ReqID: w.reqID, Ack: w.ack, Err: err})
+		}
+	}
+	clear(s.proposals)
+	s.proposalOrder = nil
+	if s.proposalTimer != nil {
+		s.proposalTimer()
+		s.proposalTimer = nil
+	}
+}
+
+// onProposalsExpired answers the proposals whose wait is over.
+func (s *shard) onProposalsExpired(ctx actor.Context) {
+	s.proposalTimer = nil
+	now := s.cfg.Now()
+	for len(s.proposalOrder) > 0 {
+		id := s.proposalOrder[0]
+		w, ok := s.proposals[id]
+		if ok && w.deadline.After(now) {
+			break
+		}
+		s.proposalOrder = s.proposalOrder[1:]
+		if !ok {
+			continue // applied, or answered already
+		}
+		delete(s.proposals, id)
+		ctx.Send(w.replyTo, &PublishRejected{ReqID: w.reqID, Ack: w.ack, Err: &wire.Error{Code: wire.CodeReplicationTimeout,
+			Message: fmt.Sprintf("shard %d of %s: the publish was not committed by a quorum within %s; it may still commit", s.cfg.Key.Shard, s.cfg.Stream, s.cfg.Raft.ProposalTimeout)}})
+	}
+	if len(s.proposalOrder) == 0 {
+		s.proposalOrder = nil
+	}
+	s.armProposalTimer(ctx)
+	s.admitHeld(ctx)
+}
+
+// armProposalTimer makes sure a timer wakes the shard when the oldest
+// proposal's wait is over.
+func (s *shard) armProposalTimer(ctx actor.Context) {
+	for len(s.proposalOrder) > 0 {
+		if _, ok := s.proposals[s.proposalOrder[0]]; ok {
+			break
+		}
+		s.proposalOrder = s.proposalOrder[1:]
+	}
+	if s.proposalTimer != nil || len(s.proposalOrder) == 0 {
+		return
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	d := max(s.proposals[s.proposalOrder[0]].deadline.Sub(s.cfg.Now()), time.Millisecond)
+	s.proposalTimer = s.cfg.Raft.AfterFunc(d, func() { root.Send(self, &proposalsExpired{}) })
+}
+
+// afterRaft checks the replica after it handled something: one that
+// failed (a write it could not make, an entry it could not apply) stops
+// the shard, whose parent starts it again from storage.
+func (s *shard) afterRaft(ctx actor.Context) {
+	if s.replica == nil || s.replica.failed() == nil || s.stoppingRaft {
+		return
+	}
+	s.stoppingRaft = true
+	err := s.replica.failed()
+	s.failed = err
+	s.answerProposals(ctx, storageError(err))
+	s.rejectPending(ctx, s.core.failPending(), storageError(err))
+	s.rejectUnadmitted(ctx, storageError(err))
+	ctx.Stop(ctx.Self())
+}
+
+// stopReplica stops the replica and its routing (the shard stops or
+// restarts); what waits for an apply is answered as outcome unknown.
+func (s *shard) stopReplica(ctx actor.Context, err *wire.Error) {
+	if s.replica == nil {
+		return
+	}
+	s.replica.stop()
+	s.cfg.Raft.Router.Unregister(s.cfg.Key, ctx.Self())
+	s.answerProposals(ctx, err)
+}
+
+// raftInfo is the shard's replication state, for describe.
+func (s *shard) raftInfo(resp *ShardInfoResponse) {
+	if s.cfg.Raft == nil {
+		return
+	}
+	resp.Replicas = s.cfg.Raft.Replicas
+	if s.replica == nil {
+		return
+	}
+	st := s.replica.core.rn.Status()
+	resp.Leader, resp.Term, resp.RaftCommit, resp.RaftApplied = st.Lead, st.GetTerm(), st.GetCommit(), s.replica.applied
+	if st.RaftState == raft.StateLeader {
+		resp.Match = map[uint64]uint64{}
+		for id, pr := range st.Progress {
+			resp.Match[id] = pr.Match
+		}
+	}
+}

@@ -1,0 +1,230 @@
+package supervisors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// testCluster is three in-process nodes with each other as peers (dev
+// peer TLS), each on its own data directory, with fast elections.
+type testCluster struct {
+	t     *testing.T
+	addrs map[uint64]string
+	dirs  map[uint64]string
+	peers string
+	nodes map[uint64]*Node
+}
+
+func newTestCluster(t *testing.T) *testCluster {
+	tc := &testCluster{t: t, addrs: map[uint64]string{}, dirs: map[uint64]string{}, nodes: map[uint64]*Node{}}
+	for id := uint64(1); id <= 3; id++ {
+		tc.addrs[id], tc.dirs[id] = freeUDP(t), t.TempDir()
+	}
+	tc.peers = fmt.Sprintf("1=%s,2=%s,3=%s", tc.addrs[1], tc.addrs[2], tc.addrs[3])
+	for id := uint64(1); id <= 3; id++ {
+		tc.start(id)
+	}
+	return tc
+}
+
+func (tc *testCluster) start(id uint64) *Node {
+	n := testNode(tc.t, tc.dirs[id], func(c *Config, _ *Options) {
+		c.NodeID, c.Peers, c.ClusterListen = id, tc.peers, tc.addrs[id]
+		c.RaftElectionTimeoutMillis = 300
+		c.ReplicationTimeoutMillis = 3000
+	})
+	tc.nodes[id] = n
+	return n
+}
+
+func (tc *testCluster) stop(id uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tc.nodes[id].Shutdown(ctx); err != nil {
+		tc.t.Fatalf("stop node %d: %v", id, err)
+	}
+	delete(tc.nodes, id)
+}
+
+func (tc *testCluster) dial(id uint64) *client.Client {
+	tc.t.Helper()
+	return dialTestClient(tc.t, tc.nodes[id])
+}
+
+// describeAll waits until every running node describes name and ok holds
+// for each description; it returns them by node.
+func (tc *testCluster) describeAll(name wire.StreamName, what string, ok func(id uint64, d StreamDescription) bool) map[uint64]StreamDescription {
+	tc.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := map[uint64]StreamDescription{}
+		var last error
+		for id, n := range tc.nodes {
+			d, err := n.DescribeStream(context.Background(), name)
+			if err != nil {
+				last = fmt.Errorf("node %d: %w", id, err)
+				break
+			}
+			if !ok(id, d) {
+				last = fmt.Errorf("node %d: %+v", id, d)
+				break
+			}
+			out[id] = d
+		}
+		if last == nil {
+			return out
+		}
+		if time.Now().After(deadline) {
+			tc.t.Fatalf("waiting for %s: %v", what, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// leaderOf waits for the running nodes to agree on shard's leader.
+func (tc *testCluster) leaderOf(name wire.StreamName, shard int) uint64 {
+	tc.t.Helper()
+	var lead uint64
+	tc.describeAll(name, "one leader", func(id uint64, d StreamDescription) bool {
+		l := d.Shard[shard].Leader
+		if _, up := tc.nodes[l]; !up {
+			return false
+		}
+		if lead == 0 || lead == l {
+			lead = l
+			return true
+		}
+		lead = 0
+		return false
+	})
+	return lead
+}
+
+func dialTestClient(t *testing.T, n *Node) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, n.Addr(), client.WithCAFile(n.CAFile()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// A replicated stream's create goes through the metadata group and every
+// node gets the stream; its shard's leader takes publishes (a follower
+// refuses them, naming the leader) and acknowledges each at the offset
+// every replica stores it at. When the leader stops, the other two elect
+// a new one, which goes on at the next offset; the old one, started again
+// on its data, catches up to the same log.
+func TestReplicatedStreamFailsOver(t *testing.T) {
+	tc := newTestCluster(t)
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "orders"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	c1 := tc.dial(1)
+	for {
+		_, err := c1.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, client.ErrNotLeader) && !errors.Is(err, client.ErrReplicationTimeout) {
+			t.Fatalf("create: %v", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A single node refuses a replicated stream; so does a cluster asked
+	// for more replicas than it has nodes.
+	if _, err := c1.CreateStream(ctx, wire.StreamName{Tenant: "default", Namespace: "default", Stream: "five"},
+		client.StreamConfig{Shards: 1, Durable: true, Replicas: 5}); !errors.Is(err, client.ErrInvalidConfig) {
+		t.Fatalf("five replicas of three nodes: %v", err)
+	}
+	tc.describeAll(name, "the stream on every node", func(_ uint64, d StreamDescription) bool {
+		return d.Replicas == 3 && len(d.Shard) == 1 && len(d.Shard[0].Replicas) == 3
+	})
+
+	publish := func(lead uint64, from, n int) {
+		t.Helper()
+		c := tc.dial(lead)
+		for i := from; i < from+n; i++ {
+			ack, err := c.Publish(ctx, name, fmt.Appendf(nil, "r%d", i))
+			if err != nil {
+				t.Fatalf("publish %d to node %d: %v", i, lead, err)
+			}
+			if ack.Offset != uint64(i) {
+				t.Fatalf("publish %d acked at offset %d", i, ack.Offset)
+			}
+		}
+	}
+	lead := tc.leaderOf(name, 0)
+	publish(lead, 0, 49)
+	// An idempotent producer's batch, deduplicated at apply: its re-send
+	// to the next leader finds it at its first offset.
+	if ack, err := tc.dial(lead).NewProducer(name, 7).PublishSequence(ctx, 1, [][]byte{[]byte("r49")}); err != nil || ack.Offset != 49 || ack.Duplicate {
+		t.Fatalf("producer's first send: %+v, %v", ack, err)
+	}
+
+	follower := lead%3 + 1
+	_, err := tc.dial(follower).Publish(ctx, name, []byte("x"))
+	var werr *wire.Error
+	if !errors.As(err, &werr) || werr.Code != wire.CodeNotLeader || werr.Detail != lead {
+		t.Fatalf("publish to follower %d: %v, want not_leader naming %d", follower, err, lead)
+	}
+	tc.describeAll(name, "50 records on every replica", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 50 })
+	checkRecords(t, ctx, tc.dial(follower), name, 0, 50)
+
+	tc.stop(lead)
+	newLead := tc.leaderOf(name, 0)
+	if newLead == lead {
+		t.Fatalf("the stopped node %d still leads", lead)
+	}
+	if ack, err := tc.dial(newLead).NewProducer(name, 7).PublishSequence(ctx, 1, [][]byte{[]byte("r49")}); err != nil || ack.Offset != 49 || !ack.Duplicate {
+		t.Fatalf("producer's re-send to the new leader: %+v, %v", ack, err)
+	}
+	// The old leader's no-op took no offset: a conditional writer's
+	// expected tail is still right, and of two only one wins.
+	cn := tc.dial(newLead)
+	if res, err := cn.PublishIf(ctx, name, [][]byte{[]byte("r50")}, 50); err != nil || !res.Written || res.Offset != 50 {
+		t.Fatalf("conditional publish at 50: %+v, %v", res, err)
+	}
+	if res, err := cn.PublishIf(ctx, name, [][]byte{[]byte("x")}, 50); err != nil || res.Written || res.Tail != 51 {
+		t.Fatalf("second conditional publish at 50: %+v, %v", res, err)
+	}
+	publish(newLead, 51, 49)
+	tc.start(lead)
+	tc.describeAll(name, "100 records on every replica", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 100 })
+	checkRecords(t, ctx, tc.dial(lead), name, 0, 100)
+}
+
+// checkRecords reads [0, n) of shard 0 from c and checks each record is
+// "r<offset>".
+func checkRecords(t *testing.T, ctx context.Context, c *client.Client, name wire.StreamName, shard uint32, n int) {
+	t.Helper()
+	next := uint64(0)
+	for next < uint64(n) {
+		page, err := c.Read(ctx, name, shard, next, uint64(n))
+		if err != nil {
+			t.Fatalf("read from %d: %v", next, err)
+		}
+		if len(page.Records) == 0 {
+			t.Fatalf("read from %d: no records", next)
+		}
+		for _, r := range page.Records {
+			if r.Offset != next || string(r.Payload) != fmt.Sprintf("r%d", next) {
+				t.Fatalf("record at %d: offset %d %q", next, r.Offset, r.Payload)
+			}
+			next++
+		}
+	}
+}

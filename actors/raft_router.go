@@ -18,8 +18,8 @@ import (
 // hop; its maps change only when a link set or a replica starts or stops.
 type RaftRouter struct {
 	// Self is this node's id; Nodes every node's (Self included), sorted.
-	Self  uint64
-	Nodes []uint64
+	Self        uint64
+	Nodes       []uint64
 	root        *actor.RootContext
 	mu          sync.RWMutex
 	links       map[uint64]*actor.PID

@@ -120,7 +120,9 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithCAFile trusts the PEM CA certificates in path instead of the system
-// roots. A development node writes its CA to <data dir>/tls/ca.pem.
+// roots; several files, comma-separated, are all trusted. A development
+// node writes its CA to <data dir>/tls/ca.pem (in a development cluster
+// each node has its own: trust every node's).
 func WithCAFile(path string) Option { return func(o *options) { o.caFile = path } }
 
 // WithInsecure skips verification of the node's certificate. For experiments

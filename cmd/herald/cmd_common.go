@@ -106,7 +106,7 @@ func registerClientFlags(fs *pflag.FlagSet) *clientFlags {
 	f := &clientFlags{timeout: defaultTimeout, maxFrame: wire.DefaultMaxFrameBytes}
 	fs.StringVarP(&f.server, "server", "s", "", "node `address`, or seeds a:7400,b:7400 (default $HERALD_SERVER, else the context's, else "+defaultServer+")")
 	fs.StringVar(&f.token, "token", "", "authentication `token` (default $HERALD_TOKEN, else the context's)")
-	fs.StringVar(&f.ca, "ca", "", "CA certificate `file` to trust (default $HERALD_CA, else the context's, else ./"+devCAPath+" if it exists, else $HERALD_DATA_DIR/tls/ca.pem)")
+	fs.StringVar(&f.ca, "ca", "", "CA certificate `file` to trust, or several comma-separated (default $HERALD_CA, else the context's, else ./"+devCAPath+" if it exists, else $HERALD_DATA_DIR/tls/ca.pem)")
 	fs.BoolVar(&f.insecure, "insecure", false, "skip verification of the node's certificate (experiments only)")
 	fs.StringVar(&f.cert, "cert", "", "client certificate `file` for a node with mutual TLS (default $HERALD_CERT, else the context's)")
 	fs.StringVar(&f.key, "cert-key", "", "the client certificate's private key `file` (default $HERALD_CERT_KEY, else the context's)")

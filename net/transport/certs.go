@@ -186,9 +186,10 @@ func ServerTLSConfig(certFile, keyFile string) (*tls.Config, error) {
 
 // ClientTLSOptions says how a client verifies the node it dials.
 type ClientTLSOptions struct {
-	// CAFile is a PEM file of CA certificates to trust instead of the
-	// system roots; empty means the system roots. A development node's CA
-	// is DevCertificatesDir(dataDir)/ca.pem.
+	// CAFile is a PEM file (or several, comma-separated) of CA
+	// certificates to trust instead of the system roots; empty means the
+	// system roots. A development node's CA is
+	// DevCertificatesDir(dataDir)/ca.pem.
 	CAFile string
 	// Insecure skips verification of the server certificate. It is for
 	// experiments only: anyone on the path can impersonate the node.
@@ -218,13 +219,17 @@ func ClientTLSConfig(o ClientTLSOptions) (*tls.Config, error) {
 		conf.ServerName = DefaultServerName
 	}
 	if o.CAFile != "" {
-		data, err := os.ReadFile(o.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("transport: read CA file: %w", err)
-		}
+		// Several files, comma-separated, are all trusted: a development
+		// cluster's nodes each generate their own CA.
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(data) {
-			return nil, fmt.Errorf("%w in CA file %s", ErrNoCertificate, o.CAFile)
+		for _, f := range strings.Split(o.CAFile, ",") {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("transport: read CA file: %w", err)
+			}
+			if !pool.AppendCertsFromPEM(data) {
+				return nil, fmt.Errorf("%w in CA file %s", ErrNoCertificate, f)
+			}
 		}
 		conf.RootCAs = pool
 	}

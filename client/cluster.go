@@ -1,0 +1,473 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/heraldmq/herald/net/wire"
+)
+
+// ClusterClient is a client of a Herald cluster: it holds a connection to
+// each node it can reach (one Client per node, each without reconnecting of
+// its own), learns which node leads each shard of a replicated stream from
+// the nodes' not-leader answers (which name the leader), and sends each
+// publish to its shard's leader. When a node is lost its connection is
+// dropped and dialled again on demand; a publish the leader did not answer
+// goes to the next leader only through a ClusterProducer, whose re-sends
+// the nodes recognise (an unacknowledged plain publish fails with its
+// error: it may or may not have been written).
+//
+// Streams without replicas live on one node: the ClusterClient sends their
+// publishes to whichever node it reaches first, as a Client would; use
+// Node to talk to one node.
+type ClusterClient struct {
+	addrs []string
+	opts  []Option
+	mu    sync.Mutex
+	// members are the connections by address (nil: not connected).
+	members map[string]*clusterMember
+	// leaders caches each shard's leader by node id.
+	leaders map[clusterShard]uint64
+	// shards caches each stream's shard count and routing.
+	shards map[wire.StreamName]StreamConfig
+	closed bool
+}
+
+type clusterMember struct {
+	addr string
+	c    *Client
+	id   uint64
+	// failedAt is when the last dial failed (the next waits a little).
+	failedAt time.Time
+}
+
+type clusterShard struct {
+	name  wire.StreamName
+	shard uint32
+}
+
+// clusterRedialAfter is how long an address that failed to dial is left
+// alone before it is tried again.
+const clusterRedialAfter = 200 * time.Millisecond
+
+// DialCluster connects to the nodes at addrs (comma-separated
+// "host:port"s: every node of the cluster, or as many as the application
+// knows). It fails only if no node answers; the others are dialled again
+// when needed. opts apply to every node's Client (WithReconnect is ignored:
+// the ClusterClient moves to another node instead).
+func DialCluster(ctx context.Context, addrs string, opts ...Option) (*ClusterClient, error) {
+	list := splitSeeds(addrs, nil)
+	if len(list) == 0 {
+		return nil, wire.Errorf(wire.CodeInvalidRequest, "herald: dial cluster: no address given")
+	}
+	cc := &ClusterClient{addrs: list, opts: append(append([]Option(nil), opts...), WithoutReconnect()),
+		members: map[string]*clusterMember{}, leaders: map[clusterShard]uint64{}, shards: map[wire.StreamName]StreamConfig{}}
+	var errs []error
+	for _, a := range list {
+		if _, err := cc.connect(ctx, a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == len(list) {
+		return nil, errors.Join(errs...)
+	}
+	return cc, nil
+}
+
+// connect dials addr if it has no live connection.
+func (cc *ClusterClient) connect(ctx context.Context, addr string) (*clusterMember, error) {
+	cc.mu.Lock()
+	if cc.closed {
+		cc.mu.Unlock()
+		return nil, ErrClosed
+	}
+	m := cc.members[addr]
+	if m != nil && m.c != nil {
+		if m.c.usable() == nil {
+			cc.mu.Unlock()
+			return m, nil
+		}
+		_ = m.c.Close()
+		m.c = nil
+	}
+	if m != nil && time.Since(m.failedAt) < clusterRedialAfter {
+		cc.mu.Unlock()
+		return nil, fmt.Errorf("herald: %s: dialled %s ago and failed", addr, time.Since(m.failedAt).Round(time.Millisecond))
+	}
+	cc.mu.Unlock()
+	c, err := Dial(ctx, addr, cc.opts...)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if m = cc.members[addr]; m == nil {
+		m = &clusterMember{addr: addr}
+		cc.members[addr] = m
+	}
+	if err != nil {
+		m.failedAt = time.Now()
+		return nil, err
+	}
+	if cc.closed {
+		_ = c.Close()
+		return nil, ErrClosed
+	}
+	if m.c != nil { // another call connected meanwhile
+		_ = c.Close()
+		return m, nil
+	}
+	m.c = c
+	m.id, _ = strconv.ParseUint(c.NodeID(), 10, 64)
+	return m, nil
+}
+
+// Close closes every node's connection.
+func (cc *ClusterClient) Close() error {
+	cc.mu.Lock()
+	cc.closed = true
+	var cs []*Client
+	for _, m := range cc.members {
+		if m.c != nil {
+			cs = append(cs, m.c)
+			m.c = nil
+		}
+	}
+	cc.mu.Unlock()
+	var errs []error
+	for _, c := range cs {
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Node returns the connection to node id (dialling the addresses not
+// connected yet to find it), or nil if no reachable node has that id.
+func (cc *ClusterClient) Node(ctx context.Context, id uint64) *Client {
+	if m := cc.member(id); m != nil {
+		return m.c
+	}
+	for _, a := range cc.addrs {
+		if m, err := cc.connect(ctx, a); err == nil && m.id == id {
+			return m.c
+		}
+	}
+	return nil
+}
+
+// member is the live connection to node id, if any.
+func (cc *ClusterClient) member(id uint64) *clusterMember {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for _, m := range cc.members {
+		if m.id == id && m.c != nil && m.c.usable() == nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// any returns a live connection, starting after the one named skip (so
+// that retries move around the cluster).
+func (cc *ClusterClient) any(ctx context.Context, skip uint64) (*clusterMember, error) {
+	var errs []error
+	for pass := 0; pass < 2; pass++ {
+		for _, a := range cc.addrs {
+			m, err := cc.connect(ctx, a)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if pass == 0 && m.id == skip && skip != 0 {
+				continue
+			}
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("herald: no node of the cluster answers: %w", errors.Join(errs...))
+}
+
+// CreateStream creates name on the cluster (see Client.CreateStream). A
+// replicated stream's create is retried while the cluster has no metadata
+// leader (ErrNotLeader) or did not commit it in time (a create of the same
+// config again is answered with the stream).
+func (cc *ClusterClient) CreateStream(ctx context.Context, name StreamName, cfg StreamConfig) (StreamInfo, error) {
+	var skip uint64
+	for {
+		m, err := cc.any(ctx, skip)
+		if err != nil {
+			return StreamInfo{}, err
+		}
+		info, err := m.c.CreateStream(ctx, name, cfg)
+		if err == nil {
+			cc.learn(info)
+			return info, nil
+		}
+		if !cc.retryable(err, m) {
+			return StreamInfo{}, err
+		}
+		skip = m.id
+		if werr := cc.pause(ctx, err); werr != nil {
+			return StreamInfo{}, werr
+		}
+	}
+}
+
+// DescribeStream describes name (see Client.DescribeStream), from any
+// node that knows it.
+func (cc *ClusterClient) DescribeStream(ctx context.Context, name StreamName) (StreamInfo, error) {
+	var skip uint64
+	for {
+		m, err := cc.any(ctx, skip)
+		if err != nil {
+			return StreamInfo{}, err
+		}
+		info, err := m.c.DescribeStream(ctx, name)
+		if err == nil {
+			cc.learn(info)
+			return info, nil
+		}
+		if !cc.retryable(err, m) {
+			return StreamInfo{}, err
+		}
+		skip = m.id
+		if werr := cc.pause(ctx, err); werr != nil {
+			return StreamInfo{}, werr
+		}
+	}
+}
+
+func (cc *ClusterClient) learn(info StreamInfo) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.shards[info.Name] = info.Config
+}
+
+// shardOf is the shard a publish with key goes to.
+func (cc *ClusterClient) shardOf(ctx context.Context, name StreamName, key []byte) (uint32, StreamConfig, error) {
+	cc.mu.Lock()
+	cfg, ok := cc.shards[name]
+	cc.mu.Unlock()
+	if !ok {
+		info, err := cc.DescribeStream(ctx, name)
+		if err != nil {
+			return 0, StreamConfig{}, err
+		}
+		cfg = info.Config
+	}
+	return wire.ShardFor(key, uint32(max(cfg.Shards, 1)), cfg.Routing), cfg, nil
+}
+
+// leaderFor is the connection to the shard's leader as last learned (or
+// any node, when not known yet).
+func (cc *ClusterClient) leaderFor(ctx context.Context, k clusterShard, skip uint64) (*clusterMember, error) {
+	cc.mu.Lock()
+	lead := cc.leaders[k]
+	cc.mu.Unlock()
+	if lead != 0 && lead != skip {
+		if c := cc.Node(ctx, lead); c != nil {
+			return cc.member(lead), nil
+		}
+	}
+	return cc.any(ctx, skip)
+}
+
+// observe learns from err, a node's answer for shard k: a not-leader
+// answer names the leader.
+func (cc *ClusterClient) observe(k clusterShard, m *clusterMember, err error) {
+	var werr *wire.Error
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	switch {
+	case err == nil:
+		cc.leaders[k] = m.id
+	case errors.As(err, &werr) && werr.Code == wire.CodeNotLeader:
+		if werr.Detail != 0 {
+			cc.leaders[k] = werr.Detail
+		} else {
+			delete(cc.leaders, k)
+		}
+	case errors.Is(err, ErrInvalidShard) || errors.Is(err, ErrStreamNotFound):
+		delete(cc.shards, k.name)
+		delete(cc.leaders, k)
+	}
+}
+
+// retryable reports whether a request that failed with err, from m, may be
+// sent again (to another node) without risk of applying it twice: it was
+// refused, not applied, or m's connection is gone before it was sent.
+func (cc *ClusterClient) retryable(err error, m *clusterMember) bool {
+	var werr *wire.Error
+	if errors.As(err, &werr) {
+		switch werr.Code {
+		case wire.CodeNotLeader, wire.CodeShuttingDown, wire.CodeReplicationTimeout, wire.CodeStreamNotFound:
+			return true
+		}
+		return false
+	}
+	return m.c.usable() != nil && !errors.Is(err, ErrOutcomeUnknown)
+}
+
+// pause waits a little before a retry (longer while there is no leader).
+func (cc *ClusterClient) pause(ctx context.Context, err error) error {
+	d := 20 * time.Millisecond
+	var werr *wire.Error
+	if errors.As(err, &werr) && werr.Code == wire.CodeNotLeader && werr.Detail != 0 {
+		d = 5 * time.Millisecond // the leader is named: go there
+	} else if !errors.As(err, &werr) || werr.Code == wire.CodeNotLeader {
+		d = 100 * time.Millisecond // a lost node, or an election under way
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+	case <-t.C:
+		return nil
+	}
+}
+
+// Publish publishes one payload (see PublishBatch).
+func (cc *ClusterClient) Publish(ctx context.Context, name StreamName, payload []byte, opts ...PublishOption) (PublishAck, error) {
+	return cc.PublishBatch(ctx, name, [][]byte{payload}, opts...)
+}
+
+// PublishBatch publishes payloads as one batch to its shard's leader (see
+// Client.PublishBatch), following not-leader answers until ctx ends. A
+// publish sent and not answered (the leader was lost, or it answered
+// ErrReplicationTimeout) is not sent again: its error says the outcome is
+// unknown. Publish through a ClusterProducer to have it re-sent safely.
+func (cc *ClusterClient) PublishBatch(ctx context.Context, name StreamName, payloads [][]byte, opts ...PublishOption) (PublishAck, error) {
+	o := publishOptionsOf(opts)
+	shard, _, err := cc.shardOf(ctx, name, o.key)
+	if err != nil {
+		return PublishAck{}, err
+	}
+	k := clusterShard{name: name, shard: shard}
+	var skip uint64
+	for {
+		m, err := cc.leaderFor(ctx, k, skip)
+		if err != nil {
+			return PublishAck{}, err
+		}
+		ack, err := m.c.PublishBatch(ctx, name, payloads, opts...)
+		cc.observe(k, m, err)
+		var werr *wire.Error
+		notLeader := errors.As(err, &werr) && (werr.Code == wire.CodeNotLeader || werr.Code == wire.CodeShuttingDown)
+		lost := err != nil && !errors.As(err, &werr) && m.c.usable() != nil && !errors.Is(err, ErrOutcomeUnknown)
+		if err == nil || !(notLeader || lost) {
+			return ack, err
+		}
+		skip = m.id
+		if werr := cc.pause(ctx, err); werr != nil {
+			return PublishAck{}, werr
+		}
+	}
+}
+
+// Read reads a page of shard from its leader (see Client.Read), so that
+// what it returns includes every acknowledged record.
+func (cc *ClusterClient) Read(ctx context.Context, name StreamName, shard uint32, start, end uint64, opts ...ReadOption) (ReadPage, error) {
+	k := clusterShard{name: name, shard: shard}
+	var skip uint64
+	for {
+		m, err := cc.leaderFor(ctx, k, skip)
+		if err != nil {
+			return ReadPage{}, err
+		}
+		page, err := m.c.Read(ctx, name, shard, start, end, opts...)
+		if err == nil || !cc.retryable(err, m) {
+			return page, err
+		}
+		skip = m.id
+		if werr := cc.pause(ctx, err); werr != nil {
+			return ReadPage{}, werr
+		}
+	}
+}
+
+// ClusterProducer is an idempotent producer over a cluster: each batch
+// carries the producer's id and its shard's next sequence, and is sent to
+// the shard's leader until one acknowledges it. A re-send after a leader
+// was lost, or after ErrReplicationTimeout, is recognised by whichever
+// node leads then (deduplication is part of the replicated log), so a
+// failover neither loses nor duplicates a batch. One ClusterProducer sends
+// one batch at a time; use one per (stream, id) and one id per
+// application instance.
+type ClusterProducer struct {
+	cc   *ClusterClient
+	name StreamName
+	id   uint64
+	mu   sync.Mutex
+	seq  map[uint32]uint64
+}
+
+// NewProducer returns an idempotent producer of name with producer id id.
+func (cc *ClusterClient) NewProducer(name StreamName, id uint64) *ClusterProducer {
+	return &ClusterProducer{cc: cc, name: name, id: id, seq: map[uint32]uint64{}}
+}
+
+// SetSequence sets the last sequence written to shard (a producer that
+// restarts continues its sequences; see Producer.SetSequence).
+func (p *ClusterProducer) SetSequence(shard uint32, last uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq[shard] = last
+}
+
+// Publish writes payloads as one batch exactly once, re-sending it to the
+// shard's leader (after a not-leader answer, a lost node or
+// ErrReplicationTimeout) until it is acknowledged or ctx ends. If ctx ends
+// first, the error wraps the last failure and the batch may or may not
+// have been written: publish it again with the same producer to find out
+// (a duplicate is acknowledged with its first offsets).
+func (p *ClusterProducer) Publish(ctx context.Context, payloads [][]byte, opts ...PublishOption) (PublishAck, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	o := publishOptionsOf(opts)
+	shard, _, err := p.cc.shardOf(ctx, p.name, o.key)
+	if err != nil {
+		return PublishAck{}, err
+	}
+	seq := p.seq[shard] + 1
+	k := clusterShard{name: p.name, shard: shard}
+	var skip uint64
+	for {
+		m, err := p.cc.leaderFor(ctx, k, skip)
+		if err != nil {
+			if ctx.Err() != nil {
+				return PublishAck{}, fmt.Errorf("%w (batch of sequence %d may or may not be written)", err, seq)
+			}
+			if werr := p.cc.pause(ctx, err); werr != nil {
+				return PublishAck{}, werr
+			}
+			continue
+		}
+		prod := m.c.NewProducer(p.name, p.id)
+		ack, err := prod.PublishSequence(ctx, seq, payloads, opts...)
+		p.cc.observe(k, m, err)
+		if err == nil {
+			p.seq[shard] = seq
+			return ack, nil
+		}
+		if ctx.Err() != nil {
+			return PublishAck{}, fmt.Errorf("herald: producer %d sequence %d: %w (it may or may not be written)", p.id, seq, err)
+		}
+		var werr *wire.Error
+		if errors.As(err, &werr) {
+			switch werr.Code {
+			case wire.CodeNotLeader, wire.CodeShuttingDown, wire.CodeReplicationTimeout, wire.CodeStorageFailure,
+				wire.CodeInternal, wire.CodeOverloaded, wire.CodeStreamNotFound:
+			default:
+				return PublishAck{}, err // refused for what it is: a re-send would be too
+			}
+		}
+		skip = m.id
+		if werr := p.cc.pause(ctx, err); werr != nil {
+			return PublishAck{}, werr
+		}
+	}
+}

@@ -236,10 +236,16 @@ func (cs *connSession) info(h *StreamHandle) wire.StreamInfo {
 	for i, pid := range h.Shards {
 		futures[i] = cs.root.RequestFuture(pid, &ShardInfoRequest{}, cs.cfg.RequestTimeout)
 	}
+	if h.Config.Replicas > 1 {
+		info.Replication = make([]wire.ShardReplication, len(h.Shards))
+	}
 	for i, f := range futures {
 		if res, err := f.Result(); err == nil {
 			if r, ok := res.(*ShardInfoResponse); ok {
 				info.Tails[i] = r.Tail
+				if info.Replication != nil {
+					info.Replication[i] = replicationOf(r)
+				}
 			}
 		}
 	}

@@ -316,3 +316,16 @@ func (s *shard) raftInfo(resp *ShardInfoResponse) {
 		}
 	}
 }
+
+// replicationOf is a shard's raft group as its info describes it.
+func replicationOf(r *ShardInfoResponse) wire.ShardReplication {
+	out := wire.ShardReplication{Leader: r.Leader, Term: r.Term, Commit: r.RaftCommit}
+	for _, id := range r.Replicas {
+		lag := wire.LagUnknown
+		if m, ok := r.Match[id]; ok {
+			lag = r.RaftCommit - min(m, r.RaftCommit)
+		}
+		out.Replicas = append(out.Replicas, wire.ReplicaState{Node: id, Lag: lag})
+	}
+	return out
+}

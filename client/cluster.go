@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,14 +46,32 @@ type clusterMember struct {
 	failedAt time.Time
 }
 
+// clusterConn is one node's connection as a request took it: a copy, so
+// that a request keeps using the Client it started with while another
+// drops or replaces the member's.
+type clusterConn struct {
+	c  *Client
+	id uint64
+}
+
 type clusterShard struct {
 	name  wire.StreamName
 	shard uint32
 }
 
-// clusterRedialAfter is how long an address that failed to dial is left
-// alone before it is tried again.
-const clusterRedialAfter = 200 * time.Millisecond
+const (
+	// clusterRedialAfter is how long an address that failed to dial is
+	// left alone before it is tried again.
+	clusterRedialAfter = 200 * time.Millisecond
+	// clusterIdleTimeout is each node connection's idle timeout (unless
+	// WithIdleTimeout says otherwise): a node that died is noticed within
+	// it, and its shards' leaders looked for elsewhere.
+	clusterIdleTimeout = 2 * time.Second
+	// clusterAttemptTimeout bounds one attempt of a ClusterProducer's
+	// batch: one not answered by then is sent again (to the leader of the
+	// moment), and the node that did not answer is dialled again.
+	clusterAttemptTimeout = 3 * time.Second
+)
 
 // DialCluster connects to the nodes at addrs (comma-separated
 // "host:port"s: every node of the cluster, or as many as the application
@@ -64,7 +83,7 @@ func DialCluster(ctx context.Context, addrs string, opts ...Option) (*ClusterCli
 	if len(list) == 0 {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "herald: dial cluster: no address given")
 	}
-	cc := &ClusterClient{addrs: list, opts: append(append([]Option(nil), opts...), WithoutReconnect()),
+	cc := &ClusterClient{addrs: list, opts: append(append([]Option{WithIdleTimeout(clusterIdleTimeout)}, opts...), WithoutReconnect()),
 		members: map[string]*clusterMember{}, leaders: map[clusterShard]uint64{}, shards: map[wire.StreamName]StreamConfig{}}
 	var errs []error
 	for _, a := range list {
@@ -79,7 +98,7 @@ func DialCluster(ctx context.Context, addrs string, opts ...Option) (*ClusterCli
 }
 
 // connect dials addr if it has no live connection.
-func (cc *ClusterClient) connect(ctx context.Context, addr string) (*clusterMember, error) {
+func (cc *ClusterClient) connect(ctx context.Context, addr string) (*clusterConn, error) {
 	cc.mu.Lock()
 	if cc.closed {
 		cc.mu.Unlock()
@@ -89,7 +108,7 @@ func (cc *ClusterClient) connect(ctx context.Context, addr string) (*clusterMemb
 	if m != nil && m.c != nil {
 		if m.c.usable() == nil {
 			cc.mu.Unlock()
-			return m, nil
+			return &clusterConn{c: m.c, id: m.id}, nil
 		}
 		_ = m.c.Close()
 		m.c = nil
@@ -116,11 +135,11 @@ func (cc *ClusterClient) connect(ctx context.Context, addr string) (*clusterMemb
 	}
 	if m.c != nil { // another call connected meanwhile
 		_ = c.Close()
-		return m, nil
+		return &clusterConn{c: m.c, id: m.id}, nil
 	}
 	m.c = c
 	m.id, _ = strconv.ParseUint(c.NodeID(), 10, 64)
-	return m, nil
+	return &clusterConn{c: m.c, id: m.id}, nil
 }
 
 // Close closes every node's connection.
@@ -159,20 +178,33 @@ func (cc *ClusterClient) Node(ctx context.Context, id uint64) *Client {
 }
 
 // member is the live connection to node id, if any.
-func (cc *ClusterClient) member(id uint64) *clusterMember {
+func (cc *ClusterClient) member(id uint64) *clusterConn {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	for _, m := range cc.members {
 		if m.id == id && m.c != nil && m.c.usable() == nil {
-			return m
+			return &clusterConn{c: m.c, id: m.id}
 		}
 	}
 	return nil
 }
 
+// drop closes m's connection (it did not answer): the next request to its
+// node dials it again.
+func (cc *ClusterClient) drop(conn *clusterConn) {
+	cc.mu.Lock()
+	for _, m := range cc.members {
+		if m.c == conn.c {
+			m.c = nil
+		}
+	}
+	cc.mu.Unlock()
+	_ = conn.c.Close()
+}
+
 // any returns a live connection, starting after the one named skip (so
 // that retries move around the cluster).
-func (cc *ClusterClient) any(ctx context.Context, skip uint64) (*clusterMember, error) {
+func (cc *ClusterClient) any(ctx context.Context, skip uint64) (*clusterConn, error) {
 	var errs []error
 	for pass := 0; pass < 2; pass++ {
 		for _, a := range cc.addrs {
@@ -216,9 +248,40 @@ func (cc *ClusterClient) CreateStream(ctx context.Context, name StreamName, cfg 
 	}
 }
 
-// DescribeStream describes name (see Client.DescribeStream), from any
-// node that knows it.
+// DescribeStream describes name (see Client.DescribeStream) from any node
+// that knows it; for a replicated stream each shard's tail and replication
+// are its leader's (so every replica's lag is known), where the leader
+// answers.
 func (cc *ClusterClient) DescribeStream(ctx context.Context, name StreamName) (StreamInfo, error) {
+	info, err := cc.describeAny(ctx, name)
+	if err != nil || len(info.Replication) == 0 {
+		return info, err
+	}
+	views := map[uint64]StreamInfo{}
+	for i, r := range info.Replication {
+		if r.Leader == 0 {
+			continue
+		}
+		v, ok := views[r.Leader]
+		if !ok {
+			c := cc.Node(ctx, r.Leader)
+			if c == nil {
+				continue
+			}
+			if v, err = c.DescribeStream(ctx, name); err != nil {
+				continue
+			}
+			views[r.Leader] = v
+		}
+		if i < len(v.Replication) && v.Replication[i].Leader == r.Leader && i < len(v.Tails) {
+			info.Replication[i], info.Tails[i] = v.Replication[i], v.Tails[i]
+		}
+	}
+	return info, nil
+}
+
+// describeAny describes name from any node that knows it.
+func (cc *ClusterClient) describeAny(ctx context.Context, name StreamName) (StreamInfo, error) {
 	var skip uint64
 	for {
 		m, err := cc.any(ctx, skip)
@@ -252,7 +315,7 @@ func (cc *ClusterClient) shardOf(ctx context.Context, name StreamName, key []byt
 	cfg, ok := cc.shards[name]
 	cc.mu.Unlock()
 	if !ok {
-		info, err := cc.DescribeStream(ctx, name)
+		info, err := cc.describeAny(ctx, name)
 		if err != nil {
 			return 0, StreamConfig{}, err
 		}
@@ -263,13 +326,15 @@ func (cc *ClusterClient) shardOf(ctx context.Context, name StreamName, key []byt
 
 // leaderFor is the connection to the shard's leader as last learned (or
 // any node, when not known yet).
-func (cc *ClusterClient) leaderFor(ctx context.Context, k clusterShard, skip uint64) (*clusterMember, error) {
+func (cc *ClusterClient) leaderFor(ctx context.Context, k clusterShard, skip uint64) (*clusterConn, error) {
 	cc.mu.Lock()
 	lead := cc.leaders[k]
 	cc.mu.Unlock()
 	if lead != 0 && lead != skip {
 		if c := cc.Node(ctx, lead); c != nil {
-			return cc.member(lead), nil
+			if m := cc.member(lead); m != nil {
+				return m, nil
+			}
 		}
 	}
 	return cc.any(ctx, skip)
@@ -277,7 +342,7 @@ func (cc *ClusterClient) leaderFor(ctx context.Context, k clusterShard, skip uin
 
 // observe learns from err, a node's answer for shard k: a not-leader
 // answer names the leader.
-func (cc *ClusterClient) observe(k clusterShard, m *clusterMember, err error) {
+func (cc *ClusterClient) observe(k clusterShard, m *clusterConn, err error) {
 	var werr *wire.Error
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
@@ -299,7 +364,7 @@ func (cc *ClusterClient) observe(k clusterShard, m *clusterMember, err error) {
 // retryable reports whether a request that failed with err, from m, may be
 // sent again (to another node) without risk of applying it twice: it was
 // refused, not applied, or m's connection is gone before it was sent.
-func (cc *ClusterClient) retryable(err error, m *clusterMember) bool {
+func (cc *ClusterClient) retryable(err error, m *clusterConn) bool {
 	var werr *wire.Error
 	if errors.As(err, &werr) {
 		switch werr.Code {
@@ -403,11 +468,26 @@ type ClusterProducer struct {
 	id   uint64
 	mu   sync.Mutex
 	seq  map[uint32]uint64
+	// resume asks each shard's leader for the producer's next sequence
+	// before the first publish to it (known: asked, or set).
+	resume bool
+	known  map[uint32]bool
 }
 
 // NewProducer returns an idempotent producer of name with producer id id.
 func (cc *ClusterClient) NewProducer(name StreamName, id uint64) *ClusterProducer {
-	return &ClusterProducer{cc: cc, name: name, id: id, seq: map[uint32]uint64{}}
+	return &ClusterProducer{cc: cc, name: name, id: id, seq: map[uint32]uint64{}, known: map[uint32]bool{}}
+}
+
+// Resume makes the producer go on from the sequences an earlier run of the
+// same id left on each shard: before its first publish to a shard it asks
+// the shard's leader for the next sequence (a publish numbered past any
+// sequence, which the leader refuses with ErrSequenceGap naming the one it
+// expects, writing nothing).
+func (p *ClusterProducer) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resume = true
 }
 
 // SetSequence sets the last sequence written to shard (a producer that
@@ -416,6 +496,7 @@ func (p *ClusterProducer) SetSequence(shard uint32, last uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq[shard] = last
+	p.known[shard] = true
 }
 
 // Publish writes payloads as one batch exactly once, re-sending it to the
@@ -432,7 +513,25 @@ func (p *ClusterProducer) Publish(ctx context.Context, payloads [][]byte, opts .
 	if err != nil {
 		return PublishAck{}, err
 	}
+	if p.resume && !p.known[shard] {
+		next, err := p.send(ctx, shard, ^uint64(0), payloads, opts)
+		var werr *wire.Error
+		if err == nil || !errors.As(err, &werr) || werr.Code != wire.CodeSequenceGap || werr.Detail == 0 {
+			return next, fmt.Errorf("herald: producer %d: asking shard %d for its next sequence: %w", p.id, shard, cmp.Or(err, errors.New("the probe was written")))
+		}
+		p.seq[shard], p.known[shard] = werr.Detail-1, true
+	}
 	seq := p.seq[shard] + 1
+	ack, err := p.send(ctx, shard, seq, payloads, opts)
+	if err == nil {
+		p.seq[shard], p.known[shard] = seq, true
+	}
+	return ack, err
+}
+
+// send sends one batch numbered seq to shard's leader until a node answers
+// with an ack or an error a re-send would get again.
+func (p *ClusterProducer) send(ctx context.Context, shard uint32, seq uint64, payloads [][]byte, opts []PublishOption) (PublishAck, error) {
 	k := clusterShard{name: p.name, shard: shard}
 	var skip uint64
 	for {
@@ -447,10 +546,15 @@ func (p *ClusterProducer) Publish(ctx context.Context, payloads [][]byte, opts .
 			continue
 		}
 		prod := m.c.NewProducer(p.name, p.id)
-		ack, err := prod.PublishSequence(ctx, seq, payloads, opts...)
+		actx, cancel := context.WithTimeout(ctx, clusterAttemptTimeout)
+		ack, err := prod.PublishSequence(actx, seq, payloads, opts...)
+		timedOut := actx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if timedOut {
+			p.cc.drop(m) // it did not answer in time: dial it again next time
+		}
 		p.cc.observe(k, m, err)
 		if err == nil {
-			p.seq[shard] = seq
 			return ack, nil
 		}
 		if ctx.Err() != nil {

@@ -160,14 +160,32 @@ type StreamInfo struct {
 	Created time.Time
 	// Tails holds each shard's tail: the offset its next record will get.
 	Tails []uint64
+	// Replication is each shard's raft group as the answering node sees it
+	// (a replicated stream only; nil otherwise): its leader, term, commit
+	// index and replicas. Each replica's lag is known only to the leader
+	// (LagUnknown elsewhere); ClusterClient.DescribeStream asks each
+	// shard's leader.
+	Replication []ShardReplication
 }
+
+// ShardReplication is a replicated shard's raft group as one node sees it.
+type ShardReplication = wire.ShardReplication
+
+// ReplicaState is one replica of a shard: its node and its lag in raft
+// entries behind the leader's commit index.
+type ReplicaState = wire.ReplicaState
+
+// LagUnknown is a ReplicaState's Lag when the answering node does not lead
+// the shard.
+const LagUnknown = wire.LagUnknown
 
 func infoFromWire(i wire.StreamInfo) StreamInfo {
 	return StreamInfo{
-		Name:    i.Name,
-		Config:  configFromWire(i.Config),
-		Created: time.Unix(0, i.CreatedUnixNano),
-		Tails:   i.Tails,
+		Name:        i.Name,
+		Config:      configFromWire(i.Config),
+		Created:     time.Unix(0, i.CreatedUnixNano),
+		Tails:       i.Tails,
+		Replication: i.Replication,
 	}
 }
 

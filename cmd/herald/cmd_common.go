@@ -258,6 +258,23 @@ func (f *clientFlags) dial(ctx context.Context) (*client.Client, error) {
 	return c, nil
 }
 
+// clustered reports whether --server names several nodes: then the
+// commands that publish, create, describe and read streams talk to the
+// cluster (client.ClusterClient), sending each request to the node that
+// leads its shard.
+func (f *clientFlags) clustered() bool { return strings.Contains(f.server, ",") }
+
+// dialCluster connects to every node --server names that answers.
+func (f *clientFlags) dialCluster(ctx context.Context) (*client.ClusterClient, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	cc, err := client.DialCluster(ctx, f.server, f.options(f.getEnv, fileExists)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the cluster at %s: %w", f.server, err)
+	}
+	return cc, nil
+}
+
 // unknownAuthority reports whether err is a TLS verification failure for a
 // certificate signed by a CA not trusted. quic-go reports the handshake's
 // failure as a TLS alert whose text is the verification error's, so the

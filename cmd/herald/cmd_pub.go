@@ -360,6 +360,9 @@ func (cmd *pubCmd) publishOptions() []client.PublishOption {
 // run publishes the records --batch a publish, pipelined, and prints each
 // ack's records ("shard offset", or JSON/YAML), or a summary with --count.
 func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	if cmd.conn.clustered() {
+		return cmd.runCluster(ctx, stdin, stdout)
+	}
 	c, err := cmd.conn.dial(ctx)
 	if err != nil {
 		return err

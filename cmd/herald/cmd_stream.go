@@ -111,6 +111,7 @@ func newStreamCreateCmd(env *cliEnv, conn *clientFlags) *cobra.Command {
 		queueCap                   int
 		queueBytes, retentionBytes sizeFlag
 		retentionAge               durationFlag
+		replicas                   int
 	)
 	c := &cobra.Command{
 		Use:   "create STREAM [flags]",
@@ -125,7 +126,8 @@ node's config file.
 		Example: `  herald stream create orders                                  # default/default/orders: 1 shard, durable
   herald stream create acme/shop/orders --shards 4 --routing jump
   herald stream create acme/shop/events --ephemeral --overflow drop_old
-  herald stream create acme/shop/audit --retention-age 7d --retention-bytes 10GiB`,
+  herald stream create acme/shop/audit --retention-age 7d --retention-bytes 10GiB
+  herald stream create orders --shards 3 --replicas 3 --server 127.0.0.1:7400,127.0.0.1:7410,127.0.0.1:7420`,
 	}
 	f := c.Flags()
 	f.IntVar(&shards, "shards", 1, "number of shards")
@@ -136,6 +138,7 @@ node's config file.
 	f.Var(&queueBytes, "queue-max-bytes", "subscriber queue bound in payload bytes, e.g. 64MiB (0: the node's default)")
 	f.Var(&retentionAge, "retention-age", "delete whole batches older than this, e.g. 7d or 72h (0: keep forever)")
 	f.Var(&retentionBytes, "retention-bytes", "delete a shard's oldest whole batches past this size, e.g. 10GiB (0: no bound)")
+	f.IntVar(&replicas, "replicas", 1, "nodes of the cluster holding each shard (1: the node asked alone); a replicated stream is durable")
 	addOutputFlags(c, &out, "the stream's description, as stream describe prints it")
 	completeWords(c, "routing", "hash", "jump")
 	completeWords(c, "overflow", "drop_new", "drop_old", "block")
@@ -144,7 +147,7 @@ node's config file.
 			return err
 		}
 		cfg := client.StreamConfig{Shards: shards, Durable: !ephemeral, QueueCapacity: queueCap,
-			QueueMaxBytes: int64(queueBytes), RetentionAge: time.Duration(retentionAge), RetentionBytes: int64(retentionBytes)}
+			QueueMaxBytes: int64(queueBytes), RetentionAge: time.Duration(retentionAge), RetentionBytes: int64(retentionBytes), Replicas: replicas}
 		var err error
 		if cfg.Routing, err = parseRouting(routing); err != nil {
 			return err
@@ -155,6 +158,10 @@ node's config file.
 		switch {
 		case cfg.Shards < 1:
 			return usageErrorf("--shards must be at least 1")
+		case replicas < 1 || replicas > 255:
+			return usageErrorf("--replicas must be between 1 and 255")
+		case replicas > 1 && ephemeral:
+			return usageErrorf("--replicas needs a durable stream: drop --ephemeral")
 		case cfg.QueueCapacity < 0 || int64(cfg.QueueCapacity) > 1<<32-1:
 			return usageErrorf("--queue-capacity must be between 0 and %d", uint32(1<<32-1))
 		case cfg.QueueMaxBytes < 0:
@@ -176,7 +183,9 @@ func newStreamDescribeCmd(env *cliEnv, conn *clientFlags) *cobra.Command {
 		Use:   "describe STREAM",
 		Short: "Describe a stream: its configuration and each shard's tail",
 		Long: `Describe a stream: its configuration, when it was created, and each shard's tail (the
-offset its next record will get).
+offset its next record will get). For a replicated stream, each shard's leader, term, and
+replicas with how many raft entries each is behind the leader; with several --server
+addresses each shard's row is its leader's view (only the leader knows every replica's lag).
 
 ` + queueDefaultsHelp + `
 
@@ -184,7 +193,7 @@ offset its next record will get).
 		Example: `  herald stream describe orders
   herald stream describe acme/shop/orders -o json`,
 	}
-	addOutputFlags(c, &out, "an object: stream, shards, routing, durable, overflow, queue_capacity, queue_max_bytes, retention_age_ms, retention_bytes, created, tails")
+	addOutputFlags(c, &out, "an object: stream, shards, routing, durable, overflow, queue_capacity, queue_max_bytes, retention_age_ms, retention_bytes, replicas, created, tails, and for a replicated stream replication: per shard its leader, term, commit and replicas (node, lag; lag null where unknown)")
 	c.RunE = streamOp(env, conn, &out, "describe", func(_ *cobra.Command, cmd *streamCmd, args []string) error {
 		return cmd.oneStream(args)
 	})
@@ -328,6 +337,9 @@ func confirm(ctx context.Context, env *cliEnv, prompt string) error {
 func (cmd *streamCmd) run(ctx context.Context, env *cliEnv) error {
 	if cmd.op == "delete" && !cmd.force && !env.isTerminal(env.stdin) {
 		return usageErrorf("not deleting %s: standard input is not a terminal, so nobody can confirm; pass --force to delete it", cmd.name)
+	}
+	if (cmd.op == "create" || cmd.op == "describe") && cmd.conn.clustered() {
+		return cmd.runCluster(ctx, env)
 	}
 	c, err := cmd.conn.dial(ctx)
 	if err != nil {
@@ -553,8 +565,14 @@ func writeStreamInfo(w io.Writer, info client.StreamInfo) error {
 	} {
 		appendRow(t, row[0], row[1])
 	}
+	if cfg.Replicas > 1 {
+		appendRow(t, "REPLICAS", strconv.Itoa(cfg.Replicas))
+	}
 	if err := writeTable(w, t); err != nil {
 		return err
+	}
+	if len(info.Replication) > 0 {
+		return writeReplicatedShards(w, info)
 	}
 	t = newTable("SHARD", "TAIL")
 	for i, tail := range info.Tails {
@@ -576,8 +594,11 @@ type streamInfoJSON struct {
 	QueueMaxBytes  int64    `json:"queue_max_bytes"`
 	RetentionAgeMS int64    `json:"retention_age_ms"`
 	RetentionBytes int64    `json:"retention_bytes"`
+	Replicas       int      `json:"replicas"`
 	Created        string   `json:"created"`
 	Tails          []uint64 `json:"tails"`
+	// Replication is a replicated stream's, per shard.
+	Replication []shardReplicationJSON `json:"replication,omitempty"`
 }
 
 // streamListJSON is the json and yaml form of a listing.
@@ -596,6 +617,6 @@ func streamInfoJSONOf(info client.StreamInfo) streamInfoJSON {
 	}
 	return streamInfoJSON{Stream: info.Name.String(), Shards: cfg.Shards, Routing: cfg.Routing.String(), Durable: cfg.Durable,
 		Overflow: cfg.Overflow.String(), QueueCapacity: cfg.QueueCapacity, QueueMaxBytes: cfg.QueueMaxBytes,
-		RetentionAgeMS: cfg.RetentionAge.Milliseconds(), RetentionBytes: cfg.RetentionBytes,
-		Created: info.Created.UTC().Format(time.RFC3339Nano), Tails: tails}
+		RetentionAgeMS: cfg.RetentionAge.Milliseconds(), RetentionBytes: cfg.RetentionBytes, Replicas: max(cfg.Replicas, 1),
+		Created: info.Created.UTC().Format(time.RFC3339Nano), Tails: tails, Replication: replicationJSONOf(info)}
 }

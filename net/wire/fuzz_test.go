@@ -442,6 +442,7 @@ func seedFrames() [][]byte {
 		wire.AppendListStreams(nil, 3, wire.ListStreams{Tenant: "acme", Namespace: "shop"}),
 		wire.AppendStreamInfo(nil, 3, infoOne),
 		wire.AppendStreamList(nil, 3, []wire.StreamInfo{infoOne, infoMax}),
+		wire.AppendStreamInfo(nil, 4, infoReplicated),
 		wire.AppendDeleteStream(nil, 7, nameABC),
 		wire.AppendRead(nil, 8, wire.Read{Name: nameABC, Shard: 1, Start: 11, End: wire.NoEnd, MaxRecords: 100, MaxBytes: 1 << 20}),
 		wire.AppendReadResult(nil, 8, 13, 0, 13, page),

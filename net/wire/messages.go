@@ -415,7 +415,36 @@ type StreamInfo struct {
 	CreatedUnixNano int64
 	// Tails holds each shard's next offset, len == Config.Shards.
 	Tails []uint64
+	// Replication is each shard's raft group as the answering node sees
+	// it, for a replicated stream (Config.Replicas > 1) only: then one per
+	// tail, and nil otherwise.
+	Replication []ShardReplication
 }
+
+// ShardReplication is a replicated shard's raft group as one node sees it.
+type ShardReplication struct {
+	// Leader is the leader's node id (0: none known); Term the term;
+	// Commit the node's commit index.
+	Leader, Term, Commit uint64
+	// Replicas are the nodes holding the shard.
+	Replicas []ReplicaState
+}
+
+// ReplicaState is one replica of a shard.
+type ReplicaState struct {
+	// Node is the replica's node id.
+	Node uint64
+	// Lag is how many raft entries the replica is behind the leader's
+	// commit index, as the leader knows it; LagUnknown when the answering
+	// node does not lead the shard.
+	Lag uint64
+}
+
+// LagUnknown is ReplicaState.Lag when the answering node does not know it.
+const LagUnknown = ^uint64(0)
+
+// maxReplicas bounds a decoded replica count.
+const maxReplicas = 255
 
 func appendInfo(dst []byte, i StreamInfo) []byte {
 	dst = appendName(dst, i.Name)
@@ -424,6 +453,22 @@ func appendInfo(dst []byte, i StreamInfo) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(i.Tails)))
 	for _, t := range i.Tails {
 		dst = binary.BigEndian.AppendUint64(dst, t)
+	}
+	if i.Config.Replicas > 1 {
+		for k := range i.Tails {
+			var r ShardReplication
+			if k < len(i.Replication) {
+				r = i.Replication[k]
+			}
+			dst = binary.BigEndian.AppendUint64(dst, r.Leader)
+			dst = binary.BigEndian.AppendUint64(dst, r.Term)
+			dst = binary.BigEndian.AppendUint64(dst, r.Commit)
+			dst = append(dst, byte(min(len(r.Replicas), maxReplicas)))
+			for _, rs := range r.Replicas[:min(len(r.Replicas), maxReplicas)] {
+				dst = binary.BigEndian.AppendUint64(dst, rs.Node)
+				dst = binary.BigEndian.AppendUint64(dst, rs.Lag)
+			}
+		}
 	}
 	return dst
 }
@@ -442,6 +487,26 @@ func (d *decoder) info() StreamInfo {
 	i.Tails = make([]uint64, n)
 	for k := range i.Tails {
 		i.Tails[k] = d.u64("tail")
+	}
+	if i.Config.Replicas > 1 && d.err == nil {
+		if int(n)*(3*8+1) > len(d.b)-d.off {
+			d.fail("replication of %d shards is cut short", n)
+			return i
+		}
+		i.Replication = make([]ShardReplication, n)
+		for k := range i.Replication {
+			r := &i.Replication[k]
+			r.Leader, r.Term, r.Commit = d.u64("leader"), d.u64("term"), d.u64("commit")
+			c := int(d.u8("replica count"))
+			if d.err != nil || c*16 > len(d.b)-d.off {
+				d.fail("replica count %d too large", c)
+				return i
+			}
+			r.Replicas = make([]ReplicaState, c)
+			for j := range r.Replicas {
+				r.Replicas[j] = ReplicaState{Node: d.u64("replica"), Lag: d.u64("lag")}
+			}
+		}
 	}
 	return i
 }

@@ -259,10 +259,17 @@ var (
 		CreatedUnixNano: math.MinInt64, Tails: []uint64{0, math.MaxUint64, 7}}
 	infoFull    = wire.StreamInfo{Name: nameABC, Config: cfgFull, CreatedUnixNano: 1, Tails: []uint64{1, 2, 3, 4, 5, 6, 7, 8}}
 	infoNoTails = wire.StreamInfo{Name: nameABC, Config: wire.StreamConfig{Shards: 0}, CreatedUnixNano: -1}
+	// infoReplicated is a replicated stream's: a replicas byte in its
+	// config, and each shard's raft group after the tails.
+	infoReplicated = wire.StreamInfo{Name: nameABC, Config: wire.StreamConfig{Shards: 2, Durable: true, Replicas: 3}, CreatedUnixNano: 5,
+		Tails: []uint64{10, 0}, Replication: []wire.ShardReplication{
+			{Leader: 2, Term: 7, Commit: 12, Replicas: []wire.ReplicaState{{Node: 2, Lag: 0}, {Node: 1, Lag: 3}, {Node: 3, Lag: wire.LagUnknown}}},
+			{Replicas: []wire.ReplicaState{}},
+		}}
 )
 
 func TestStreamInfoRoundTrip(t *testing.T) {
-	for _, i := range []wire.StreamInfo{infoOne, infoMax, infoFull, infoNoTails} {
+	for _, i := range []wire.StreamInfo{infoOne, infoMax, infoFull, infoNoTails, infoReplicated} {
 		roundTrip(t, wire.AppendStreamInfo(nil, 6, i), wire.TypeStreamInfo, 6, wire.DecodeStreamInfo, i, -1, true)
 	}
 }
@@ -301,6 +308,7 @@ func TestStreamListRoundTrip(t *testing.T) {
 		{"one", []wire.StreamInfo{infoOne}},
 		{"three", []wire.StreamInfo{infoOne, infoMax, infoNoTails}},
 		{"every config field", []wire.StreamInfo{infoFull, infoMax}},
+		{"replicated", []wire.StreamInfo{infoReplicated, infoOne}},
 		// Entries of the smallest size (3+35+8+4 = 50 bytes) fill the body
 		// exactly.
 		{"smallest entries", make([]wire.StreamInfo, 9)},

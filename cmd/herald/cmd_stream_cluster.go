@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/heraldmq/herald/client"
+)
+
+// runCluster creates or describes the stream through the cluster that
+// --server names: a create goes to any node (the metadata group commits
+// it), and a describe shows each shard as its leader sees it.
+func (cmd *streamCmd) runCluster(ctx context.Context, env *cliEnv) error {
+	cc, err := cmd.conn.dialCluster(ctx)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+	defer cancel()
+	var info client.StreamInfo
+	if cmd.op == "create" {
+		info, err = cc.CreateStream(ctx, cmd.name, cmd.config)
+	} else {
+		info, err = cc.DescribeStream(ctx, cmd.name)
+	}
+	if err != nil {
+		return err
+	}
+	if f := format(cmd.json, cmd.yaml); f.structured() {
+		return writeValue(env.stdout, f, streamInfoJSONOf(info))
+	}
+	return writeStreamInfo(env.stdout, info)
+}
+
+// shardReplicationJSON is one replicated shard in a description.
+type shardReplicationJSON struct {
+	Shard    int           `json:"shard"`
+	Leader   uint64        `json:"leader"`
+	Term     uint64        `json:"term"`
+	Commit   uint64        `json:"commit"`
+	Tail     uint64        `json:"tail"`
+	Replicas []replicaJSON `json:"replicas"`
+}
+
+// replicaJSON is one replica; Lag is null where the answering node does
+// not know it (it does not lead the shard).
+type replicaJSON struct {
+	Node uint64  `json:"node"`
+	Lag  *uint64 `json:"lag"`
+}
+
+func replicationJSONOf(info client.StreamInfo) []shardReplicationJSON {
+	var out []shardReplicationJSON
+	for i, r := range info.Replication {
+		s := shardReplicationJSON{Shard: i, Leader: r.Leader, Term: r.Term, Commit: r.Commit, Replicas: []replicaJSON{}}
+		if i < len(info.Tails) {
+			s.Tail = info.Tails[i]
+		}
+		for _, rs := range r.Replicas {
+			rj := replicaJSON{Node: rs.Node}
+			if rs.Lag != client.LagUnknown {
+				lag := rs.Lag
+				rj.Lag = &lag
+			}
+			s.Replicas = append(s.Replicas, rj)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// writeReplicatedShards prints a replicated stream's shards: tail, leader,
+// term and each replica with its lag ("?" where unknown).
+func writeReplicatedShards(w io.Writer, info client.StreamInfo) error {
+	t := newTable("SHARD", "TAIL", "LEADER", "TERM", "REPLICAS (LAG)")
+	for i, r := range info.Replication {
+		var reps []string
+		for _, rs := range r.Replicas {
+			lag := "?"
+			if rs.Lag != client.LagUnknown {
+				lag = strconv.FormatUint(rs.Lag, 10)
+			}
+			reps = append(reps, fmt.Sprintf("%d (%s)", rs.Node, lag))
+		}
+		lead := "none"
+		if r.Leader != 0 {
+			lead = strconv.FormatUint(r.Leader, 10)
+		}
+		var tail uint64
+		if i < len(info.Tails) {
+			tail = info.Tails[i]
+		}
+		appendRow(t, strconv.Itoa(i), strconv.FormatUint(tail, 10), lead, strconv.FormatUint(r.Term, 10), strings.Join(reps, " "))
+	}
+	fmt.Fprintln(w)
+	return writeTable(w, t)
+}

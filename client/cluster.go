@@ -42,8 +42,9 @@ type clusterMember struct {
 	addr string
 	c    *Client
 	id   uint64
-	// failedAt is when the last dial failed (the next waits a little).
-	failedAt time.Time
+	// failedAt is when the last dial failed (the next waits a little);
+	// quietUntil is when a node that stopped answering is dialled again.
+	failedAt, quietUntil time.Time
 }
 
 // clusterConn is one node's connection as a request took it: a copy, so
@@ -67,10 +68,17 @@ const (
 	// WithIdleTimeout says otherwise): a node that died is noticed within
 	// it, and its shards' leaders looked for elsewhere.
 	clusterIdleTimeout = 2 * time.Second
-	// clusterAttemptTimeout bounds one attempt of a ClusterProducer's
+	// clusterAttemptTimeout bounds the first attempt of a ClusterProducer's
 	// batch: one not answered by then is sent again (to the leader of the
-	// moment), and the node that did not answer is dialled again.
-	clusterAttemptTimeout = 3 * time.Second
+	// moment), each later attempt given twice as long, up to
+	// clusterAttemptTimeoutMax. The node that did not answer is left alone
+	// for clusterQuiet, then dialled again.
+	clusterAttemptTimeout    = time.Second
+	clusterAttemptTimeoutMax = 8 * time.Second
+	clusterQuiet             = time.Second
+	// clusterDialTimeout is each node's dial timeout (unless
+	// WithDialTimeout says otherwise): a dead node costs a lookup no more.
+	clusterDialTimeout = time.Second
 )
 
 // DialCluster connects to the nodes at addrs (comma-separated
@@ -83,7 +91,7 @@ func DialCluster(ctx context.Context, addrs string, opts ...Option) (*ClusterCli
 	if len(list) == 0 {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "herald: dial cluster: no address given")
 	}
-	cc := &ClusterClient{addrs: list, opts: append(append([]Option{WithIdleTimeout(clusterIdleTimeout)}, opts...), WithoutReconnect()),
+	cc := &ClusterClient{addrs: list, opts: append(append([]Option{WithIdleTimeout(clusterIdleTimeout), WithDialTimeout(clusterDialTimeout)}, opts...), WithoutReconnect()),
 		members: map[string]*clusterMember{}, leaders: map[clusterShard]uint64{}, shards: map[wire.StreamName]StreamConfig{}}
 	var errs []error
 	for _, a := range list {
@@ -116,6 +124,10 @@ func (cc *ClusterClient) connect(ctx context.Context, addr string) (*clusterConn
 	if m != nil && time.Since(m.failedAt) < clusterRedialAfter {
 		cc.mu.Unlock()
 		return nil, fmt.Errorf("herald: %s: dialled %s ago and failed", addr, time.Since(m.failedAt).Round(time.Millisecond))
+	}
+	if m != nil && time.Now().Before(m.quietUntil) {
+		cc.mu.Unlock()
+		return nil, fmt.Errorf("herald: %s: stopped answering; dialled again in %s", addr, time.Until(m.quietUntil).Round(time.Millisecond))
 	}
 	cc.mu.Unlock()
 	c, err := Dial(ctx, addr, cc.opts...)
@@ -195,7 +207,7 @@ func (cc *ClusterClient) drop(conn *clusterConn) {
 	cc.mu.Lock()
 	for _, m := range cc.members {
 		if m.c == conn.c {
-			m.c = nil
+			m.c, m.quietUntil = nil, time.Now().Add(clusterQuiet)
 		}
 	}
 	cc.mu.Unlock()
@@ -357,6 +369,15 @@ func (cc *ClusterClient) observe(k clusterShard, m *clusterConn, err error) {
 		}
 	case errors.Is(err, ErrInvalidShard) || errors.Is(err, ErrStreamNotFound):
 		delete(cc.shards, k.name)
+		delete(cc.leaders, k)
+	}
+}
+
+// forgetLeader forgets that node id leads k (it stopped answering).
+func (cc *ClusterClient) forgetLeader(k clusterShard, id uint64) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.leaders[k] == id {
 		delete(cc.leaders, k)
 	}
 }
@@ -534,6 +555,7 @@ func (p *ClusterProducer) Publish(ctx context.Context, payloads [][]byte, opts .
 func (p *ClusterProducer) send(ctx context.Context, shard uint32, seq uint64, payloads [][]byte, opts []PublishOption) (PublishAck, error) {
 	k := clusterShard{name: p.name, shard: shard}
 	var skip uint64
+	attempt := clusterAttemptTimeout
 	for {
 		m, err := p.cc.leaderFor(ctx, k, skip)
 		if err != nil {
@@ -546,12 +568,16 @@ func (p *ClusterProducer) send(ctx context.Context, shard uint32, seq uint64, pa
 			continue
 		}
 		prod := m.c.NewProducer(p.name, p.id)
-		actx, cancel := context.WithTimeout(ctx, clusterAttemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, attempt)
 		ack, err := prod.PublishSequence(actx, seq, payloads, opts...)
 		timedOut := actx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if timedOut {
-			p.cc.drop(m) // it did not answer in time: dial it again next time
+			// It did not answer in time: leave it alone for a while, ask
+			// the others who leads, and give the next attempt longer.
+			p.cc.drop(m)
+			p.cc.forgetLeader(k, m.id)
+			attempt = min(2*attempt, clusterAttemptTimeoutMax)
 		}
 		p.cc.observe(k, m, err)
 		if err == nil {

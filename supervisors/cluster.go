@@ -198,6 +198,26 @@ type ClusterStatus struct {
 	Peers []PeerStatus `json:"peers"`
 	// Undelivered counts raft messages that came for no group on this node.
 	Undelivered uint64 `json:"undelivered_messages"`
+	// Groups are the raft groups of the replicated shards this node
+	// holds, as it sees them; Leaders counts, per node id, the groups
+	// this node knows it leads.
+	Groups  []GroupStatus  `json:"groups"`
+	Leaders map[uint64]int `json:"leaders"`
+}
+
+// GroupStatus is one replicated shard's raft group as ClusterStatus shows
+// it: its leader and term, this replica's commit and applied indexes, its
+// committed tail, and, where this node leads, each replica's lag in
+// entries.
+type GroupStatus struct {
+	Stream  string            `json:"stream"`
+	Shard   uint32            `json:"shard"`
+	Leader  uint64            `json:"leader"`
+	Term    uint64            `json:"term"`
+	Commit  uint64            `json:"commit"`
+	Applied uint64            `json:"applied"`
+	Tail    uint64            `json:"tail"`
+	Lag     map[uint64]uint64 `json:"lag,omitempty"`
 }
 
 // PeerStatus is one link as ClusterStatus shows it.
@@ -251,7 +271,52 @@ func (n *Node) ClusterStatus(ctx context.Context) (ClusterStatus, bool, error) {
 		out.Peers = append(out.Peers, ps)
 	}
 	slices.SortFunc(out.Peers, func(a, b PeerStatus) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	out.Groups, out.Leaders = n.groupStatus(wait)
 	return out, true, nil
+}
+
+// groupStatus describes every replicated shard this node holds.
+func (n *Node) groupStatus(wait time.Duration) ([]GroupStatus, map[uint64]int) {
+	groups, leaders := []GroupStatus{}, map[uint64]int{}
+	res, err := n.sys.Root.RequestFuture(n.children.Catalog, &actors.AllStreamsRequest{}, wait).Result()
+	if err != nil {
+		return groups, leaders
+	}
+	for _, h := range res.(*actors.AllStreamsResponse).Streams {
+		if h.Config.Replicas < 2 {
+			continue
+		}
+		futures := make([]*actor.Future, len(h.Shards))
+		for i, pid := range h.Shards {
+			futures[i] = n.sys.Root.RequestFuture(pid, &actors.ShardInfoRequest{}, wait)
+		}
+		for i, f := range futures {
+			r, err := f.Result()
+			if err != nil {
+				continue
+			}
+			si := r.(*actors.ShardInfoResponse)
+			if !slices.Contains(si.Replicas, n.cluster.self) {
+				continue // not held here
+			}
+			g := GroupStatus{Stream: h.Name.String(), Shard: uint32(i), Leader: si.Leader, Term: si.Term,
+				Commit: si.RaftCommit, Applied: si.RaftApplied, Tail: si.Tail}
+			if len(si.Match) > 0 {
+				g.Lag = map[uint64]uint64{}
+				for id, m := range si.Match {
+					g.Lag[id] = si.RaftCommit - min(m, si.RaftCommit)
+				}
+			}
+			if si.Leader != 0 {
+				leaders[si.Leader]++
+			}
+			groups = append(groups, g)
+		}
+	}
+	slices.SortFunc(groups, func(a, b GroupStatus) int {
+		return cmp.Or(cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Shard, b.Shard))
+	})
+	return groups, leaders
 }
 
 // serveCluster answers GET /cluster with the ClusterStatus as JSON (404

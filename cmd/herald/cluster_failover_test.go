@@ -306,6 +306,19 @@ func TestClusterSurvivesLeaderKills(t *testing.T) {
 		_ = c.Close()
 		finals[fmt.Sprintf("node-%d", n.id)] = final
 	}
+	// `herald cluster status` on every node: every peer up (waitUp above),
+	// the three groups held, each at the tail of the final log.
+	for _, n := range dc.nodes {
+		st := n.status(t)
+		if len(st.Groups) != 3 {
+			t.Fatalf("node %d's status holds groups %+v", n.id, st.Groups)
+		}
+		for _, g := range st.Groups {
+			if want := uint64(len(finals["node-1"][g.Shard].Entries)); g.Tail != want || g.Leader == 0 {
+				t.Errorf("node %d's status of shard %d: %+v, want tail %d and a leader", n.id, g.Shard, g, want)
+			}
+		}
+	}
 	h := rec.History()
 	for _, v := range history.Check(h, finals["node-1"]) {
 		t.Errorf("history: %v", v)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +39,10 @@ func newClusterStatusCmd(env *cliEnv) *cobra.Command {
 		Short: "Show a node's view of its cluster: its peers, up or down, and their links",
 		Long: `Show one node's view of its cluster, from the node's HTTP listener (GET /cluster):
 each peer, whether the link to it is up and since when, why it last went down, and
-what went over it. Each node shows its own view: ask every node to see the whole.
+what went over it; then the raft group of each replicated shard the node holds: its
+leader, term, commit and applied indexes and tail, and on the leader each replica's lag
+in entries; and how many groups each node leads. Each node shows its own view: ask
+every node to see the whole.
 A node without peers answers that it is not a cluster (exit status 1).`,
 		Example: `  herald cluster status
   herald cluster status --http 127.0.0.1:7411
@@ -74,12 +79,35 @@ A node without peers answers that it is not a cluster (exit status 1).`,
 				}
 				t.AppendRow([]any{p.NodeID, p.Addr, state, since, p.Messages, p.Received, p.Dropped, p.LastError})
 			}
+			if err := writeTable(env.stdout, t); err != nil {
+				return err
+			}
+			if len(st.Groups) == 0 {
+				return nil
+			}
+			var leads []string
+			for _, id := range slices.Sorted(maps.Keys(st.Leaders)) {
+				leads = append(leads, fmt.Sprintf("node %d leads %d", id, st.Leaders[id]))
+			}
+			fmt.Fprintf(env.stdout, "\nraft groups held here (%s):\n", strings.Join(leads, ", "))
+			t = newTable("STREAM", "SHARD", "LEADER", "TERM", "COMMIT", "APPLIED", "TAIL", "LAG")
+			for _, g := range st.Groups {
+				lag := "-" // known on the leader only
+				if len(g.Lag) > 0 {
+					var parts []string
+					for _, id := range slices.Sorted(maps.Keys(g.Lag)) {
+						parts = append(parts, fmt.Sprintf("%d:%d", id, g.Lag[id]))
+					}
+					lag = strings.Join(parts, " ")
+				}
+				t.AppendRow([]any{g.Stream, g.Shard, g.Leader, g.Term, g.Commit, g.Applied, g.Tail, lag})
+			}
 			return writeTable(env.stdout, t)
 		},
 	}
 	c.Flags().StringVar(&httpAddr, "http", defaultClusterHTTP, "the node's HTTP listener `address` (its --http)")
 	c.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the node")
-	addOutputFlags(c, &out, "an object with node_id, cluster_listen, authenticated and peers")
+	addOutputFlags(c, &out, "an object with node_id, cluster_listen, authenticated, peers, groups (each replicated shard held here: stream, shard, leader, term, commit, applied, tail, lag on its leader) and leaders (groups led, per node id)")
 	return c
 }
 

@@ -150,6 +150,8 @@ type catalog struct {
 	meta             *raftReplica
 	metaWaits        map[uint64]*metaWait
 	nextMetaProposal uint64
+	// placements caches each replicated stream's placement, by id.
+	placements map[uint64]streamPlacement
 }
 
 type creation struct {

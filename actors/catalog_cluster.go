@@ -263,13 +263,46 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 	if cl == nil || h.Config.Replicas < 2 {
 		return nil
 	}
-	reps, err := placeReplicas(h.ID, i, cl.Router.Nodes, int(h.Config.Replicas))
-	if err != nil {
-		// Fewer nodes than replicas: every node holds one.
-		reps = append([]uint64(nil), cl.Router.Nodes...)
-	}
-	return &ShardRaft{Self: cl.Self, Replicas: reps, Router: cl.Router, Tick: cl.Tick,
+	reps, pref := c.placement(h)
+	return &ShardRaft{Self: cl.Self, Replicas: reps[i], Preferred: pref[i], Router: cl.Router, Tick: cl.Tick,
 		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout}
+}
+
+// placement is where a replicated stream's shards live (rendezvous
+// hashing over the nodes) and which replica of each should lead: the
+// stream's leaders spread so that, with every node up, none leads more
+// than ceil(shards / nodes) of its shards. Pure functions of the stream's
+// id and the nodes, so every node computes the same; cached per stream.
+func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]uint64) {
+	if p, ok := c.placements[h.ID]; ok {
+		return p.replicas, p.preferred
+	}
+	nodes := c.cfg.Cluster.Router.Nodes
+	reps := map[uint32][]uint64{}
+	refs := map[shardRef][]uint64{}
+	for i := uint32(0); i < h.Config.Shards; i++ {
+		r, err := placeReplicas(h.ID, i, nodes, int(h.Config.Replicas))
+		if err != nil {
+			// Fewer nodes than replicas (refused at create): every node holds one.
+			r = append([]uint64(nil), nodes...)
+		}
+		reps[i], refs[shardRef{Stream: h.ID, Shard: i}] = r, r
+	}
+	pref := map[uint32]uint64{}
+	for ref, lead := range spreadLeaders(refs, nodes) {
+		pref[ref.Shard] = lead
+	}
+	if c.placements == nil {
+		c.placements = map[uint64]streamPlacement{}
+	}
+	c.placements[h.ID] = streamPlacement{replicas: reps, preferred: pref}
+	return reps, pref
+}
+
+// streamPlacement is a replicated stream's placement.
+type streamPlacement struct {
+	replicas  map[uint32][]uint64
+	preferred map[uint32]uint64
 }
 
 // stopMeta stops the metadata replica (the catalog stops or restarts);

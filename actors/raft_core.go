@@ -398,6 +398,17 @@ func (c *raftCore) ready() raftOutput {
 	return out
 }
 
+// transferLeader asks raft to hand leadership to id (a leader only; raft
+// ignores it elsewhere, and abandons a transfer that does not complete
+// within an election timeout).
+func (c *raftCore) transferLeader(id uint64) raftOutput {
+	if c.failed {
+		return raftOutput{}
+	}
+	c.rn.TransferLeader(id)
+	return c.ready()
+}
+
 // status is the replica's role, term and leader, and its log's reach.
 func (c *raftCore) status() raft.BasicStatus { return c.rn.BasicStatus() }
 

@@ -34,6 +34,8 @@ type raftReplica struct {
 	// soft learns of a role or leader change.
 	apply func(actor.Context, *pb.Entry) error
 	soft  func(actor.Context, raft.SoftState)
+	// tick runs after each tick is handled (nil: nothing).
+	tick func(actor.Context)
 	// applied is the last index handed to apply.
 	applied uint64
 	// token names the write on its way to storage (0: none).
@@ -64,6 +66,8 @@ type raftReplicaConfig struct {
 	ForwardProposals bool
 	Apply            func(actor.Context, *pb.Entry) error
 	Soft             func(actor.Context, raft.SoftState)
+	// OnTick runs after each tick is handled.
+	OnTick func(actor.Context)
 }
 
 // startRaftReplica makes the core from what storage holds and arms the
@@ -81,7 +85,7 @@ func startRaftReplica(ctx actor.Context, cfg raftReplicaConfig) (*raftReplica, e
 		return nil, err
 	}
 	r := &raftReplica{key: cfg.Key, self: cfg.Self, core: core, writer: cfg.Writer, link: cfg.Link,
-		apply: cfg.Apply, soft: cfg.Soft, applied: max(cfg.Applied, raftBootstrapIndex),
+		apply: cfg.Apply, soft: cfg.Soft, tick: cfg.OnTick, applied: max(cfg.Applied, raftBootstrapIndex),
 		tickEvery: cfg.Tick, afterFunc: cfg.AfterFunc}
 	r.arm(ctx)
 	return r, nil
@@ -98,6 +102,9 @@ func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 		if !r.stopped {
 			r.handle(ctx, r.core.tick())
 			r.arm(ctx)
+			if r.tick != nil && !r.stopped {
+				r.tick(ctx)
+			}
 		}
 	case *RaftInbound:
 		if r.stopped {

@@ -104,6 +104,9 @@ type shard struct {
 	// a failed replica stopped the shard.
 	lead         uint64
 	stoppingRaft bool
+	// ticks counts raft ticks; ledSince is the tick this replica last
+	// became leader at.
+	ticks, ledSince int
 }
 
 type stashed struct {

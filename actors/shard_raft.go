@@ -46,6 +46,10 @@ type ShardRaft struct {
 	ProposalTimeout time.Duration
 	// AfterFunc is the shard's raft and proposal timer (nil: time.AfterFunc).
 	AfterFunc func(time.Duration, func()) (stop func() bool)
+	// Preferred is the replica that should lead the shard when it is up
+	// and caught up (leaders spread over the nodes: spreadLeaders); 0:
+	// whoever raft elects.
+	Preferred uint64
 }
 
 // hosted reports whether this node holds a replica.
@@ -83,7 +87,7 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: s.cfg.Key, Self: rc.Self, Peers: rc.Replicas,
 		Durable: d, Applied: d.Applied, Writer: s.cfg.Writer, Link: rc.Router.Link,
 		Tick: rc.Tick, ElectionTicks: rc.ElectionTicks, HeartbeatTicks: rc.HeartbeatTicks, AfterFunc: rc.AfterFunc,
-		Apply: s.applyEntry, Soft: s.onSoftState})
+		Apply: s.applyEntry, Soft: s.onSoftState, OnTick: s.onRaftTick})
 	if err != nil {
 		s.logger(ctx).Error("shard: cannot start its raft replica; refusing publishes", slog.Any("error", err))
 		s.failed = err
@@ -123,6 +127,11 @@ func (s *shard) proposePublish(ctx actor.Context, m *PublishRequest) {
 	}
 	if st := s.replica.status(); st.RaftState != raft.StateLeader {
 		reject(s.notLeader())
+		return
+	} else if st.LeadTransferee != 0 {
+		// Handing leadership over: raft takes no proposal meanwhile.
+		reject(&wire.Error{Code: wire.CodeNotLeader, Detail: st.LeadTransferee,
+			Message: fmt.Sprintf("node %d is handing shard %d of %s to node %d", s.cfg.Raft.Self, s.cfg.Key.Shard, s.cfg.Stream, st.LeadTransferee)})
 		return
 	}
 	s.nextProposal++
@@ -204,14 +213,50 @@ func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
 func (s *shard) onSoftState(ctx actor.Context, st raft.SoftState) {
 	if st.Lead != s.lead {
 		s.logger(ctx).Info("shard: raft leader changed", slog.Uint64("leader", st.Lead), slog.Uint64("was", s.lead),
-			slog.Bool("self", st.Lead == s.cfg.Raft.Self))
+			slog.Bool("self", st.Lead == s.cfg.Raft.Self), slog.Uint64("term", s.replica.status().GetTerm()))
+		s.cfg.Stats.add(&s.cfg.Stats.RaftLeaderChanges, 1)
+	}
+	self := s.cfg.Raft.Self
+	switch {
+	case s.lead != self && st.Lead == self:
+		s.cfg.Stats.RaftLeading.Add(1)
+		s.ledSince = s.ticks
+	case s.lead == self && st.Lead != self:
+		s.cfg.Stats.RaftLeading.Add(-1)
 	}
 	s.lead = st.Lead
 	if st.RaftState == raft.StateLeader || len(s.proposals) == 0 {
 		return
 	}
+	s.cfg.Stats.add(&s.cfg.Stats.RaftProposalTimeouts, uint64(len(s.proposals)))
 	s.answerProposals(ctx, &wire.Error{Code: wire.CodeReplicationTimeout, Detail: st.Lead,
 		Message: fmt.Sprintf("this node stopped leading shard %d of %s before the publish committed; it may still commit", s.cfg.Key.Shard, s.cfg.Stream)})
+}
+
+// transferEvery is how many ticks apart a leader checks whether to hand
+// leadership to the shard's preferred replica; a leader also waits this
+// long after it was elected, so the preferred one can catch up first.
+const transferEvery = 20
+
+// onRaftTick hands leadership to the preferred replica when this one leads
+// in its place and the preferred one is up and has every entry, so that
+// leaders spread over the nodes again after a failover.
+func (s *shard) onRaftTick(ctx actor.Context) {
+	s.ticks++
+	pref := s.cfg.Raft.Preferred
+	if pref == 0 || pref == s.cfg.Raft.Self || s.ticks%transferEvery != 0 {
+		return
+	}
+	st := s.replica.core.rn.Status()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 || s.ticks-s.ledSince < transferEvery {
+		return
+	}
+	pr, ok := st.Progress[pref]
+	if !ok || !pr.RecentActive || pr.Match < st.GetCommit() {
+		return
+	}
+	s.logger(ctx).Info("shard: handing leadership to its preferred replica", slog.Uint64("to", pref))
+	s.replica.handle(ctx, s.replica.core.transferLeader(pref))
 }
 
 // answerProposals answers every waiting proposal with err.
@@ -244,6 +289,7 @@ func (s *shard) onProposalsExpired(ctx actor.Context) {
 			continue // applied, or answered already
 		}
 		delete(s.proposals, id)
+		s.cfg.Stats.add(&s.cfg.Stats.RaftProposalTimeouts, 1)
 		ctx.Send(w.replyTo, &PublishRejected{ReqID: w.reqID, Ack: w.ack, Err: &wire.Error{Code: wire.CodeReplicationTimeout,
 			Message: fmt.Sprintf("shard %d of %s: the publish was not committed by a quorum within %s; it may still commit", s.cfg.Key.Shard, s.cfg.Stream, s.cfg.Raft.ProposalTimeout)}})
 	}
@@ -295,6 +341,10 @@ func (s *shard) stopReplica(ctx actor.Context, err *wire.Error) {
 	}
 	s.replica.stop()
 	s.cfg.Raft.Router.Unregister(s.cfg.Key, ctx.Self())
+	if s.lead == s.cfg.Raft.Self {
+		s.cfg.Stats.RaftLeading.Add(-1)
+		s.lead = 0
+	}
 	s.answerProposals(ctx, err)
 }
 

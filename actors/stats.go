@@ -22,6 +22,15 @@ type Stats struct {
 	Lagged atomic.Uint64
 	// Overloaded counts publishes refused after waiting for admission.
 	Overloaded atomic.Uint64
+	// RaftLeaderChanges counts the leader changes the replicated shards
+	// held here saw (a new leader elected, or none known); RaftLeading is
+	// how many of them this node leads now.
+	RaftLeaderChanges atomic.Uint64
+	RaftLeading       atomic.Int64
+	// RaftProposalTimeouts counts publishes to replicated shards answered
+	// replication_timeout (not applied in time, or their leader stepped
+	// down first).
+	RaftProposalTimeouts atomic.Uint64
 	// PublishedBatches, PublishedRecords and PublishedBytes count committed
 	// publishes.
 	PublishedBatches, PublishedRecords, PublishedBytes atomic.Uint64

@@ -75,6 +75,12 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		})
 	counter("herald.publish.overloaded", "{publish}", "Publishes refused as overloaded after waiting for admission.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.Overloaded.Load())) })
+	counter("herald.raft.leader_changes", "{change}", "Leader changes seen by the raft groups of the replicated shards held here.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.RaftLeaderChanges.Load())) })
+	gauge("herald.raft.leading", "{group}", "Raft groups of replicated shards this node leads now.",
+		func(o metric.Int64Observer) { o.Observe(stats.RaftLeading.Load()) })
+	counter("herald.raft.proposal_timeouts", "{publish}", "Publishes to replicated shards answered replication_timeout.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.RaftProposalTimeouts.Load())) })
 	limit := func(key string) metric.ObserveOption { return metric.WithAttributes(attribute.String("limit", key)) }
 	counter("herald.limit.hits", "{refusal}", "Requests, frames or connections refused by a configured limit, by its configuration key.",
 		func(o metric.Int64Observer) {

@@ -300,3 +300,50 @@ func TestClusterClientFollowsTheLeaders(t *testing.T) {
 		}
 	}
 }
+
+// A replicated stream's leaders spread over the nodes: with three shards
+// on three nodes each node leads one once elections settle (a leader that
+// is not its shard's preferred replica hands over to it when that one is
+// caught up). With a node down the others lead its shard; started again,
+// it leads its shard again.
+func TestReplicatedLeadersSpread(t *testing.T) {
+	tc := newTestCluster(t)
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "spread"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cc, err := client.DialCluster(ctx, fmt.Sprintf("%s,%s,%s", tc.nodes[1].Addr(), tc.nodes[2].Addr(), tc.nodes[3].Addr()),
+		client.WithCAFile(fmt.Sprintf("%s,%s,%s", tc.nodes[1].CAFile(), tc.nodes[2].CAFile(), tc.nodes[3].CAFile())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 3, Durable: true, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	spread := func(what string, up int) {
+		t.Helper()
+		tc.describeAll(name, what, func(_ uint64, d StreamDescription) bool {
+			leads := map[uint64]int{}
+			for _, s := range d.Shard {
+				if _, ok := tc.nodes[s.Leader]; !ok {
+					return false
+				}
+				leads[s.Leader]++
+			}
+			if len(leads) != up {
+				return false
+			}
+			for _, n := range leads {
+				if n > (3+up-1)/up {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	spread("one leader per node", 3)
+	tc.stop(2)
+	spread("node 2's shard led by another", 2)
+	tc.start(2)
+	spread("one leader per node again", 3)
+}

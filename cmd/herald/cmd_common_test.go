@@ -400,7 +400,7 @@ func TestOutputFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := `{"stream":"a/b/c","shards":2,"routing":"jump","durable":false,"overflow":"drop_old","queue_capacity":64,` +
-		`"queue_max_bytes":4096,"retention_age_ms":5400000,"retention_bytes":1048576,"created":"2026-01-02T03:04:05.000000006Z","tails":[10,0]}`; string(b) != want {
+		`"queue_max_bytes":4096,"retention_age_ms":5400000,"retention_bytes":1048576,"replicas":1,"created":"2026-01-02T03:04:05.000000006Z","tails":[10,0]}`; string(b) != want {
 		t.Fatalf("stream info JSON %s, want %s", b, want)
 	}
 

@@ -147,7 +147,10 @@ node's config file.
 			return err
 		}
 		cfg := client.StreamConfig{Shards: shards, Durable: !ephemeral, QueueCapacity: queueCap,
-			QueueMaxBytes: int64(queueBytes), RetentionAge: time.Duration(retentionAge), RetentionBytes: int64(retentionBytes), Replicas: replicas}
+			QueueMaxBytes: int64(queueBytes), RetentionAge: time.Duration(retentionAge), RetentionBytes: int64(retentionBytes)}
+		if replicas > 1 {
+			cfg.Replicas = replicas
+		}
 		var err error
 		if cfg.Routing, err = parseRouting(routing); err != nil {
 			return err

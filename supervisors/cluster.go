@@ -37,6 +37,8 @@ type cluster struct {
 	pid   *actor.PID
 	// router routes raft messages between the links and the replicas.
 	router *actors.RaftRouter
+	// resetKey is the peer transport's stateless reset key.
+	resetKey quic.StatelessResetKey
 	wg     sync.WaitGroup
 }
 
@@ -110,7 +112,7 @@ func (n *Node) startCluster() error {
 	if !c.tls.Authenticated {
 		n.logger.Warn("cluster: peer traffic is encrypted but NOT authenticated (no --cluster-ca): whoever answers at a peer's address is taken for that peer; development only")
 	}
-	c.tr = &quic.Transport{Conn: c.udp}
+	c.tr = &quic.Transport{Conn: c.udp, StatelessResetKey: &c.resetKey}
 	if c.ln, err = c.tr.Listen(c.tls.Server, peerQUIC()); err != nil {
 		return fmt.Errorf("node: cluster listen: %w", err)
 	}

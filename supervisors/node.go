@@ -236,6 +236,9 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 		}
 	}
 	n.resetKey = statelessResetKey(secret)
+	if n.cluster != nil {
+		n.cluster.resetKey = peerResetKey(secret)
+	}
 	n.memory = storage.NewMemoryLog(storage.MemoryOptions{MaxShardBytes: cfg.EphemeralShardMaxBytes})
 	n.ephemeral = n.memory
 	if opts.WrapMemoryLog != nil {
@@ -866,6 +869,16 @@ func loadGroupSecret(log storage.Log) ([]byte, error) {
 // label of its own).
 func statelessResetKey(secret []byte) quic.StatelessResetKey {
 	return quic.StatelessResetKey(sha256.Sum256(append([]byte("herald/quic-stateless-reset\x00"), secret...)))
+}
+
+// peerResetKey is the peer transport's stateless reset key: a node
+// restarted on its cluster address answers a peer still sending on the
+// connection from before the restart with a reset, so the peer drops it
+// and dials again at once (the lower id dials), rather than after the
+// connection's idle timeout: a restarted node is back in its raft groups
+// within a heartbeat or two.
+func peerResetKey(secret []byte) quic.StatelessResetKey {
+	return quic.StatelessResetKey(sha256.Sum256(append([]byte("herald/peer-stateless-reset\x00"), secret...)))
 }
 
 // demoteHandler logs records whose message is message at debug level,

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/heraldmq/herald/client"
 	"github.com/heraldmq/herald/cmd/herald/internal/history"
 	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/supervisors"
 )
 
 var clusterKillRounds = flag.Int("cluster-kill-rounds", 3, "rounds of TestClusterSurvivesLeaderKills: each kills a shard's leader with SIGKILL and restarts it")
@@ -220,6 +222,7 @@ func TestClusterSurvivesLeaderKills(t *testing.T) {
 		}
 		dc.kill(t, lead)
 		killed := time.Now()
+		elected := dc.watchElection(lead, shard)
 		// The failover: how long until the killed leader's shard takes a
 		// publish again.
 		probe := cc.NewProducer(name, uint64(1000+round))
@@ -232,7 +235,8 @@ func TestClusterSurvivesLeaderKills(t *testing.T) {
 		}
 		rec.Ack(id, ack.Shard, ack.Offset)
 		failovers = append(failovers, time.Since(killed))
-		t.Logf("round %d: killed node %d, leader of shard %d; a new leader acknowledged a publish %v later", round, lead, shard, time.Since(killed).Round(time.Millisecond))
+		t.Logf("round %d: killed node %d, leader of shard %d; a survivor saw a new leader after %v, which acknowledged a publish %v after the kill",
+			round, lead, shard, (<-elected).Sub(killed).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 		dc.nodes[lead-1].start(t)
 		last = lead
 	}
@@ -331,6 +335,36 @@ func TestClusterSurvivesLeaderKills(t *testing.T) {
 	if sum.Acked == 0 || sum.Lost != 0 || sum.Duplicated != 0 {
 		t.Fatalf("acked %d, lost %d, duplicated %d", sum.Acked, sum.Lost, sum.Duplicated)
 	}
+}
+
+// watchElection polls the other nodes' GET /streams/describe until one
+// names a leader of shard other than the killed node, and sends the time.
+func (dc *devCluster) watchElection(killed uint64, shard int) <-chan time.Time {
+	out := make(chan time.Time, 1)
+	go func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, n := range dc.nodes {
+				if n.id == killed {
+					continue
+				}
+				resp, err := http.Get("http://" + n.http + "/streams/describe?stream=default/default/orders")
+				if err != nil {
+					continue
+				}
+				var d supervisors.StreamDescription
+				err = json.NewDecoder(resp.Body).Decode(&d)
+				resp.Body.Close()
+				if err == nil && shard < len(d.Shard) && d.Shard[shard].Leader != 0 && d.Shard[shard].Leader != killed {
+					out <- time.Now()
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond) // polling other processes' state
+		}
+		out <- time.Time{}
+	}()
+	return out
 }
 
 // keyFor is a key that routes to shard of a three-shard hash-routed stream.

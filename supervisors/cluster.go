@@ -39,7 +39,7 @@ type cluster struct {
 	router *actors.RaftRouter
 	// resetKey is the peer transport's stateless reset key.
 	resetKey quic.StatelessResetKey
-	wg     sync.WaitGroup
+	wg       sync.WaitGroup
 }
 
 // clusterCatalog makes the router and the catalog's side of the cluster

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/heraldmq/herald/client"
 	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
 )
 
 // testCluster is three in-process nodes with each other as peers (dev
@@ -21,14 +23,19 @@ type testCluster struct {
 	dirs   map[uint64]string
 	peers  string
 	nodes  map[uint64]*Node
+	// wrap wraps a node's durable log (a disk that fails).
+	wrap map[uint64]func(storage.Log) storage.Log
 }
 
-func newTestCluster(t *testing.T) *testCluster {
+func newTestCluster(t *testing.T, wrap ...map[uint64]func(storage.Log) storage.Log) *testCluster {
 	tc := &testCluster{t: t, addrs: map[uint64]string{}, listen: map[uint64]string{}, dirs: map[uint64]string{}, nodes: map[uint64]*Node{}}
 	for id := uint64(1); id <= 3; id++ {
 		tc.addrs[id], tc.listen[id], tc.dirs[id] = freeUDP(t), freeUDP(t), t.TempDir()
 	}
 	tc.peers = fmt.Sprintf("1=%s,2=%s,3=%s", tc.addrs[1], tc.addrs[2], tc.addrs[3])
+	if len(wrap) > 0 {
+		tc.wrap = wrap[0]
+	}
 	for id := uint64(1); id <= 3; id++ {
 		tc.start(id)
 	}
@@ -36,7 +43,8 @@ func newTestCluster(t *testing.T) *testCluster {
 }
 
 func (tc *testCluster) start(id uint64) *Node {
-	n := testNode(tc.t, tc.dirs[id], func(c *Config, _ *Options) {
+	n := testNode(tc.t, tc.dirs[id], func(c *Config, o *Options) {
+		o.WrapDurableLog = tc.wrap[id]
 		c.NodeID, c.Peers, c.ClusterListen, c.Listen = id, tc.peers, tc.addrs[id], tc.listen[id]
 		c.RaftElectionTimeoutMillis = 300
 		c.ReplicationTimeoutMillis = 3000
@@ -346,4 +354,68 @@ func TestReplicatedLeadersSpread(t *testing.T) {
 	spread("node 2's shard led by another", 2)
 	tc.start(2)
 	spread("one leader per node again", 3)
+}
+
+// failingDisk fails every commit once broken, as a disk whose sync fails.
+type failingDisk struct {
+	storage.Log
+	broken atomic.Bool
+}
+
+func (d *failingDisk) Commit(a []storage.Append, m []storage.MetaPut) error {
+	if d.broken.Load() {
+		return errors.New("injected: sync failed")
+	}
+	return d.Log.Commit(a, m)
+}
+
+// When the disk of a shard's leader fails, that node stops serving its
+// replicas (its publishes fail with storage_failure, or not_leader) and the
+// other two go on as a quorum: an idempotent producer's publishes are all
+// acknowledged, once each, at consecutive offsets, through the failover the
+// failure forces.
+func TestReplicatedShardSurvivesADiskFailure(t *testing.T) {
+	disks := map[uint64]*failingDisk{1: {}, 2: {}, 3: {}}
+	wrap := map[uint64]func(storage.Log) storage.Log{}
+	for id, d := range disks {
+		wrap[id] = func(l storage.Log) storage.Log { d.Log = l; return d }
+	}
+	tc := newTestCluster(t, wrap)
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "disk"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cc, err := client.DialCluster(ctx, fmt.Sprintf("%s,%s,%s", tc.nodes[1].Addr(), tc.nodes[2].Addr(), tc.nodes[3].Addr()),
+		client.WithCAFile(fmt.Sprintf("%s,%s,%s", tc.nodes[1].CAFile(), tc.nodes[2].CAFile(), tc.nodes[3].CAFile())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	tc.describeAll(name, "a leader", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Leader != 0 })
+	p := cc.NewProducer(name, 5)
+	publish := func(from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)})
+			if err != nil || ack.Offset != uint64(i) || ack.Duplicate {
+				t.Fatalf("publish %d: %+v, %v", i, ack, err)
+			}
+		}
+	}
+	publish(0, 20)
+	lead := tc.leaderOf(name, 0)
+	disks[lead].broken.Store(true)
+	publish(20, 20)
+	_, err = tc.dial(lead).Publish(ctx, name, []byte("x"))
+	if !errors.Is(err, client.ErrStorageFailure) && !errors.Is(err, client.ErrNotLeader) {
+		t.Fatalf("a publish to node %d, whose disk failed: %v, want storage_failure (or not_leader)", lead, err)
+	}
+	delete(tc.nodes, lead) // left out of the checks below (its Shutdown is the test's cleanup)
+	if newLead := tc.leaderOf(name, 0); newLead == lead {
+		t.Fatalf("node %d still leads with a failed disk", lead)
+	}
+	tc.describeAll(name, "40 records on the healthy replicas", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 40 })
+	checkRecords(t, ctx, tc.dial(lead%3+1), name, 0, 40)
 }

@@ -454,6 +454,40 @@ func (cc *ClusterClient) PublishBatch(ctx context.Context, name StreamName, payl
 	}
 }
 
+// PublishIf publishes payloads as one batch only if its shard's tail is
+// expectedOffset (see Client.PublishIf), at the shard's leader, following
+// not-leader answers. The condition is checked when the entry applies, on
+// every replica alike, so of two racing writers exactly one wins, across a
+// failover too. A conditional publish the leader did not answer is not
+// sent again (it may have been written): its error says so, and a read of
+// the shard tells.
+func (cc *ClusterClient) PublishIf(ctx context.Context, name StreamName, payloads [][]byte, expectedOffset uint64, opts ...PublishOption) (ConditionalResult, error) {
+	o := publishOptionsOf(opts)
+	shard, _, err := cc.shardOf(ctx, name, o.key)
+	if err != nil {
+		return ConditionalResult{}, err
+	}
+	k := clusterShard{name: name, shard: shard}
+	var skip uint64
+	for {
+		m, err := cc.leaderFor(ctx, k, skip)
+		if err != nil {
+			return ConditionalResult{}, err
+		}
+		res, err := m.c.PublishIf(ctx, name, payloads, expectedOffset, opts...)
+		cc.observe(k, m, err)
+		var werr *wire.Error
+		notLeader := errors.As(err, &werr) && (werr.Code == wire.CodeNotLeader || werr.Code == wire.CodeShuttingDown)
+		if err == nil || !notLeader {
+			return res, err
+		}
+		skip = m.id
+		if werr := cc.pause(ctx, err); werr != nil {
+			return ConditionalResult{}, werr
+		}
+	}
+}
+
 // Read reads a page of shard from its leader (see Client.Read), so that
 // what it returns includes every acknowledged record.
 func (cc *ClusterClient) Read(ctx context.Context, name StreamName, shard uint32, start, end uint64, opts ...ReadOption) (ReadPage, error) {

@@ -707,6 +707,13 @@ func (s *shard) onSubscribe(ctx actor.Context, from *actor.PID, m *SubscribeShar
 		return
 	}
 	next, werr := s.core.resolveStart(m.Start, m.Offset)
+	if werr != nil && s.replica != nil && m.Start == wire.StartOffset && m.Offset > s.core.committed {
+		// A replica behind the one a subscription read from (it resumes
+		// here after a failover): the records up to its offset are
+		// committed, and this replica applies them shortly; the
+		// subscription waits for them rather than going back.
+		next, werr = m.Offset, nil
+	}
 	if werr != nil {
 		ctx.Send(from, &SubscribeShardResponse{Err: werr, Tail: s.core.committed})
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -418,4 +419,82 @@ func TestReplicatedShardSurvivesADiskFailure(t *testing.T) {
 	}
 	tc.describeAll(name, "40 records on the healthy replicas", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 40 })
 	checkRecords(t, ctx, tc.dial(lead%3+1), name, 0, 40)
+}
+
+// A subscription to a replicated stream through a client dialled with every
+// node's address resumes, when the node it reads from stops, on another
+// replica at the offset after the last record it delivered: every record
+// published through the failover arrives once, in order.
+func TestReplicatedSubscriptionResumesOnAnotherReplica(t *testing.T) {
+	tc := newTestCluster(t)
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "feed"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addrs := fmt.Sprintf("%s,%s,%s", tc.nodes[1].Addr(), tc.nodes[2].Addr(), tc.nodes[3].Addr())
+	cas := client.WithCAFile(fmt.Sprintf("%s,%s,%s", tc.nodes[1].CAFile(), tc.nodes[2].CAFile(), tc.nodes[3].CAFile()))
+	cc, err := client.DialCluster(ctx, addrs, cas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	tc.describeAll(name, "the stream on every node", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Leader != 0 })
+	sc, err := client.Dial(ctx, addrs, cas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	sub, err := sc.Subscribe(ctx, name, client.WithStartEarliest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cc.NewProducer(name, 9)
+	publish := func(from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			if _, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)}); err != nil {
+				t.Fatalf("publish %d: %v", i, err)
+			}
+		}
+	}
+	next := 0
+	receive := func(upTo int) {
+		t.Helper()
+		for next < upTo {
+			ev, err := sub.Next(ctx)
+			if err != nil {
+				t.Fatalf("next after %d records: %v", next, err)
+			}
+			if ev.Offset != uint64(next) || string(ev.Payload) != fmt.Sprintf("r%d", next) {
+				t.Fatalf("record %d: offset %d %q", next, ev.Offset, ev.Payload)
+			}
+			next++
+		}
+	}
+	publish(0, 30)
+	receive(30)
+	id, _ := strconv.ParseUint(sc.NodeID(), 10, 64)
+	tc.stop(id) // the node the subscription reads from
+	publish(30, 30)
+	receive(60)
+	if now, _ := strconv.ParseUint(sc.NodeID(), 10, 64); now == id {
+		t.Fatalf("the client is still on node %d", id)
+	}
+	// A replica asked for an offset past its tail (it is behind the one a
+	// subscription read from) waits for it instead of refusing.
+	for nid := range tc.nodes {
+		ahead, err := tc.dial(nid).Subscribe(ctx, name, client.WithStartOffset(65))
+		if err != nil {
+			t.Fatalf("node %d: subscribe past its tail: %v", nid, err)
+		}
+		defer ahead.Close()
+		publish(60, 10)
+		ev, err := ahead.Next(ctx)
+		if err != nil || ev.Offset != 65 || string(ev.Payload) != "r65" {
+			t.Fatalf("node %d: first record past the tail: %+v, %v", nid, ev, err)
+		}
+		break
+	}
 }

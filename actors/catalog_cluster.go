@@ -37,6 +37,9 @@ type CatalogCluster struct {
 	ElectionTicks, HeartbeatTicks int
 	// ProposalTimeout bounds a replicated publish or create (default 5 s).
 	ProposalTimeout time.Duration
+	// CompactEntries is each replicated shard's raft log compaction step
+	// (ShardRaft.CompactEntries).
+	CompactEntries uint64
 }
 
 // metaGroupKey names the metadata group: stream id 0 is never a stream's.
@@ -265,7 +268,7 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 	}
 	reps, pref := c.placement(h)
 	return &ShardRaft{Self: cl.Self, Replicas: reps[i], Preferred: pref[i], Router: cl.Router, Tick: cl.Tick,
-		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout}
+		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout, CompactEntries: cl.CompactEntries}
 }
 
 // placement is where a replicated stream's shards live (rendezvous

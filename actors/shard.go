@@ -107,6 +107,8 @@ type shard struct {
 	// ticks counts raft ticks; ledSince is the tick this replica last
 	// became leader at.
 	ticks, ledSince int
+	// compactTo is the last compaction index that applied.
+	compactTo uint64
 }
 
 type stashed struct {

@@ -160,7 +160,10 @@ type ShardInfoResponse struct {
 	Replicas                []uint64
 	Leader, Term            uint64
 	RaftCommit, RaftApplied uint64
-	Match                   map[uint64]uint64
+	// RaftFirst is the first entry of this replica's raft log (entries
+	// before it were compacted).
+	RaftFirst uint64
+	Match     map[uint64]uint64
 }
 
 // SubscriptionLagged tells a subscription on a durable stream that it had

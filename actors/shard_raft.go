@@ -50,6 +50,10 @@ type ShardRaft struct {
 	// and caught up (leaders spread over the nodes: spreadLeaders); 0:
 	// whoever raft elects.
 	Preferred uint64
+	// CompactEntries is how many raft entries every replica must hold
+	// beyond the last compaction before the leader compacts the group's
+	// log (default 10000; see compactEntry).
+	CompactEntries uint64
 }
 
 // hosted reports whether this node holds a replica.
@@ -94,6 +98,9 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 		return
 	}
 	s.replica = r
+	if rc.CompactEntries == 0 {
+		rc.CompactEntries = 10000
+	}
 	s.proposals = map[uint64]*proposalWait{}
 	s.nextProposal = rand.Uint64() >> 1 // distinct from an earlier instance's
 	rc.Router.Register(s.cfg.Key, ctx.Self())
@@ -165,6 +172,14 @@ func (s *shard) proposePublish(ctx actor.Context, m *PublishRequest) {
 func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
 	if e.GetType() != pb.EntryType_EntryNormal || len(e.GetData()) == 0 {
 		return nil // a new leader's empty entry, or a configuration change: no offset
+	}
+	if d := e.GetData(); d[0] == raftEntryCompact {
+		if len(d) != 9 {
+			return fmt.Errorf("raft apply: entry %d: a compaction of %d bytes", e.GetIndex(), len(d))
+		}
+		s.compactTo = max(s.compactTo, binary.BigEndian.Uint64(d[1:]))
+		s.compactLog(ctx)
+		return nil
 	}
 	p, err := decodeRaftPublish(e.GetData())
 	if err != nil {
@@ -238,11 +253,77 @@ func (s *shard) onSoftState(ctx actor.Context, st raft.SoftState) {
 // long after it was elected, so the preferred one can catch up first.
 const transferEvery = 20
 
+// Compaction. Every replica compacts its raft log behind its shard log, at
+// an index the leader chose and put in the log itself: a compaction entry
+// (raftEntryCompact | index u64) naming an index every replica's log had
+// reached (the least Match of the leader's progress), proposed once that
+// least Match is CompactEntries past the last compaction. When the entry
+// applies, every entry up to the index has applied, its batch is on its
+// way to storage ahead of the compaction's deletes, and no replica will
+// ever need those entries again: raft never has to send a snapshot. (A
+// replica that is down holds compaction back for the group until it is
+// back; a replica that lost its disk is not supported.)
+const (
+	raftEntryCompact = 0xC0
+	compactEvery     = 50 // ticks between a leader's looks at its followers' progress
+)
+
+// proposeCompaction proposes a compaction when every replica holds
+// CompactEntries entries past the log's first index.
+func (s *shard) proposeCompaction(ctx actor.Context) {
+	st := s.replica.core.rn.Status()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 || len(st.Progress) < len(s.cfg.Raft.Replicas) {
+		return
+	}
+	least := ^uint64(0)
+	for _, pr := range st.Progress {
+		least = min(least, pr.Match)
+	}
+	first, _ := s.replica.core.log.FirstIndex()
+	if least < first+s.cfg.Raft.CompactEntries || least <= s.compactTo {
+		return
+	}
+	data := binary.BigEndian.AppendUint64([]byte{raftEntryCompact}, least)
+	if err := s.replica.propose(ctx, data); err != nil {
+		s.logger(ctx).Debug("shard: compaction not proposed", slog.Any("error", err))
+	}
+}
+
+// compactLog compacts the replica's log up to the compaction index that
+// applied, once no write of the replica is on its way to storage (the
+// write's drops were computed against the log as it was).
+func (s *shard) compactLog(ctx actor.Context) {
+	r := s.replica
+	snap, _ := r.core.log.Snapshot()
+	done := snap.GetMetadata().GetIndex()
+	if s.compactTo <= done || r.token != 0 || r.applied < s.compactTo {
+		return
+	}
+	first, _ := r.core.log.FirstIndex()
+	if err := r.core.compact(s.compactTo, nil); err != nil {
+		s.logger(ctx).Warn("shard: raft log compaction", slog.Any("error", err))
+		return
+	}
+	snap, _ = r.core.log.Snapshot()
+	metas, err := raftCompactMetas(s.cfg.Key, snap, first)
+	if err != nil {
+		s.logger(ctx).Warn("shard: raft log compaction", slog.Any("error", err))
+		return
+	}
+	// Its answer has no token: the replica ignores it.
+	ctx.Request(s.cfg.Writer, &MetaWriteRequest{Puts: metas})
+}
+
 // onRaftTick hands leadership to the preferred replica when this one leads
 // in its place and the preferred one is up and has every entry, so that
-// leaders spread over the nodes again after a failover.
+// leaders spread over the nodes again after a failover; it proposes and
+// carries out log compactions.
 func (s *shard) onRaftTick(ctx actor.Context) {
 	s.ticks++
+	s.compactLog(ctx)
+	if s.ticks%compactEvery == 0 {
+		s.proposeCompaction(ctx)
+	}
 	pref := s.cfg.Raft.Preferred
 	if pref == 0 || pref == s.cfg.Raft.Self || s.ticks%transferEvery != 0 {
 		return
@@ -359,6 +440,7 @@ func (s *shard) raftInfo(resp *ShardInfoResponse) {
 	}
 	st := s.replica.core.rn.Status()
 	resp.Leader, resp.Term, resp.RaftCommit, resp.RaftApplied = st.Lead, st.GetTerm(), st.GetCommit(), s.replica.applied
+	resp.RaftFirst, _ = s.replica.core.log.FirstIndex()
 	if st.RaftState == raft.StateLeader {
 		resp.Match = map[uint64]uint64{}
 		for id, pr := range st.Progress {

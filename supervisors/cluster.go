@@ -56,7 +56,7 @@ func (n *Node) clusterCatalog() *actors.CatalogCluster {
 	c.router = actors.NewRaftRouter(n.sys.Root, c.self, ids)
 	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
 	return &actors.CatalogCluster{Self: c.self, Router: c.router, Tick: election / 10, ElectionTicks: 10, HeartbeatTicks: 1,
-		ProposalTimeout: time.Duration(n.cfg.ReplicationTimeoutMillis) * time.Millisecond}
+		ProposalTimeout: time.Duration(n.cfg.ReplicationTimeoutMillis) * time.Millisecond, CompactEntries: uint64(n.cfg.RaftCompactEntries)}
 }
 
 // peerQUIC is the QUIC configuration of peer connections: keep-alives so

@@ -214,6 +214,10 @@ type Config struct {
 	// stream (or a replicated stream's create) waits to be committed
 	// before it is answered replication_timeout.
 	ReplicationTimeoutMillis int `yaml:"replication_timeout_ms"`
+	// RaftCompactEntries is how many raft entries every replica of a
+	// replicated shard holds past the last compaction before the shard's
+	// leader compacts the group's raft log.
+	RaftCompactEntries int `yaml:"raft_compact_entries"`
 	// Badger sizes the storage engine.
 	Badger BadgerConfig `yaml:"badger"`
 }
@@ -299,6 +303,7 @@ func DefaultConfig() Config {
 		PublishQueueWaitTimeoutMillis: 2000,
 		RaftElectionTimeoutMillis:     1000,
 		ReplicationTimeoutMillis:      5000,
+		RaftCompactEntries:            10000,
 		RetentionCheckInterval:        30 * time.Second,
 		ReadMaxRecords:                1000,
 		ReadMaxBytes:                  1 << 20,
@@ -444,6 +449,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RaftElectionTimeoutMillis < 100 {
 		bad("raft_election_timeout_ms", "must be at least 100, got %d", c.RaftElectionTimeoutMillis)
+	}
+	if c.RaftCompactEntries < 1 {
+		bad("raft_compact_entries", "must be at least 1, got %d", c.RaftCompactEntries)
 	}
 	if c.ReplicationTimeoutMillis < 100 {
 		bad("replication_timeout_ms", "must be at least 100, got %d", c.ReplicationTimeoutMillis)

@@ -39,9 +39,11 @@ type ShardDescription struct {
 	Replicas []uint64 `json:"replicas,omitempty"`
 	Leader   uint64   `json:"leader,omitempty"`
 	Term     uint64   `json:"term,omitempty"`
-	// Commit and Applied are this replica's raft indexes.
-	Commit  uint64 `json:"commit,omitempty"`
-	Applied uint64 `json:"applied,omitempty"`
+	// Commit and Applied are this replica's raft indexes; RaftFirst the
+	// first entry its raft log holds (those before were compacted).
+	Commit    uint64 `json:"commit,omitempty"`
+	Applied   uint64 `json:"applied,omitempty"`
+	RaftFirst uint64 `json:"raft_first,omitempty"`
 	// Lag is, on the leader, how many raft entries each replica's log is
 	// behind the leader's commit index (0: caught up).
 	Lag map[uint64]uint64 `json:"lag,omitempty"`
@@ -78,7 +80,7 @@ func (n *Node) DescribeStream(ctx context.Context, name wire.StreamName) (Stream
 		}
 		si := r.(*actors.ShardInfoResponse)
 		sd := ShardDescription{Shard: uint32(i), First: si.First, Tail: si.Tail, Replicas: si.Replicas, Leader: si.Leader,
-			Term: si.Term, Commit: si.RaftCommit, Applied: si.RaftApplied}
+			Term: si.Term, Commit: si.RaftCommit, Applied: si.RaftApplied, RaftFirst: si.RaftFirst}
 		if len(si.Match) > 0 {
 			sd.Lag = map[uint64]uint64{}
 			for id, m := range si.Match {

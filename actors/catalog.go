@@ -511,6 +511,13 @@ func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamN
 		reply(&LookupStreamResponse{Err: err})
 		return
 	}
+	if c.cfg.Cluster != nil && cfg.Durable && cfg.Replicas == 0 {
+		// In a cluster every durable stream is the cluster's, created
+		// through the metadata group, so that no node makes a stream of
+		// its own under a name the cluster gives another (a publish racing
+		// a replicated create would): one replica is placed on one node.
+		cfg.Replicas = 1
+	}
 	key := nameKey(name)
 	if h, ok := c.streams[key]; ok {
 		if strict && h.Config != cfg {
@@ -533,8 +540,8 @@ func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamN
 			"tenant %s has its maximum of %d streams (max_streams_per_tenant); delete one first", name.Tenant, max)})
 		return
 	}
-	if cfg.Replicas > 1 {
-		c.proposeCreate(ctx, from, name, cfg)
+	if cfg.Replicas >= 1 {
+		c.proposeCreate(ctx, from, name, cfg, strict)
 		return
 	}
 	st := storedFrom(c.nextID, name, cfg, c.cfg.Now().UnixNano())
@@ -545,12 +552,15 @@ func (c *catalog) onCreate(ctx actor.Context, from *actor.PID, name wire.StreamN
 	}
 	c.creating[key] = cr
 
+	c.persistStream(ctx, key, st, storage.MetaPut{Key: metaNextID, Value: binary.BigEndian.AppendUint64(nil, c.nextID)})
+}
+
+// persistStream writes st's record, with more puts in the same commit, and
+// goes on with onPersisted when the storage writer answers.
+func (c *catalog) persistStream(ctx actor.Context, key string, st storedStream, more ...storage.MetaPut) {
 	value, _ := json.Marshal(st)
-	next := binary.BigEndian.AppendUint64(nil, c.nextID)
-	req := &MetaWriteRequest{Puts: []storage.MetaPut{
-		{Key: append(append([]byte(nil), metaStreamPrefix...), key...), Value: value},
-		{Key: metaNextID, Value: next},
-	}}
+	req := &MetaWriteRequest{Puts: append([]storage.MetaPut{
+		{Key: append(append([]byte(nil), metaStreamPrefix...), key...), Value: value}}, more...)}
 	f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
 	ctx.ReenterAfter(f, func(res any, err error) {
 		if err == nil {
@@ -634,8 +644,8 @@ func (c *catalog) onDelete(ctx actor.Context, sender *actor.PID, m *DeleteStream
 		refuse(wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist", m.Name))
 		return
 	}
-	if h.Config.Replicas > 1 {
-		refuse(wire.Errorf(wire.CodeInvalidRequest, "stream %s is replicated: deleting a replicated stream is not supported yet", m.Name))
+	if h.Config.Replicas >= 1 {
+		refuse(wire.Errorf(wire.CodeInvalidRequest, "stream %s is the cluster's: deleting a cluster stream is not supported yet", m.Name))
 		return
 	}
 	delete(c.streams, key)

@@ -59,6 +59,9 @@ type metaEntry struct {
 	Name     wire.StreamName   `json:"name"`
 	Config   wire.StreamConfig `json:"config"`
 	Created  int64             `json:"created_unix_nano"`
+	// Strict refuses an existing stream of another config (an explicit
+	// create); an auto-create takes the stream as it is.
+	Strict bool `json:"strict,omitempty"`
 }
 
 // metaWait is a create this node proposed, waiting for its apply.
@@ -122,7 +125,7 @@ func (c *catalog) onMetaLoaded(ctx actor.Context, m *metaStateLoaded) {
 }
 
 // proposeCreate proposes a replicated stream's creation.
-func (c *catalog) proposeCreate(ctx actor.Context, from *actor.PID, name wire.StreamName, cfg wire.StreamConfig) {
+func (c *catalog) proposeCreate(ctx actor.Context, from *actor.PID, name wire.StreamName, cfg wire.StreamConfig, strict bool) {
 	reply := func(r *LookupStreamResponse) {
 		if from != nil {
 			ctx.Send(from, r)
@@ -145,7 +148,7 @@ func (c *catalog) proposeCreate(ctx actor.Context, from *actor.PID, name wire.St
 	}
 	c.nextMetaProposal++
 	id := c.nextMetaProposal
-	data, _ := json.Marshal(metaEntry{Op: "create", Node: cl.Self, Proposal: id, Name: name, Config: cfg, Created: c.cfg.Now().UnixNano()})
+	data, _ := json.Marshal(metaEntry{Op: "create", Node: cl.Self, Proposal: id, Name: name, Config: cfg, Created: c.cfg.Now().UnixNano(), Strict: strict})
 	if err := c.meta.propose(ctx, data); err != nil {
 		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader,
 			Message: fmt.Sprintf("the cluster's metadata group has no leader this node can reach (%v); retry shortly", err)}})
@@ -209,8 +212,12 @@ func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
 	if h, ok := c.streams[key]; ok {
 		// Another create of the name came first (or this one applied
 		// before a restart): the stream stands as it is.
+		if h.ID < replicatedIDBase {
+			ctx.Logger().Error("catalog: the cluster created a stream this node holds a stream of its own under; the node's own stays, and this node holds no replica of the cluster's",
+				slog.String("stream", key))
+		}
 		if h.ID != id && w != nil {
-			if h.Config != me.Config {
+			if me.Strict && h.Config != me.Config {
 				answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamExists,
 					"stream %s exists with another config (%d shards, %d replicas)", me.Name, h.Config.Shards, h.Config.Replicas)})
 			} else {
@@ -238,20 +245,7 @@ func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
 		cr.waiters = append(cr.waiters, w.waiters...)
 	}
 	c.creating[key] = cr
-	value, _ := json.Marshal(st)
-	req := &MetaWriteRequest{Puts: []storage.MetaPut{
-		{Key: append(append([]byte(nil), metaStreamPrefix...), key...), Value: value}, appliedPut}}
-	f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
-	ctx.ReenterAfter(f, func(res any, err error) {
-		if err == nil {
-			if r, ok := res.(*MetaWriteResponse); ok {
-				err = r.Err
-			} else {
-				err = fmt.Errorf("unexpected response %T", res)
-			}
-		}
-		c.onPersisted(ctx, &streamPersisted{key: key, err: err})
-	})
+	c.persistStream(ctx, key, st, appliedPut)
 	return nil
 }
 
@@ -263,7 +257,7 @@ func (c *catalog) writeMetaApplied(ctx actor.Context, put storage.MetaPut) {
 // replicaSet is where shard i of a replicated stream lives.
 func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 	cl := c.cfg.Cluster
-	if cl == nil || h.Config.Replicas < 2 {
+	if cl == nil || h.Config.Replicas < 1 {
 		return nil
 	}
 	reps, pref := c.placement(h)

@@ -398,6 +398,16 @@ func (c *raftCore) ready() raftOutput {
 	return out
 }
 
+// campaign starts an election now (a group of one voter need not wait
+// for an election timeout).
+func (c *raftCore) campaign() raftOutput {
+	if c.failed {
+		return raftOutput{}
+	}
+	_ = c.rn.Campaign()
+	return c.ready()
+}
+
 // transferLeader asks raft to hand leadership to id (a leader only; raft
 // ignores it elsewhere, and abandons a transfer that does not complete
 // within an election timeout).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -84,7 +85,10 @@ func startRaftReplica(ctx actor.Context, cfg raftReplicaConfig) (*raftReplica, e
 	if err != nil {
 		return nil, err
 	}
-	r := &raftReplica{key: cfg.Key, self: cfg.Self, core: core, writer: cfg.Writer, link: cfg.Link,
+	// Write tokens start at random: an answer to an earlier instance's
+	// write (the same actor name, after a restart) never matches one of
+	// this instance's.
+	r := &raftReplica{key: cfg.Key, self: cfg.Self, core: core, writer: cfg.Writer, link: cfg.Link, tokens: rand.Uint64() >> 1,
 		apply: cfg.Apply, soft: cfg.Soft, tick: cfg.OnTick, applied: max(cfg.Applied, raftBootstrapIndex),
 		tickEvery: cfg.Tick, afterFunc: cfg.AfterFunc}
 	r.arm(ctx)

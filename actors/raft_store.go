@@ -177,6 +177,11 @@ func loadRaftDurable(log storage.Log, shard storage.ShardKey) (raftDurable, erro
 			return raftDurable{}, fmt.Errorf("stream %d shard %d: raft: entry %d follows %d", shard.Stream, shard.Shard, e.GetIndex(), next+uint64(i)-1)
 		}
 	}
+	// A replicated shard records its applied index only with the batches it
+	// writes; a compaction (written after every batch it covers, by the
+	// same writer) may be at an entry that wrote none. What a snapshot
+	// covers is applied, and raft refuses to start below it.
+	d.Applied = max(d.Applied, next-1)
 	// A snapshot is committed by definition: a HardState written before a
 	// snapshot it was split from (a crash between them) may say less, and
 	// raft refuses to start on a commit below its snapshot.

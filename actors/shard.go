@@ -109,6 +109,8 @@ type shard struct {
 	ticks, ledSince int
 	// compactTo is the last compaction index that applied.
 	compactTo uint64
+	// heard is the tick each peer was last heard from at.
+	heard map[uint64]int
 }
 
 type stashed struct {
@@ -148,6 +150,9 @@ func NewShardProps(cfg ShardConfig) *actor.Props {
 
 // Receive dispatches.
 func (s *shard) Receive(ctx actor.Context) {
+	if in, ok := ctx.Message().(*RaftInbound); ok && s.replica != nil {
+		s.heard[in.From] = s.ticks // the peer is alive (leadership handover)
+	}
 	if s.replica != nil && s.replica.receive(ctx, ctx.Message()) {
 		s.afterRaft(ctx)
 		return

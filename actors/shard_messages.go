@@ -163,6 +163,8 @@ type ShardInfoResponse struct {
 	// RaftFirst is the first entry of this replica's raft log (entries
 	// before it were compacted).
 	RaftFirst uint64
+	// Preferred is the replica that leads the shard when it is up.
+	Preferred uint64
 	Match     map[uint64]uint64
 }
 

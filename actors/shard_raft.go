@@ -98,12 +98,16 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 		return
 	}
 	s.replica = r
+	s.heard = map[uint64]int{}
 	if rc.CompactEntries == 0 {
 		rc.CompactEntries = 10000
 	}
 	s.proposals = map[uint64]*proposalWait{}
 	s.nextProposal = rand.Uint64() >> 1 // distinct from an earlier instance's
 	rc.Router.Register(s.cfg.Key, ctx.Self())
+	if len(rc.Replicas) == 1 {
+		r.handle(ctx, r.core.campaign()) // its own quorum: it leads at once
+	}
 }
 
 // notHosted is the refusal of a shard whose replicas live elsewhere.
@@ -332,8 +336,12 @@ func (s *shard) onRaftTick(ctx actor.Context) {
 	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 || s.ticks-s.ledSince < transferEvery {
 		return
 	}
+	// The preferred replica must be alive (heard from within the last two
+	// heartbeats: raft's own RecentActive is reset every election timeout,
+	// in step with these checks) and hold every committed entry.
 	pr, ok := st.Progress[pref]
-	if !ok || !pr.RecentActive || pr.Match < st.GetCommit() {
+	heard, seen := s.heard[pref]
+	if !ok || !seen || s.ticks-heard > 2*max(s.cfg.Raft.HeartbeatTicks, 1) || pr.Match < st.GetCommit() {
 		return
 	}
 	s.logger(ctx).Info("shard: handing leadership to its preferred replica", slog.Uint64("to", pref))
@@ -434,7 +442,7 @@ func (s *shard) raftInfo(resp *ShardInfoResponse) {
 	if s.cfg.Raft == nil {
 		return
 	}
-	resp.Replicas = s.cfg.Raft.Replicas
+	resp.Replicas, resp.Preferred = s.cfg.Raft.Replicas, s.cfg.Raft.Preferred
 	if s.replica == nil {
 		return
 	}
@@ -449,13 +457,27 @@ func (s *shard) raftInfo(resp *ShardInfoResponse) {
 	}
 }
 
+// Lags is, on a shard's leader, how many raft entries each replica's log is
+// behind the leader's commit index (nil elsewhere: only the leader knows).
+func (r *ShardInfoResponse) Lags() map[uint64]uint64 {
+	if len(r.Match) == 0 {
+		return nil
+	}
+	out := map[uint64]uint64{}
+	for id, m := range r.Match {
+		out[id] = r.RaftCommit - min(m, r.RaftCommit)
+	}
+	return out
+}
+
 // replicationOf is a shard's raft group as its info describes it.
 func replicationOf(r *ShardInfoResponse) wire.ShardReplication {
 	out := wire.ShardReplication{Leader: r.Leader, Term: r.Term, Commit: r.RaftCommit}
+	lags := r.Lags()
 	for _, id := range r.Replicas {
 		lag := wire.LagUnknown
-		if m, ok := r.Match[id]; ok {
-			lag = r.RaftCommit - min(m, r.RaftCommit)
+		if l, ok := lags[id]; ok {
+			lag = l
 		}
 		out.Replicas = append(out.Replicas, wire.ReplicaState{Node: id, Lag: lag})
 	}

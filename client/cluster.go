@@ -239,25 +239,13 @@ func (cc *ClusterClient) any(ctx context.Context, skip uint64) (*clusterConn, er
 // leader (ErrNotLeader) or did not commit it in time (a create of the same
 // config again is answered with the stream).
 func (cc *ClusterClient) CreateStream(ctx context.Context, name StreamName, cfg StreamConfig) (StreamInfo, error) {
-	var skip uint64
-	for {
-		m, err := cc.any(ctx, skip)
-		if err != nil {
-			return StreamInfo{}, err
-		}
+	return retrying(ctx, cc, cc.anyPick(ctx), func(m *clusterConn) (StreamInfo, error) {
 		info, err := m.c.CreateStream(ctx, name, cfg)
 		if err == nil {
 			cc.learn(info)
-			return info, nil
 		}
-		if !cc.retryable(err, m) {
-			return StreamInfo{}, err
-		}
-		skip = m.id
-		if werr := cc.pause(ctx, err); werr != nil {
-			return StreamInfo{}, werr
-		}
-	}
+		return info, err
+	}, cc.retryable)
 }
 
 // DescribeStream describes name (see Client.DescribeStream) from any node
@@ -294,25 +282,15 @@ func (cc *ClusterClient) DescribeStream(ctx context.Context, name StreamName) (S
 
 // describeAny describes name from any node that knows it.
 func (cc *ClusterClient) describeAny(ctx context.Context, name StreamName) (StreamInfo, error) {
-	var skip uint64
-	for {
-		m, err := cc.any(ctx, skip)
-		if err != nil {
-			return StreamInfo{}, err
-		}
+	return retrying(ctx, cc, cc.anyPick(ctx), func(m *clusterConn) (StreamInfo, error) {
 		info, err := m.c.DescribeStream(ctx, name)
 		if err == nil {
 			cc.learn(info)
-			return info, nil
 		}
-		if !cc.retryable(err, m) {
-			return StreamInfo{}, err
-		}
-		skip = m.id
-		if werr := cc.pause(ctx, err); werr != nil {
-			return StreamInfo{}, werr
-		}
-	}
+		return info, err
+	}, func(err error, m *clusterConn) bool {
+		return !errors.Is(err, ErrStreamNotFound) && cc.retryable(err, m)
+	})
 }
 
 func (cc *ClusterClient) learn(info StreamInfo) {
@@ -328,7 +306,12 @@ func (cc *ClusterClient) shardOf(ctx context.Context, name StreamName, key []byt
 	cc.mu.Unlock()
 	if !ok {
 		info, err := cc.describeAny(ctx, name)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrStreamNotFound):
+			// Not known (yet): the publish goes to shard 0, where a node
+			// that auto-creates streams creates it (with one shard).
+			return 0, StreamConfig{}, nil
+		case err != nil:
 			return 0, StreamConfig{}, err
 		}
 		cfg = info.Config
@@ -397,6 +380,46 @@ func (cc *ClusterClient) retryable(err error, m *clusterConn) bool {
 	return m.c.usable() != nil && !errors.Is(err, ErrOutcomeUnknown)
 }
 
+// retrying calls call on the node pick chooses and, while again says its
+// failure applied nothing, once more on the node pick chooses next (told
+// which node failed), after a pause, until ctx ends.
+func retrying[T any](ctx context.Context, cc *ClusterClient, pick func(skip uint64) (*clusterConn, error),
+	call func(*clusterConn) (T, error), again func(error, *clusterConn) bool) (T, error) {
+	var skip uint64
+	for {
+		m, err := pick(skip)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		v, err := call(m)
+		if err == nil || !again(err, m) {
+			return v, err
+		}
+		skip = m.id
+		if perr := cc.pause(ctx, err); perr != nil {
+			var zero T
+			return zero, perr
+		}
+	}
+}
+
+// anyPick picks any live node; leaderPick shard k's leader.
+func (cc *ClusterClient) anyPick(ctx context.Context) func(uint64) (*clusterConn, error) {
+	return func(skip uint64) (*clusterConn, error) { return cc.any(ctx, skip) }
+}
+
+func (cc *ClusterClient) leaderPick(ctx context.Context, k clusterShard) func(uint64) (*clusterConn, error) {
+	return func(skip uint64) (*clusterConn, error) { return cc.leaderFor(ctx, k, skip) }
+}
+
+// refusedNotLeader reports whether err is a node's refusal as not the
+// leader (or draining): the request was not applied.
+func refusedNotLeader(err error) bool {
+	var werr *wire.Error
+	return errors.As(err, &werr) && (werr.Code == wire.CodeNotLeader || werr.Code == wire.CodeShuttingDown)
+}
+
 // pause waits a little before a retry (longer while there is no leader).
 func (cc *ClusterClient) pause(ctx context.Context, err error) error {
 	d := 20 * time.Millisecond
@@ -433,25 +456,16 @@ func (cc *ClusterClient) PublishBatch(ctx context.Context, name StreamName, payl
 		return PublishAck{}, err
 	}
 	k := clusterShard{name: name, shard: shard}
-	var skip uint64
-	for {
-		m, err := cc.leaderFor(ctx, k, skip)
-		if err != nil {
-			return PublishAck{}, err
-		}
+	return retrying(ctx, cc, cc.leaderPick(ctx, k), func(m *clusterConn) (PublishAck, error) {
 		ack, err := m.c.PublishBatch(ctx, name, payloads, opts...)
 		cc.observe(k, m, err)
+		return ack, err
+	}, func(err error, m *clusterConn) bool {
+		// Refused by a node that does not lead, or never sent (the node
+		// was gone before it went out): nothing was written.
 		var werr *wire.Error
-		notLeader := errors.As(err, &werr) && (werr.Code == wire.CodeNotLeader || werr.Code == wire.CodeShuttingDown)
-		lost := err != nil && !errors.As(err, &werr) && m.c.usable() != nil && !errors.Is(err, ErrOutcomeUnknown)
-		if err == nil || !(notLeader || lost) {
-			return ack, err
-		}
-		skip = m.id
-		if werr := cc.pause(ctx, err); werr != nil {
-			return PublishAck{}, werr
-		}
-	}
+		return refusedNotLeader(err) || (!errors.As(err, &werr) && m.c.usable() != nil && !errors.Is(err, ErrOutcomeUnknown))
+	})
 }
 
 // PublishIf publishes payloads as one batch only if its shard's tail is
@@ -468,45 +482,19 @@ func (cc *ClusterClient) PublishIf(ctx context.Context, name StreamName, payload
 		return ConditionalResult{}, err
 	}
 	k := clusterShard{name: name, shard: shard}
-	var skip uint64
-	for {
-		m, err := cc.leaderFor(ctx, k, skip)
-		if err != nil {
-			return ConditionalResult{}, err
-		}
+	return retrying(ctx, cc, cc.leaderPick(ctx, k), func(m *clusterConn) (ConditionalResult, error) {
 		res, err := m.c.PublishIf(ctx, name, payloads, expectedOffset, opts...)
 		cc.observe(k, m, err)
-		var werr *wire.Error
-		notLeader := errors.As(err, &werr) && (werr.Code == wire.CodeNotLeader || werr.Code == wire.CodeShuttingDown)
-		if err == nil || !notLeader {
-			return res, err
-		}
-		skip = m.id
-		if werr := cc.pause(ctx, err); werr != nil {
-			return ConditionalResult{}, werr
-		}
-	}
+		return res, err
+	}, func(err error, _ *clusterConn) bool { return refusedNotLeader(err) })
 }
 
 // Read reads a page of shard from its leader (see Client.Read), so that
 // what it returns includes every acknowledged record.
 func (cc *ClusterClient) Read(ctx context.Context, name StreamName, shard uint32, start, end uint64, opts ...ReadOption) (ReadPage, error) {
-	k := clusterShard{name: name, shard: shard}
-	var skip uint64
-	for {
-		m, err := cc.leaderFor(ctx, k, skip)
-		if err != nil {
-			return ReadPage{}, err
-		}
-		page, err := m.c.Read(ctx, name, shard, start, end, opts...)
-		if err == nil || !cc.retryable(err, m) {
-			return page, err
-		}
-		skip = m.id
-		if werr := cc.pause(ctx, err); werr != nil {
-			return ReadPage{}, werr
-		}
-	}
+	return retrying(ctx, cc, cc.leaderPick(ctx, clusterShard{name: name, shard: shard}), func(m *clusterConn) (ReadPage, error) {
+		return m.c.Read(ctx, name, shard, start, end, opts...)
+	}, cc.retryable)
 }
 
 // ClusterProducer is an idempotent producer over a cluster: each batch

@@ -285,7 +285,7 @@ func (n *Node) groupStatus(wait time.Duration) ([]GroupStatus, map[uint64]int) {
 		return groups, leaders
 	}
 	for _, h := range res.(*actors.AllStreamsResponse).Streams {
-		if h.Config.Replicas < 2 {
+		if h.Config.Replicas < 1 {
 			continue
 		}
 		futures := make([]*actor.Future, len(h.Shards))
@@ -302,13 +302,7 @@ func (n *Node) groupStatus(wait time.Duration) ([]GroupStatus, map[uint64]int) {
 				continue // not held here
 			}
 			g := GroupStatus{Stream: h.Name.String(), Shard: uint32(i), Leader: si.Leader, Term: si.Term,
-				Commit: si.RaftCommit, Applied: si.RaftApplied, Tail: si.Tail}
-			if len(si.Match) > 0 {
-				g.Lag = map[uint64]uint64{}
-				for id, m := range si.Match {
-					g.Lag[id] = si.RaftCommit - min(m, si.RaftCommit)
-				}
-			}
+				Commit: si.RaftCommit, Applied: si.RaftApplied, Tail: si.Tail, Lag: si.Lags()}
 			if si.Leader != 0 {
 				leaders[si.Leader]++
 			}

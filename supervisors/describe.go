@@ -38,7 +38,10 @@ type ShardDescription struct {
 	// node knows leads it (0: none known, or not replicated).
 	Replicas []uint64 `json:"replicas,omitempty"`
 	Leader   uint64   `json:"leader,omitempty"`
-	Term     uint64   `json:"term,omitempty"`
+	// Preferred is the replica that leads the shard whenever it is up
+	// and caught up (leaders spread over the nodes).
+	Preferred uint64 `json:"preferred_leader,omitempty"`
+	Term      uint64 `json:"term,omitempty"`
 	// Commit and Applied are this replica's raft indexes; RaftFirst the
 	// first entry its raft log holds (those before were compacted).
 	Commit    uint64 `json:"commit,omitempty"`
@@ -80,13 +83,8 @@ func (n *Node) DescribeStream(ctx context.Context, name wire.StreamName) (Stream
 		}
 		si := r.(*actors.ShardInfoResponse)
 		sd := ShardDescription{Shard: uint32(i), First: si.First, Tail: si.Tail, Replicas: si.Replicas, Leader: si.Leader,
-			Term: si.Term, Commit: si.RaftCommit, Applied: si.RaftApplied, RaftFirst: si.RaftFirst}
-		if len(si.Match) > 0 {
-			sd.Lag = map[uint64]uint64{}
-			for id, m := range si.Match {
-				sd.Lag[id] = si.RaftCommit - min(m, si.RaftCommit)
-			}
-		}
+			Term: si.Term, Commit: si.RaftCommit, Applied: si.RaftApplied, RaftFirst: si.RaftFirst, Preferred: si.Preferred}
+		sd.Lag = si.Lags()
 		out.Shard = append(out.Shard, sd)
 	}
 	return out, nil

@@ -107,13 +107,18 @@ func (tc *testCluster) describeAll(name wire.StreamName, what string, ok func(id
 	}
 }
 
-// leaderOf waits for the running nodes to agree on shard's leader.
+// leaderOf waits for the running nodes to agree on shard's leader, and for
+// it to be the shard's preferred leader if that one runs (so that no
+// handover is to come).
 func (tc *testCluster) leaderOf(name wire.StreamName, shard int) uint64 {
 	tc.t.Helper()
 	var lead uint64
 	tc.describeAll(name, "one leader", func(id uint64, d StreamDescription) bool {
-		l := d.Shard[shard].Leader
+		l, pref := d.Shard[shard].Leader, d.Shard[shard].Preferred
 		if _, up := tc.nodes[l]; !up {
+			return false
+		}
+		if _, up := tc.nodes[pref]; up && l != pref {
 			return false
 		}
 		if lead == 0 || lead == l {
@@ -124,6 +129,25 @@ func (tc *testCluster) leaderOf(name wire.StreamName, shard int) uint64 {
 		return false
 	})
 	return lead
+}
+
+// addrs and cas are every node's client address and CA file, as a
+// ClusterClient (or a Client with seeds) takes them.
+func (tc *testCluster) addrs3() (addrs string, cas client.Option) {
+	return fmt.Sprintf("%s,%s,%s", tc.nodes[1].Addr(), tc.nodes[2].Addr(), tc.nodes[3].Addr()),
+		client.WithCAFile(fmt.Sprintf("%s,%s,%s", tc.nodes[1].CAFile(), tc.nodes[2].CAFile(), tc.nodes[3].CAFile()))
+}
+
+// dialCluster dials a ClusterClient to the three nodes.
+func (tc *testCluster) dialCluster(ctx context.Context) *client.ClusterClient {
+	tc.t.Helper()
+	addrs, cas := tc.addrs3()
+	cc, err := client.DialCluster(ctx, addrs, cas)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.t.Cleanup(func() { _ = cc.Close() })
+	return cc
 }
 
 func dialTestClient(t *testing.T, n *Node) *client.Client {
@@ -259,13 +283,7 @@ func TestClusterClientFollowsTheLeaders(t *testing.T) {
 	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "events"}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	addrs := fmt.Sprintf("%s,%s,%s", tc.nodes[1].Addr(), tc.nodes[2].Addr(), tc.nodes[3].Addr())
-	cas := fmt.Sprintf("%s,%s,%s", tc.nodes[1].CAFile(), tc.nodes[2].CAFile(), tc.nodes[3].CAFile())
-	cc, err := client.DialCluster(ctx, addrs, client.WithCAFile(cas))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := tc.dialCluster(ctx)
 	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 3, Durable: true, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -329,12 +347,7 @@ func TestReplicatedLeadersSpread(t *testing.T) {
 	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "spread"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cc, err := client.DialCluster(ctx, fmt.Sprintf("%s,%s,%s", tc.nodes[1].Addr(), tc.nodes[2].Addr(), tc.nodes[3].Addr()),
-		client.WithCAFile(fmt.Sprintf("%s,%s,%s", tc.nodes[1].CAFile(), tc.nodes[2].CAFile(), tc.nodes[3].CAFile())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := tc.dialCluster(ctx)
 	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 3, Durable: true, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -394,12 +407,7 @@ func TestReplicatedShardSurvivesADiskFailure(t *testing.T) {
 	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "disk"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cc, err := client.DialCluster(ctx, fmt.Sprintf("%s,%s,%s", tc.nodes[1].Addr(), tc.nodes[2].Addr(), tc.nodes[3].Addr()),
-		client.WithCAFile(fmt.Sprintf("%s,%s,%s", tc.nodes[1].CAFile(), tc.nodes[2].CAFile(), tc.nodes[3].CAFile())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := tc.dialCluster(ctx)
 	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +426,7 @@ func TestReplicatedShardSurvivesADiskFailure(t *testing.T) {
 	lead := tc.leaderOf(name, 0)
 	disks[lead].broken.Store(true)
 	publish(20, 20)
-	_, err = tc.dial(lead).Publish(ctx, name, []byte("x"))
+	_, err := tc.dial(lead).Publish(ctx, name, []byte("x"))
 	if !errors.Is(err, client.ErrStorageFailure) && !errors.Is(err, client.ErrNotLeader) {
 		t.Fatalf("a publish to node %d, whose disk failed: %v, want storage_failure (or not_leader)", lead, err)
 	}
@@ -439,13 +447,8 @@ func TestReplicatedSubscriptionResumesOnAnotherReplica(t *testing.T) {
 	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "feed"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	addrs := fmt.Sprintf("%s,%s,%s", tc.nodes[1].Addr(), tc.nodes[2].Addr(), tc.nodes[3].Addr())
-	cas := client.WithCAFile(fmt.Sprintf("%s,%s,%s", tc.nodes[1].CAFile(), tc.nodes[2].CAFile(), tc.nodes[3].CAFile()))
-	cc, err := client.DialCluster(ctx, addrs, cas)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := tc.dialCluster(ctx)
+	addrs, cas := tc.addrs3()
 	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -518,12 +521,7 @@ func TestReplicatedRaftLogIsCompacted(t *testing.T) {
 	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "compact"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cc, err := client.DialCluster(ctx, fmt.Sprintf("%s,%s,%s", tc.nodes[1].Addr(), tc.nodes[2].Addr(), tc.nodes[3].Addr()),
-		client.WithCAFile(fmt.Sprintf("%s,%s,%s", tc.nodes[1].CAFile(), tc.nodes[2].CAFile(), tc.nodes[3].CAFile())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := tc.dialCluster(ctx)
 	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -547,4 +545,39 @@ func TestReplicatedRaftLogIsCompacted(t *testing.T) {
 	publish(650, 50)
 	tc.describeAll(name, "700 records everywhere", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 700 })
 	checkRecords(t, ctx, tc.dial(2), name, 0, 700)
+}
+
+// In a cluster every durable stream is the cluster's: a publish to a name
+// no node knows auto-creates it through the metadata group, with one
+// replica placed on one node, so every node knows it under one id; a
+// publish through another node is refused naming the replica's node, and a
+// ClusterClient follows that.
+func TestClusterAutoCreatesThroughTheMetadataGroup(t *testing.T) {
+	tc := newTestCluster(t)
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "auto"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cc := tc.dialCluster(ctx)
+	p := cc.NewProducer(name, 1)
+	for i := range 20 {
+		if ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)}); err != nil || ack.Offset != uint64(i) {
+			t.Fatalf("publish %d: %+v, %v", i, ack, err)
+		}
+	}
+	ds := tc.describeAll(name, "the stream on every node", func(_ uint64, d StreamDescription) bool {
+		return d.ID > 1<<63 && d.Replicas == 1 && len(d.Shard[0].Replicas) == 1
+	})
+	holder := ds[1].Shard[0].Replicas[0]
+	for id, d := range ds {
+		if d.ID != ds[1].ID || d.Shard[0].Replicas[0] != holder {
+			t.Fatalf("node %d: %+v, node 1: %+v", id, d, ds[1])
+		}
+	}
+	other := holder%3 + 1
+	_, err := tc.dial(other).Publish(ctx, name, []byte("x"))
+	var werr *wire.Error
+	if !errors.As(err, &werr) || werr.Code != wire.CodeNotLeader || werr.Detail != holder {
+		t.Fatalf("publish through node %d: %v, want not_leader naming %d", other, err, holder)
+	}
+	checkRecords(t, ctx, tc.dial(holder), name, 0, 20)
 }

@@ -465,17 +465,22 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 		return loopErr
 	}
 	if cmd.count > 0 {
-		d := time.Since(start)
-		sum := pubSummaryJSON{Records: records, Bytes: bytes, Seconds: d.Seconds(),
-			RecordsPerSec: float64(records) / d.Seconds(), MBPerSec: float64(bytes) / d.Seconds() / 1e6}
-		if f.structured() {
-			out.Flush()
-			return writeValue(stdout, f, sum)
-		}
-		fmt.Fprintf(out, "published %d records (%d payload bytes) in %v: %.0f records/s, %.1f MB/s\n",
-			records, bytes, d.Round(time.Millisecond), sum.RecordsPerSec, sum.MBPerSec)
+		return writePubSummary(out, stdout, f, records, bytes, time.Since(start))
 	}
 	return nil
+}
+
+// writePubSummary prints a --count run's summary: records, bytes and rates.
+func writePubSummary(out *bufio.Writer, stdout io.Writer, f outputFormat, records, bytes int, d time.Duration) error {
+	sum := pubSummaryJSON{Records: records, Bytes: bytes, Seconds: d.Seconds(),
+		RecordsPerSec: float64(records) / d.Seconds(), MBPerSec: float64(bytes) / d.Seconds() / 1e6}
+	if f.structured() {
+		out.Flush()
+		return writeValue(stdout, f, sum)
+	}
+	_, err := fmt.Fprintf(out, "published %d records (%d payload bytes) in %v: %.0f records/s, %.1f MB/s\n",
+		records, bytes, d.Round(time.Millisecond), sum.RecordsPerSec, sum.MBPerSec)
+	return err
 }
 
 // plainPublisher returns the publish of the run without --producer-id: a

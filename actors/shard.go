@@ -685,6 +685,14 @@ func (s *shard) onAppendFailed(ctx actor.Context, m *AppendFailed) {
 	s.logger(ctx).Error("shard: append failed; refusing publishes", slog.Any("error", m.Err))
 	s.rejectPending(ctx, s.core.failPending(), storageError(m.Err))
 	s.rejectUnadmitted(ctx, storageError(m.Err))
+	if s.replica != nil && !s.stoppingRaft {
+		// Applied entries whose batches are not stored: the replica must
+		// not go on (nor lead). Its parent starts the shard again, from
+		// what storage holds.
+		s.stoppingRaft = true
+		s.stopReplica(ctx, storageError(m.Err))
+		ctx.Stop(ctx.Self())
+	}
 }
 
 func storageError(err error) *wire.Error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -113,6 +114,10 @@ func (cc *ClusterClient) connect(ctx context.Context, addr string) (*clusterConn
 		return nil, ErrClosed
 	}
 	m := cc.members[addr]
+	if m != nil && time.Now().Before(m.quietUntil) {
+		cc.mu.Unlock()
+		return nil, fmt.Errorf("herald: %s: stopped answering; tried again in %s", addr, time.Until(m.quietUntil).Round(time.Millisecond))
+	}
 	if m != nil && m.c != nil {
 		if m.c.usable() == nil {
 			cc.mu.Unlock()
@@ -124,10 +129,6 @@ func (cc *ClusterClient) connect(ctx context.Context, addr string) (*clusterConn
 	if m != nil && time.Since(m.failedAt) < clusterRedialAfter {
 		cc.mu.Unlock()
 		return nil, fmt.Errorf("herald: %s: dialled %s ago and failed", addr, time.Since(m.failedAt).Round(time.Millisecond))
-	}
-	if m != nil && time.Now().Before(m.quietUntil) {
-		cc.mu.Unlock()
-		return nil, fmt.Errorf("herald: %s: stopped answering; dialled again in %s", addr, time.Until(m.quietUntil).Round(time.Millisecond))
 	}
 	cc.mu.Unlock()
 	c, err := Dial(ctx, addr, cc.opts...)
@@ -194,24 +195,25 @@ func (cc *ClusterClient) member(id uint64) *clusterConn {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	for _, m := range cc.members {
-		if m.id == id && m.c != nil && m.c.usable() == nil {
+		if m.id == id && m.c != nil && m.c.usable() == nil && !time.Now().Before(m.quietUntil) {
 			return &clusterConn{c: m.c, id: m.id}
 		}
 	}
 	return nil
 }
 
-// drop closes m's connection (it did not answer): the next request to its
-// node dials it again.
-func (cc *ClusterClient) drop(conn *clusterConn) {
+// quiet leaves conn's node alone for clusterQuiet (it did not answer in
+// time): requests go to the other nodes meanwhile. Its connection stays
+// (other calls may be using it); one that is dead is seen so within the
+// idle timeout and dialled again.
+func (cc *ClusterClient) quiet(conn *clusterConn) {
 	cc.mu.Lock()
+	defer cc.mu.Unlock()
 	for _, m := range cc.members {
 		if m.c == conn.c {
-			m.c, m.quietUntil = nil, time.Now().Add(clusterQuiet)
+			m.quietUntil = time.Now().Add(clusterQuiet)
 		}
 	}
-	cc.mu.Unlock()
-	_ = conn.c.Close()
 }
 
 // any returns a live connection, starting after the one named skip (so
@@ -386,7 +388,7 @@ func (cc *ClusterClient) retryable(err error, m *clusterConn) bool {
 func retrying[T any](ctx context.Context, cc *ClusterClient, pick func(skip uint64) (*clusterConn, error),
 	call func(*clusterConn) (T, error), again func(error, *clusterConn) bool) (T, error) {
 	var skip uint64
-	for {
+	for attempt := 0; ; attempt++ {
 		m, err := pick(skip)
 		if err != nil {
 			var zero T
@@ -397,7 +399,7 @@ func retrying[T any](ctx context.Context, cc *ClusterClient, pick func(skip uint
 			return v, err
 		}
 		skip = m.id
-		if perr := cc.pause(ctx, err); perr != nil {
+		if perr := cc.pause(ctx, err, attempt); perr != nil {
 			var zero T
 			return zero, perr
 		}
@@ -421,13 +423,24 @@ func refusedNotLeader(err error) bool {
 }
 
 // pause waits a little before a retry (longer while there is no leader).
-func (cc *ClusterClient) pause(ctx context.Context, err error) error {
+//
+// attempt counts the retries of one request so far: the pause doubles with
+// each (from 20 ms, or 100 ms while no node answers or no leader is known,
+// up to 2 s), with up to half of it random, so that many clients of a
+// failing node do not retry in step; a not-leader answer naming the leader
+// is followed after 5 ms whatever the attempt.
+func (cc *ClusterClient) pause(ctx context.Context, err error, attempt int) error {
 	d := 20 * time.Millisecond
 	var werr *wire.Error
-	if errors.As(err, &werr) && werr.Code == wire.CodeNotLeader && werr.Detail != 0 {
+	switch {
+	case errors.As(err, &werr) && werr.Code == wire.CodeNotLeader && werr.Detail != 0:
 		d = 5 * time.Millisecond // the leader is named: go there
-	} else if !errors.As(err, &werr) || werr.Code == wire.CodeNotLeader {
-		d = 100 * time.Millisecond // a lost node, or an election under way
+	default:
+		if !errors.As(err, &werr) || werr.Code == wire.CodeNotLeader {
+			d = 100 * time.Millisecond // a lost node, or an election under way
+		}
+		d = min(d<<min(attempt, 8), 2*time.Second)
+		d -= time.Duration(rand.Int64N(int64(d/2) + 1))
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -489,8 +502,12 @@ func (cc *ClusterClient) PublishIf(ctx context.Context, name StreamName, payload
 	}, func(err error, _ *clusterConn) bool { return refusedNotLeader(err) })
 }
 
-// Read reads a page of shard from its leader (see Client.Read), so that
-// what it returns includes every acknowledged record.
+// Read reads a page of shard from its leader as this client last learned
+// it (see Client.Read). Every replica serves committed records only, so a
+// page never holds a record that could be lost; it may end short of the
+// newest acknowledged ones (a new leader applies what its predecessor
+// committed within moments of its election, and a stale leader view reads
+// a follower): read again from page.Next for more.
 func (cc *ClusterClient) Read(ctx context.Context, name StreamName, shard uint32, start, end uint64, opts ...ReadOption) (ReadPage, error) {
 	return retrying(ctx, cc, cc.leaderPick(ctx, clusterShard{name: name, shard: shard}), func(m *clusterConn) (ReadPage, error) {
 		return m.c.Read(ctx, name, shard, start, end, opts...)
@@ -578,13 +595,13 @@ func (p *ClusterProducer) send(ctx context.Context, shard uint32, seq uint64, pa
 	k := clusterShard{name: p.name, shard: shard}
 	var skip uint64
 	attempt := clusterAttemptTimeout
-	for {
+	for attempts := 0; ; attempts++ {
 		m, err := p.cc.leaderFor(ctx, k, skip)
 		if err != nil {
 			if ctx.Err() != nil {
 				return PublishAck{}, fmt.Errorf("%w (batch of sequence %d may or may not be written)", err, seq)
 			}
-			if werr := p.cc.pause(ctx, err); werr != nil {
+			if werr := p.cc.pause(ctx, err, attempts); werr != nil {
 				return PublishAck{}, werr
 			}
 			continue
@@ -597,7 +614,7 @@ func (p *ClusterProducer) send(ctx context.Context, shard uint32, seq uint64, pa
 		if timedOut {
 			// It did not answer in time: leave it alone for a while, ask
 			// the others who leads, and give the next attempt longer.
-			p.cc.drop(m)
+			p.cc.quiet(m)
 			p.cc.forgetLeader(k, m.id)
 			attempt = min(2*attempt, clusterAttemptTimeoutMax)
 		}
@@ -618,7 +635,7 @@ func (p *ClusterProducer) send(ctx context.Context, shard uint32, seq uint64, pa
 			}
 		}
 		skip = m.id
-		if werr := p.cc.pause(ctx, err); werr != nil {
+		if werr := p.cc.pause(ctx, err, attempts); werr != nil {
 			return PublishAck{}, werr
 		}
 	}

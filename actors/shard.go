@@ -150,12 +150,14 @@ func NewShardProps(cfg ShardConfig) *actor.Props {
 
 // Receive dispatches.
 func (s *shard) Receive(ctx actor.Context) {
-	if in, ok := ctx.Message().(*RaftInbound); ok && s.replica != nil {
-		s.heard[in.From] = s.ticks // the peer is alive (leadership handover)
-	}
-	if s.replica != nil && s.replica.receive(ctx, ctx.Message()) {
-		s.afterRaft(ctx)
-		return
+	if s.replica != nil {
+		if in, ok := ctx.Message().(*RaftInbound); ok {
+			s.heard[in.From] = s.ticks // the peer is alive (leadership handover)
+		}
+		if s.replica.receive(ctx, ctx.Message()) {
+			s.afterRaft(ctx)
+			return
+		}
 	}
 	switch m := ctx.Message().(type) {
 	case *raftTick, *RaftInbound, *MetaWriteResponse, *PeerUndelivered:

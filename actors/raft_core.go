@@ -69,6 +69,11 @@ type raftDurable struct {
 	// Applied is the last index a replicated shard's log holds the batch
 	// of (0: none); entries after it are applied again at start.
 	Applied uint64
+	// AppliedTail is the shard's tail after that batch (HasAppliedTail:
+	// one was written): the shard log recovered must end there, or it lost
+	// batches raft will not hand out again.
+	AppliedTail    uint64
+	HasAppliedTail bool
 }
 
 // raftPersist is what must be durable before the messages of the Ready it

@@ -18,8 +18,9 @@ import (
 //	raft | stream u64 | shard u32 | 'e' | index u64   an entry (raftpb.Entry)
 //	raft | stream u64 | shard u32 | 'h'                the HardState
 //	raft | stream u64 | shard u32 | 's'                the last snapshot
-//	raft | stream u64 | shard u32 | 'a'                the last index applied
-//	                                                    to the shard log (u64)
+//	raft | stream u64 | shard u32 | 'a'                the last index whose batch
+//	                                                    the shard log holds, and
+//	                                                    the tail after it (u64, u64)
 //
 // all big-endian, so a group's entries scan in index order. The raft log
 // is the durable source of a replicated shard: the shard's own batches are
@@ -151,10 +152,11 @@ func loadRaftDurable(log storage.Log, shard storage.ShardKey) (raftDurable, erro
 			}
 			d.Snapshot = s
 		case raftKindApplied:
-			if len(v) != 8 {
+			if len(v) != 16 {
 				return fmt.Errorf("raft: applied index of %d bytes", len(v))
 			}
-			d.Applied = binary.BigEndian.Uint64(v)
+			d.Applied, d.AppliedTail = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+			d.HasAppliedTail = true
 		default:
 			return fmt.Errorf("raft: key %x of unknown kind %q", key, rest[0])
 		}

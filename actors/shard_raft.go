@@ -82,6 +82,15 @@ func raftAppliedKey(shard storage.ShardKey) []byte {
 // startReplica starts the shard's raft replica from what recovery read.
 func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	rc := s.cfg.Raft
+	if d.HasAppliedTail && d.AppliedTail != s.core.tail {
+		// Recovery cut batches off the shard log (a corrupt tail) that raft
+		// counts as applied: going on would give the next entries other
+		// offsets than the other replicas'. The replica must be rebuilt.
+		s.failed = fmt.Errorf("%w: the shard log ends at offset %d, but its raft replica applied through offset %d (index %d): rebuild this replica",
+			ErrStorageFailed, s.core.tail, d.AppliedTail, d.Applied)
+		s.logger(ctx).Error("shard: cannot start its raft replica; refusing publishes", slog.Any("error", s.failed))
+		return
+	}
 	if rc.ProposalTimeout <= 0 {
 		rc.ProposalTimeout = 5 * time.Second
 	}
@@ -217,7 +226,7 @@ func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
 	}
 	b := s.core.admit(pendingPublish{batch: storage.Batch{Count: p.Count, Timestamp: p.Timestamp, Records: p.Records},
 		reqID: m.ReqID, ack: m.Ack, replyTo: m.ReplyTo, received: m.Received})
-	metas := []storage.MetaPut{{Key: raftAppliedKey(s.cfg.Key), Value: binary.BigEndian.AppendUint64(nil, e.GetIndex())}}
+	metas := []storage.MetaPut{{Key: raftAppliedKey(s.cfg.Key), Value: binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, e.GetIndex()), b.End())}}
 	if p.Idempotent {
 		pr := s.core.admitProducer(p.ProducerID, p.Sequence, b)
 		metas = append(metas, storage.MetaPut{Key: producerKey(s.cfg.Key, pr.id), Value: pr.encode()})

@@ -424,24 +424,27 @@ func refusedNotLeader(err error) bool {
 
 // pause waits a little before a retry (longer while there is no leader).
 //
-// attempt counts the retries of one request so far: the pause doubles with
-// each (from 20 ms, or 100 ms while no node answers or no leader is known,
-// up to 2 s), with up to half of it random, so that many clients of a
-// failing node do not retry in step; a not-leader answer naming the leader
-// is followed after 5 ms whatever the attempt.
+// attempt counts the retries of one request so far. A not-leader answer
+// naming the leader is followed after 5 ms; one naming none (an election
+// is under way) is asked again every 50 ms, since an election ends within
+// two election timeouts; a lost node is given 100 ms, doubling to 1 s; any
+// other refusal (a node's storage failure, an overload) 20 ms, doubling to
+// 2 s. Up to half of each pause is random, so that many clients do not
+// retry in step.
 func (cc *ClusterClient) pause(ctx context.Context, err error, attempt int) error {
-	d := 20 * time.Millisecond
 	var werr *wire.Error
+	var d time.Duration
 	switch {
 	case errors.As(err, &werr) && werr.Code == wire.CodeNotLeader && werr.Detail != 0:
-		d = 5 * time.Millisecond // the leader is named: go there
+		d = 5 * time.Millisecond
+	case errors.As(err, &werr) && werr.Code == wire.CodeNotLeader:
+		d = 50 * time.Millisecond
+	case !errors.As(err, &werr):
+		d = min((100*time.Millisecond)<<min(attempt, 8), time.Second)
 	default:
-		if !errors.As(err, &werr) || werr.Code == wire.CodeNotLeader {
-			d = 100 * time.Millisecond // a lost node, or an election under way
-		}
-		d = min(d<<min(attempt, 8), 2*time.Second)
-		d -= time.Duration(rand.Int64N(int64(d/2) + 1))
+		d = min((20*time.Millisecond)<<min(attempt, 8), 2*time.Second)
 	}
+	d -= time.Duration(rand.Int64N(int64(d/2) + 1))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

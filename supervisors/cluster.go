@@ -288,16 +288,11 @@ func (n *Node) groupStatus(wait time.Duration) ([]GroupStatus, map[uint64]int) {
 		if h.Config.Replicas < 1 {
 			continue
 		}
-		futures := make([]*actor.Future, len(h.Shards))
-		for i, pid := range h.Shards {
-			futures[i] = n.sys.Root.RequestFuture(pid, &actors.ShardInfoRequest{}, wait)
-		}
-		for i, f := range futures {
-			r, err := f.Result()
-			if err != nil {
+		infos, errs := n.shardInfos(h, wait)
+		for i, si := range infos {
+			if errs[i] != nil {
 				continue
 			}
-			si := r.(*actors.ShardInfoResponse)
 			if !slices.Contains(si.Replicas, n.cluster.self) {
 				continue // not held here
 			}

@@ -72,22 +72,38 @@ func (n *Node) DescribeStream(ctx context.Context, name wire.StreamName) (Stream
 	if n.cluster != nil {
 		out.Node = n.cluster.self
 	}
-	futures := make([]*actor.Future, len(h.Shards))
-	for i, pid := range h.Shards {
-		futures[i] = n.sys.Root.RequestFuture(pid, &actors.ShardInfoRequest{}, wait)
-	}
-	for i, f := range futures {
-		r, err := f.Result()
-		if err != nil {
-			return StreamDescription{}, fmt.Errorf("describe: shard %d: %w", i, err)
+	infos, errs := n.shardInfos(h, wait)
+	for i, si := range infos {
+		if errs[i] != nil {
+			return StreamDescription{}, fmt.Errorf("describe: shard %d: %w", i, errs[i])
 		}
-		si := r.(*actors.ShardInfoResponse)
 		sd := ShardDescription{Shard: uint32(i), First: si.First, Tail: si.Tail, Replicas: si.Replicas, Leader: si.Leader,
 			Term: si.Term, Commit: si.RaftCommit, Applied: si.RaftApplied, RaftFirst: si.RaftFirst, Preferred: si.Preferred}
 		sd.Lag = si.Lags()
 		out.Shard = append(out.Shard, sd)
 	}
 	return out, nil
+}
+
+// shardInfos asks every shard of h for its info at once and waits for the
+// answers (errs[i] is shard i's failure).
+func (n *Node) shardInfos(h *actors.StreamHandle, wait time.Duration) ([]*actors.ShardInfoResponse, []error) {
+	futures := make([]*actor.Future, len(h.Shards))
+	for i, pid := range h.Shards {
+		futures[i] = n.sys.Root.RequestFuture(pid, &actors.ShardInfoRequest{}, wait)
+	}
+	infos, errs := make([]*actors.ShardInfoResponse, len(h.Shards)), make([]error, len(h.Shards))
+	for i, f := range futures {
+		r, err := f.Result()
+		if err == nil {
+			infos[i], _ = r.(*actors.ShardInfoResponse)
+		}
+		if infos[i] == nil && err == nil {
+			err = fmt.Errorf("shard answered %T", r)
+		}
+		errs[i] = err
+	}
+	return infos, errs
 }
 
 // serveDescribe answers GET /streams/describe?stream=tenant/ns/name with

@@ -381,14 +381,8 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	out := bufio.NewWriter(stdout)
+	out, f, rw, bar := cmd.outputs(stdout)
 	defer out.Flush()
-	f := format(cmd.json, cmd.yaml)
-	rw := &recordWriter{format: f, w: out}
-	var bar *progressBar
-	if cmd.progress != nil {
-		bar = startProgress(cmd.progress, cmd.count, progressEvery)
-	}
 
 	// The printer waits for the acks in order while the loop below keeps
 	// publishing: one goroutine pipelines, the other reports.
@@ -468,6 +462,18 @@ func (cmd *pubCmd) run(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 		return writePubSummary(out, stdout, f, records, bytes, time.Since(start))
 	}
 	return nil
+}
+
+// outputs makes a run's buffered output, its format and record writer, and
+// its progress bar (nil without --count on a terminal).
+func (cmd *pubCmd) outputs(stdout io.Writer) (*bufio.Writer, outputFormat, *recordWriter, *progressBar) {
+	out := bufio.NewWriter(stdout)
+	f := format(cmd.json, cmd.yaml)
+	var bar *progressBar
+	if cmd.progress != nil {
+		bar = startProgress(cmd.progress, cmd.count, progressEvery)
+	}
+	return out, f, &recordWriter{format: f, w: out}, bar
 }
 
 // writePubSummary prints a --count run's summary: records, bytes and rates.

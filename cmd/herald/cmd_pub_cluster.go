@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -41,14 +40,8 @@ func (cmd *pubCmd) runCluster(ctx context.Context, stdin io.Reader, stdout io.Wr
 		prod.Resume()
 	}
 	opts := cmd.publishOptions()
-	out := bufio.NewWriter(stdout)
+	out, f, rw, bar := cmd.outputs(stdout)
 	defer out.Flush()
-	f := format(cmd.json, cmd.yaml)
-	rw := &recordWriter{format: f, w: out}
-	var bar *progressBar
-	if cmd.progress != nil {
-		bar = startProgress(cmd.progress, cmd.count, progressEvery)
-	}
 	next := cmd.source(stdin)
 	var records, bytes int
 	start := time.Now()

@@ -105,6 +105,11 @@ on from the producer's last sequence on the shard, which it asks the node for be
 first batch, so every run writes its records: re-running a command publishes them again.
 Give each publisher that runs at the same time its own id.
 
+With several --server addresses (every node of a cluster) pub talks to the cluster: each
+batch goes to its shard's leader, always as an idempotent producer (--producer-id, else a
+random id for the run), so a batch whose leader dies before it answers is sent again to
+the next leader and written once; --ack batch only, and no --if-offset.
+
 ` + streamArgHelp,
 		Example: `  herald pub orders "hello" "world"                 # prints 0 0 and 0 1
   seq 1 5 | herald pub orders --batch 5              # five records, one request
@@ -113,6 +118,7 @@ Give each publisher that runs at the same time its own id.
   herald pub orders --count 200000 --size 1KiB       # generated load, with a summary
   herald pub orders --key k1 --if-offset 12 "tick"   # only if shard's tail is 12
   seq 1 1000 | herald pub orders --producer-id 7      # exactly once across node restarts
+  seq 1 1000 | herald pub orders --server 127.0.0.1:7400,127.0.0.1:7410,127.0.0.1:7420  # to a cluster
   herald pub orders --producer-id 7 --count 100000 --batch 100`,
 		Args: cobra.ArbitraryArgs,
 	}

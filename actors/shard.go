@@ -156,6 +156,11 @@ func (s *shard) Receive(ctx actor.Context) {
 		}
 		if s.replica.receive(ctx, ctx.Message()) {
 			s.afterRaft(ctx)
+			if len(s.held) > 0 && !s.stoppingRaft {
+				// Proposals that ended without a batch (refused, duplicates,
+				// answered on a step-down) made room: admit what waits.
+				s.admitHeld(ctx)
+			}
 			return
 		}
 	}

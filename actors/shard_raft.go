@@ -419,15 +419,7 @@ func (s *shard) armProposalTimer(ctx actor.Context) {
 // failed (a write it could not make, an entry it could not apply) stops
 // the shard, whose parent starts it again from storage.
 func (s *shard) afterRaft(ctx actor.Context) {
-	if s.replica == nil || s.stoppingRaft {
-		return
-	}
-	if s.replica.failed() == nil {
-		// Proposals that ended without a batch (refused, duplicates,
-		// answered on a step-down) made room: admit what waits.
-		if len(s.held) > 0 {
-			s.admitHeld(ctx)
-		}
+	if s.replica == nil || s.replica.failed() == nil || s.stoppingRaft {
 		return
 	}
 	s.stoppingRaft = true

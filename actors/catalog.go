@@ -152,6 +152,9 @@ type catalog struct {
 	nextMetaProposal uint64
 	// placements caches each replicated stream's placement, by id.
 	placements map[uint64]streamPlacement
+	// metaRestartTimer stops the pending restart of a failed metadata
+	// replica (nil: none).
+	metaRestartTimer func() bool
 }
 
 type creation struct {
@@ -177,6 +180,9 @@ func NewCatalogProps(cfg CatalogConfig) *actor.Props {
 // Receive dispatches.
 func (c *catalog) Receive(ctx actor.Context) {
 	if c.meta != nil && c.meta.receive(ctx, ctx.Message()) {
+		if c.meta.failed() != nil {
+			c.restartMeta(ctx)
+		}
 		return
 	}
 	switch m := ctx.Message().(type) {
@@ -184,6 +190,10 @@ func (c *catalog) Receive(ctx actor.Context) {
 		// For a metadata replica that is not running (yet).
 	case *metaProposalExpired:
 		c.onMetaProposalExpired(ctx, m)
+	case *metaRestart:
+		if c.meta == nil && !c.stopping {
+			c.startMeta(ctx)
+		}
 	case *actor.Started:
 		c.onStarted(ctx)
 	case *catalogLoaded:

@@ -302,9 +302,26 @@ type streamPlacement struct {
 	preferred map[uint32]uint64
 }
 
+// restartMeta replaces a metadata replica that failed (a write it could
+// not make): what waited for it is answered, and after a pause a new
+// replica starts from what storage holds, as at the catalog's start.
+func (c *catalog) restartMeta(ctx actor.Context) {
+	ctx.Logger().Error("catalog: the metadata replica failed; starting it again from storage", slog.Any("error", c.meta.failed()))
+	c.stopMeta(ctx)
+	c.meta = nil
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	c.metaRestartTimer = time.AfterFunc(time.Second, func() { root.Send(self, &metaRestart{}) }).Stop
+}
+
+// metaRestart starts the metadata replica again (restartMeta).
+type metaRestart struct{}
+
 // stopMeta stops the metadata replica (the catalog stops or restarts);
 // creates waiting for it are answered as outcome unknown.
 func (c *catalog) stopMeta(ctx actor.Context) {
+	if c.metaRestartTimer != nil && c.stopping {
+		c.metaRestartTimer()
+	}
 	if c.meta == nil {
 		return
 	}

@@ -120,6 +120,13 @@ func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 				slog.Uint64("shard", uint64(r.key.Shard)), slog.Any("error", err))
 			return true
 		}
+		if m.From != 0 && (pm.GetFrom() != m.From || pm.GetTo() != r.self) {
+			// A message must come from the node whose link carried it and
+			// be for this replica: a node does not speak for another.
+			ctx.Logger().Warn("raft: a message names other replicas than its link's", slog.Uint64("stream", r.key.Stream),
+				slog.Uint64("shard", uint64(r.key.Shard)), slog.Uint64("link", m.From), slog.Uint64("from", pm.GetFrom()), slog.Uint64("to", pm.GetTo()))
+			return true
+		}
 		r.handle(ctx, r.core.step(pm))
 	case *MetaWriteResponse:
 		r.onWritten(ctx, m)

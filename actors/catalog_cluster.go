@@ -262,7 +262,8 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 	}
 	reps, pref := c.placement(h)
 	return &ShardRaft{Self: cl.Self, Replicas: reps[i], Preferred: pref[i], Router: cl.Router, Tick: cl.Tick,
-		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout, CompactEntries: cl.CompactEntries}
+		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout, CompactEntries: cl.CompactEntries,
+		Goroutines: c.cfg.Goroutines}
 }
 
 // placement is where a replicated stream's shards live (rendezvous

@@ -43,8 +43,10 @@ type PeerLinkConfig struct {
 	// CheckIdentity, if set, checks that the peer's verified certificate
 	// names the node id it claims (transport.PeerTLS.CheckPeerIdentity).
 	CheckIdentity func(certs []*x509.Certificate, id uint64) error
-	// Deliver receives what the peer sent, on the link's reader goroutine.
-	Deliver func(from uint64, msgs []peerwire.Message)
+	// Deliver receives what the peer sent, on the link's reader goroutine;
+	// DeliverShard a Shard frame (nil: dropped).
+	Deliver      func(from uint64, msgs []peerwire.Message)
+	DeliverShard func(from uint64, m peerwire.ShardMessage)
 	// MaxQueuedBytes bounds the messages waiting for the writer (default
 	// 8 MiB); MaxFrameBytes a frame either way (default
 	// peerwire.DefaultMaxFrameBytes).
@@ -73,6 +75,14 @@ type PeerSend struct {
 	// Snapshot marks the messages that carry a snapshot (by index in Msgs).
 	Snapshot []bool
 	ReplyTo  *actor.PID
+}
+
+// PeerSendFrame asks the link to send one Shard frame, encoded (a page of
+// a shard's log, or a fetch of one). It waits behind the raft messages
+// queued, is dropped while the link is down or past MaxQueuedBytes, and
+// nobody is told: the fetching replica retries after its timeout.
+type PeerSendFrame struct {
+	Frame []byte
 }
 
 // PeerUndelivered tells a group that messages to Peer were dropped;
@@ -143,6 +153,8 @@ type peerLink struct {
 	queueFrom   []*actor.PID
 	queueSnap   []bool
 	queued      int
+	// frameQueue are Shard frames waiting for the writer.
+	frameQueue  [][]byte
 	flushQueued bool
 	dialing     bool
 	retry       time.Duration
@@ -192,6 +204,8 @@ func (l *peerLink) Receive(ctx actor.Context) {
 		l.dial(ctx)
 	case *PeerSend:
 		l.onSend(ctx, m)
+	case *PeerSendFrame:
+		l.onSendFrame(ctx, m)
 	case *peerFlush:
 		l.flushQueued = false
 		l.flush(ctx)
@@ -383,6 +397,16 @@ func (l *peerLink) onConnected(ctx actor.Context, m *peerConnected) {
 	if !cfg.Goroutines.Go(func() {
 		for {
 			t, body, err := peerwire.ReadFrame(stream, cfg.MaxFrameBytes)
+			if err == nil && t == peerwire.TypeShard {
+				var sm peerwire.ShardMessage
+				if sm, err = peerwire.DecodeShard(body); err == nil {
+					if cfg.DeliverShard != nil {
+						cfg.DeliverShard(cfg.Peer, sm)
+					}
+					root.Send(self, &peerReceived{n: 1})
+					continue
+				}
+			}
 			if err == nil && t != peerwire.TypeRaft {
 				err = fmt.Errorf("peer sent %s after its hello", t)
 			}
@@ -459,9 +483,37 @@ func (l *peerLink) onSend(ctx actor.Context, m *PeerSend) {
 	}
 }
 
-// flush hands the writer one frame of what queued, if it is idle.
+func (l *peerLink) onSendFrame(ctx actor.Context, m *PeerSendFrame) {
+	if l.conn == nil || l.queued+len(m.Frame) > l.cfg.MaxQueuedBytes || len(m.Frame) > int(l.cfg.MaxFrameBytes)+peerwire.HeaderSize {
+		l.status.Dropped++
+		return
+	}
+	l.frameQueue = append(l.frameQueue, m.Frame)
+	l.queued += len(m.Frame)
+	if !l.flushQueued {
+		l.flushQueued = true
+		ctx.Send(ctx.Self(), &peerFlush{})
+	}
+}
+
+// flush hands the writer one frame of what queued, if it is idle: raft's
+// messages first (heartbeats must not wait behind a page), then a Shard
+// frame.
 func (l *peerLink) flush(ctx actor.Context) {
-	if l.conn == nil || l.busy || len(l.queue) == 0 {
+	if l.conn == nil || l.busy {
+		return
+	}
+	if len(l.queue) == 0 {
+		if len(l.frameQueue) > 0 {
+			f := l.frameQueue[0]
+			l.frameQueue[0] = nil
+			l.frameQueue = l.frameQueue[1:]
+			l.queued -= len(f)
+			l.status.Frames++
+			l.status.Messages++
+			l.busy = true
+			l.frames <- f
+		}
 		return
 	}
 	// At most one frame's worth; the rest goes when this one is written.
@@ -503,7 +555,8 @@ func (l *peerLink) dropQueue(ctx actor.Context) {
 			ctx.Send(l.queueFrom[i], &PeerUndelivered{Peer: l.cfg.Peer, Group: msg.Group, Snapshot: l.queueSnap[i]})
 		}
 	}
-	l.queue, l.queueFrom, l.queueSnap, l.queued = nil, nil, nil, 0
+	l.status.Dropped += uint64(len(l.frameQueue))
+	l.queue, l.queueFrom, l.queueSnap, l.frameQueue, l.queued = nil, nil, nil, nil, 0
 }
 
 // PeerDialer returns a Dial for links: QUIC over tr with the node's peer

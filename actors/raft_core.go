@@ -74,6 +74,9 @@ type raftDurable struct {
 	// batches raft will not hand out again.
 	AppliedTail    uint64
 	HasAppliedTail bool
+	// Installing is a snapshot whose install a crash cut short (nil:
+	// none): the shard log may hold part of what it fetched.
+	Installing *pb.Snapshot
 }
 
 // raftPersist is what must be durable before the messages of the Ready it
@@ -427,14 +430,17 @@ func (c *raftCore) transferLeader(id uint64) raftOutput {
 // status is the replica's role, term and leader, and its log's reach.
 func (c *raftCore) status() raft.BasicStatus { return c.rn.BasicStatus() }
 
-// compact drops the log's entries up to index (applied and stored in the
-// shard log), keeping the snapshot metadata raft needs to send a follower
-// that is further behind: data describes the shard at index.
-func (c *raftCore) compact(index uint64, data []byte) error {
-	if _, err := c.log.CreateSnapshot(index, c.conf, data); err != nil {
+// compact takes a snapshot at index at (applied; data describes the shard
+// there) and drops the log's entries up to to (at most at): a follower
+// behind to is sent the snapshot, one between to and at the entries.
+func (c *raftCore) compact(at, to uint64, data []byte) error {
+	if _, err := c.log.CreateSnapshot(at, c.conf, data); err != nil {
 		return err
 	}
-	return c.log.Compact(index)
+	if first, _ := c.log.FirstIndex(); to < first {
+		return nil
+	}
+	return c.log.Compact(to)
 }
 
 // discardRaftLogger drops raft's log lines.

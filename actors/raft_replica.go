@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -37,6 +38,13 @@ type raftReplica struct {
 	soft  func(actor.Context, raft.SoftState)
 	// tick runs after each tick is handled (nil: nothing).
 	tick func(actor.Context)
+	// install installs a snapshot raft handed out (nil: a snapshot stops
+	// the replica); installing is its Ready's writes, waiting for the
+	// owner's finishInstall.
+	install    func(actor.Context, *pb.Snapshot)
+	installing *raftPersist
+	// onSnapSent counts a snapshot sent (nil: not counted).
+	onSnapSent func()
 	// applied is the last index handed to apply.
 	applied uint64
 	// token names the write on its way to storage (0: none).
@@ -69,6 +77,10 @@ type raftReplicaConfig struct {
 	Soft             func(actor.Context, raft.SoftState)
 	// OnTick runs after each tick is handled.
 	OnTick func(actor.Context)
+	// Install installs a snapshot from the leader: the owner makes its
+	// state the snapshot's, then calls finishInstall (nil: a snapshot
+	// stops the replica).
+	Install func(actor.Context, *pb.Snapshot)
 }
 
 // startRaftReplica makes the core from what storage holds and arms the
@@ -89,7 +101,7 @@ func startRaftReplica(ctx actor.Context, cfg raftReplicaConfig) (*raftReplica, e
 	// write (the same actor name, after a restart) never matches one of
 	// this instance's.
 	r := &raftReplica{key: cfg.Key, self: cfg.Self, core: core, writer: cfg.Writer, link: cfg.Link, tokens: rand.Uint64() >> 1,
-		apply: cfg.Apply, soft: cfg.Soft, tick: cfg.OnTick, applied: max(cfg.Applied, raftBootstrapIndex),
+		apply: cfg.Apply, soft: cfg.Soft, tick: cfg.OnTick, install: cfg.Install, applied: max(cfg.Applied, raftBootstrapIndex),
 		tickEvery: cfg.Tick, afterFunc: cfg.AfterFunc}
 	r.arm(ctx)
 	return r, nil
@@ -179,14 +191,17 @@ func (r *raftReplica) handle(ctx actor.Context, out raftOutput) {
 	if out.Soft != nil && r.soft != nil {
 		r.soft(ctx, *out.Soft)
 	}
-	if out.Persist != nil {
-		if out.Persist.Snapshot != nil {
-			// Installing a shard's snapshot (its log read from the leader in
-			// pages) is not built yet, and no replica compacts, so none is
-			// sent; one arriving is refused rather than applied wrongly.
-			r.fail(ctx, errors.New("raft: installing a snapshot is not supported yet"))
+	var install *pb.Snapshot
+	if out.Persist != nil && out.Persist.Snapshot != nil {
+		if r.install == nil {
+			r.fail(ctx, errors.New("raft: this group installs no snapshot"))
 			return
 		}
+		// The owner installs it (a shard fetches its log up to the
+		// snapshot in pages) and then writes it with finishInstall; raft
+		// waits meanwhile. What was handed out before it goes on below.
+		r.installing, install = out.Persist, out.Persist.Snapshot
+	} else if out.Persist != nil {
 		first, _ := r.core.log.FirstIndex()
 		last, _ := r.core.log.LastIndex()
 		metas, err := raftPersistMetas(r.key, out.Persist, first, last)
@@ -215,6 +230,32 @@ func (r *raftReplica) handle(ctx actor.Context, out raftOutput) {
 			}
 		}
 	}
+	if install != nil {
+		r.install(ctx, install)
+	}
+}
+
+// finishInstall writes the snapshot being installed, with the owner's
+// puts first (its state as of the snapshot) and after (deletes), and
+// raft goes on from it once the write is durable.
+func (r *raftReplica) finishInstall(ctx actor.Context, before, after []storage.MetaPut) {
+	p := r.installing
+	if p == nil || r.stopped {
+		return
+	}
+	r.installing = nil
+	first, _ := r.core.log.FirstIndex()
+	last, _ := r.core.log.LastIndex()
+	metas, err := raftPersistMetas(r.key, p, first, last)
+	if err != nil {
+		r.fail(ctx, err)
+		return
+	}
+	r.applied = max(r.applied, p.Snapshot.GetMetadata().GetIndex())
+	r.tokens++
+	r.token = r.tokens
+	puts := append(append(slices.Clip(before), metas...), after...)
+	ctx.Request(r.writer, &MetaWriteRequest{Puts: puts, Token: r.token})
 }
 
 // send hands each peer's messages to its link, one PeerSend per peer.
@@ -248,6 +289,9 @@ func (r *raftReplica) send(ctx actor.Context, msgs []*pb.Message) {
 		}
 		ps.Msgs = append(ps.Msgs, peerwire.Message{Group: group, Data: data})
 		ps.Snapshot = append(ps.Snapshot, m.GetType() == pb.MessageType_MsgSnap)
+		if m.GetType() == pb.MessageType_MsgSnap && r.onSnapSent != nil {
+			r.onSnapSent()
+		}
 	}
 	for to, ps := range byPeer {
 		ctx.Send(links[to], ps)

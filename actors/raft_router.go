@@ -84,5 +84,24 @@ func (r *RaftRouter) Deliver(from uint64, msgs []peerwire.Message) {
 	}
 }
 
+// ShardInbound is a Shard frame a peer sent to a replicated shard.
+type ShardInbound struct {
+	From uint64
+	Msg  peerwire.ShardMessage
+}
+
+// DeliverShard routes a Shard frame from peer from (a link's
+// DeliverShard).
+func (r *RaftRouter) DeliverShard(from uint64, m peerwire.ShardMessage) {
+	r.mu.RLock()
+	pid := r.groups[m.Group()]
+	r.mu.RUnlock()
+	if pid == nil {
+		r.undelivered.Add(1) // the fetcher asks another replica after its timeout
+		return
+	}
+	r.root.Send(pid, &ShardInbound{From: from, Msg: m})
+}
+
 // Undelivered counts messages that arrived for no replica here.
 func (r *RaftRouter) Undelivered() uint64 { return r.undelivered.Load() }

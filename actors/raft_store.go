@@ -21,6 +21,8 @@ import (
 //	raft | stream u64 | shard u32 | 'a'                the last index whose batch
 //	                                                    the shard log holds, and
 //	                                                    the tail after it (u64, u64)
+//	raft | stream u64 | shard u32 | 'i'                a snapshot being installed
+//	                                                    (its log fetched in pages)
 //
 // all big-endian, so a group's entries scan in index order. The raft log
 // is the durable source of a replicated shard: the shard's own batches are
@@ -33,6 +35,7 @@ const (
 	raftKindHardState = 'h'
 	raftKindSnapshot  = 's'
 	raftKindApplied   = 'a'
+	raftKindInstall   = 'i'
 )
 
 // raftGroupPrefix is every key of shard's raft group.
@@ -53,6 +56,10 @@ func raftHardStateKey(shard storage.ShardKey) []byte {
 
 func raftSnapshotKey(shard storage.ShardKey) []byte {
 	return append(raftGroupPrefix(shard), raftKindSnapshot)
+}
+
+func raftInstallKey(shard storage.ShardKey) []byte {
+	return append(raftGroupPrefix(shard), raftKindInstall)
 }
 
 // raftPersistMetas are the writes that make p durable for shard, whose
@@ -101,14 +108,14 @@ func raftPersistMetas(shard storage.ShardKey, p *raftPersist, first, last uint64
 
 // raftCompactMetas are the writes that compact shard's stored raft log
 // behind snap (taken by raftCore.compact): the snapshot, then the
-// deletion of the entries [first, snap's index].
-func raftCompactMetas(shard storage.ShardKey, snap *pb.Snapshot, first uint64) ([]storage.MetaPut, error) {
+// deletion of the entries [first, to].
+func raftCompactMetas(shard storage.ShardKey, snap *pb.Snapshot, first, to uint64) ([]storage.MetaPut, error) {
 	v, err := proto.Marshal(snap)
 	if err != nil {
 		return nil, fmt.Errorf("raft: encoding a snapshot: %w", err)
 	}
 	out := []storage.MetaPut{{Key: raftSnapshotKey(shard), Value: v}}
-	for i := first; i <= snap.GetMetadata().GetIndex() && i >= first; i++ {
+	for i := first; i <= to && i >= first; i++ {
 		out = append(out, storage.MetaPut{Key: raftEntryKey(shard, i)})
 	}
 	return out, nil
@@ -151,6 +158,12 @@ func loadRaftDurable(log storage.Log, shard storage.ShardKey) (raftDurable, erro
 				return fmt.Errorf("raft: snapshot: %w", err)
 			}
 			d.Snapshot = s
+		case raftKindInstall:
+			s := &pb.Snapshot{}
+			if err := proto.Unmarshal(v, s); err != nil {
+				return fmt.Errorf("raft: snapshot being installed: %w", err)
+			}
+			d.Installing = s
 		case raftKindApplied:
 			if len(v) != 16 {
 				return fmt.Errorf("raft: applied index of %d bytes", len(v))

@@ -74,7 +74,7 @@ func TestRaftStoreRoundTripOnBadger(t *testing.T) {
 	}
 	// Compaction behind index 5.
 	snap := &pb.Snapshot{Data: []byte("shard at 5"), Metadata: &pb.SnapshotMetadata{Index: new(uint64(5)), Term: new(uint64(1)), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}}
-	metas, err := raftCompactMetas(g1, snap, first)
+	metas, err := raftCompactMetas(g1, snap, first, 5)
 	if err != nil {
 		t.Fatal(err)
 	}

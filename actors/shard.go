@@ -107,8 +107,12 @@ type shard struct {
 	// ticks counts raft ticks; ledSince is the tick this replica last
 	// became leader at.
 	ticks, ledSince int
-	// compactTo is the last compaction index that applied.
-	compactTo uint64
+	// compactTo is the last compaction index that applied; compaction is
+	// one not carried out yet.
+	compactTo  uint64
+	compaction *pendingCompaction
+	// install is a snapshot being installed (shard_snapshot.go).
+	install *shardInstall
 	// heard is the tick each peer was last heard from at.
 	heard map[uint64]int
 }
@@ -165,8 +169,14 @@ func (s *shard) Receive(ctx actor.Context) {
 		}
 	}
 	switch m := ctx.Message().(type) {
-	case *raftTick, *RaftInbound, *MetaWriteResponse, *PeerUndelivered:
+	case *MetaWriteResponse:
+		s.onInstallWritten(ctx, m) // a restarted replica's resumed install
+	case *raftTick, *RaftInbound, *PeerUndelivered:
 		// For a replica that is not running (yet, or any more).
+	case *ShardInbound:
+		s.onShardInbound(ctx, m)
+	case *installTimeout:
+		s.onInstallTimeout(ctx, m)
 	case *proposalsExpired:
 		if s.replica != nil {
 			s.onProposalsExpired(ctx)
@@ -377,6 +387,10 @@ func (s *shard) publish(ctx actor.Context, m *PublishRequest) {
 		s.proposePublish(ctx, m)
 		return
 	}
+	if s.cfg.Raft != nil {
+		ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: s.installing()})
+		return
+	}
 	decision, werr, dup, dupOf := s.core.checkPublish(m)
 	switch decision {
 	case decideRefuse:
@@ -492,6 +506,9 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 		}
 		s.admitHeld(ctx)
 		s.notifyWatchers(ctx, false)
+	}
+	if s.install != nil {
+		s.continueInstall(ctx) // the page is written: the next one
 	}
 }
 

@@ -50,10 +50,13 @@ type ShardRaft struct {
 	// and caught up (leaders spread over the nodes: spreadLeaders); 0:
 	// whoever raft elects.
 	Preferred uint64
-	// CompactEntries is how many raft entries every replica must hold
-	// beyond the last compaction before the leader compacts the group's
+	// CompactEntries is how many raft entries every live replica must
+	// hold beyond the log's first before the leader compacts the group's
 	// log (default 10000; see compactEntry).
 	CompactEntries uint64
+	// Goroutines owns the reads that serve another replica's snapshot
+	// fetches (nil: untracked).
+	Goroutines *Goroutines
 }
 
 // hosted reports whether this node holds a replica.
@@ -82,6 +85,10 @@ func raftAppliedKey(shard storage.ShardKey) []byte {
 // startReplica starts the shard's raft replica from what recovery read.
 func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	rc := s.cfg.Raft
+	if d.Installing != nil {
+		s.resumeInstall(ctx, d)
+		return
+	}
 	if d.HasAppliedTail && d.AppliedTail != s.core.tail {
 		// Recovery cut batches off the shard log (a corrupt tail) that raft
 		// counts as applied: going on would give the next entries other
@@ -100,13 +107,14 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: s.cfg.Key, Self: rc.Self, Peers: rc.Replicas,
 		Durable: d, Applied: d.Applied, Writer: s.cfg.Writer, Link: rc.Router.Link,
 		Tick: rc.Tick, ElectionTicks: rc.ElectionTicks, HeartbeatTicks: rc.HeartbeatTicks, AfterFunc: rc.AfterFunc,
-		Apply: s.applyEntry, Soft: s.onSoftState, OnTick: s.onRaftTick})
+		Apply: s.applyEntry, Soft: s.onSoftState, OnTick: s.onRaftTick, Install: s.onSnapshot})
 	if err != nil {
 		s.logger(ctx).Error("shard: cannot start its raft replica; refusing publishes", slog.Any("error", err))
 		s.failed = err
 		return
 	}
 	s.replica = r
+	r.onSnapSent = func() { s.cfg.Stats.add(&s.cfg.Stats.RaftSnapshotsSent, 1) }
 	s.heard = map[uint64]int{}
 	if rc.CompactEntries == 0 {
 		rc.CompactEntries = 10000
@@ -190,7 +198,12 @@ func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
 		if len(d) != 9 {
 			return fmt.Errorf("raft apply: entry %d: a compaction of %d bytes", e.GetIndex(), len(d))
 		}
-		s.compactTo = max(s.compactTo, binary.BigEndian.Uint64(d[1:]))
+		if to := binary.BigEndian.Uint64(d[1:]); to > s.compactTo {
+			// The snapshot is taken here, at this entry: the shard's state
+			// now is its state at this index on every replica.
+			s.compactTo = to
+			s.compaction = &pendingCompaction{at: e.GetIndex(), to: to, data: encodeShardSnapshot(s.core.tail, s.core.producers)}
+		}
 		s.compactLog(ctx)
 		return nil
 	}
@@ -268,20 +281,32 @@ const transferEvery = 20
 
 // Compaction. Every replica compacts its raft log behind its shard log, at
 // an index the leader chose and put in the log itself: a compaction entry
-// (raftEntryCompact | index u64) naming an index every replica's log had
-// reached (the least Match of the leader's progress), proposed once that
-// least Match is CompactEntries past the last compaction. When the entry
-// applies, every entry up to the index has applied, its batch is on its
-// way to storage ahead of the compaction's deletes, and no replica will
-// ever need those entries again: raft never has to send a snapshot. (A
-// replica that is down holds compaction back for the group until it is
-// back; a replica that lost its disk is not supported.)
+// (raftEntryCompact | index u64) naming an index every live replica's log
+// had reached (the least Match of the leader's progress over the replicas
+// heard from lately), proposed once that least Match is CompactEntries
+// past the log's first index. When the entry applies, every replica takes
+// a snapshot at the entry (the shard's tail and idempotent producers
+// there: the same on every replica) and drops the raft entries up to the
+// named index, once no write of its own is on its way to storage. A
+// replica that was down meanwhile, or lost its disk, is behind the
+// leader's first entry when it comes back, and raft sends it the snapshot:
+// it fetches the shard's log up to the snapshot's tail from another
+// replica in pages, then goes on from the snapshot (shard_snapshot.go). A
+// live replica that is merely slow keeps the entries it lacks.
 const (
 	raftEntryCompact = 0xC0
 	compactEvery     = 50 // ticks between a leader's looks at its followers' progress
 )
 
-// proposeCompaction proposes a compaction when every replica holds
+// pendingCompaction is a compaction that applied and is not carried out
+// yet: a snapshot at index at, holding data, and the raft log's entries up
+// to to dropped.
+type pendingCompaction struct {
+	at, to uint64
+	data   []byte
+}
+
+// proposeCompaction proposes a compaction when every live replica holds
 // CompactEntries entries past the log's first index.
 func (s *shard) proposeCompaction(ctx actor.Context) {
 	st := s.replica.core.rn.Status()
@@ -289,11 +314,14 @@ func (s *shard) proposeCompaction(ctx actor.Context) {
 		return
 	}
 	least := ^uint64(0)
-	for _, pr := range st.Progress {
+	for id, pr := range st.Progress {
+		if heard, ok := s.heard[id]; id != s.cfg.Raft.Self && (!ok || s.ticks-heard > 2*s.electionTicks()) {
+			continue // down (or cut off): it catches up from a snapshot
+		}
 		least = min(least, pr.Match)
 	}
 	first, _ := s.replica.core.log.FirstIndex()
-	if least < first+s.cfg.Raft.CompactEntries || least <= s.compactTo {
+	if least == ^uint64(0) || least < first+s.cfg.Raft.CompactEntries || least <= s.compactTo {
 		return
 	}
 	data := binary.BigEndian.AppendUint64([]byte{raftEntryCompact}, least)
@@ -302,23 +330,30 @@ func (s *shard) proposeCompaction(ctx actor.Context) {
 	}
 }
 
-// compactLog compacts the replica's log up to the compaction index that
-// applied, once no write of the replica is on its way to storage (the
-// write's drops were computed against the log as it was).
+// electionTicks is the raft election timeout in ticks.
+func (s *shard) electionTicks() int {
+	if s.cfg.Raft.ElectionTicks > 0 {
+		return s.cfg.Raft.ElectionTicks
+	}
+	return 10
+}
+
+// compactLog carries out the compaction that applied, once no write of
+// the replica is on its way to storage (the write's drops were computed
+// against the log as it was).
 func (s *shard) compactLog(ctx actor.Context) {
-	r := s.replica
-	snap, _ := r.core.log.Snapshot()
-	done := snap.GetMetadata().GetIndex()
-	if s.compactTo <= done || r.token != 0 || r.applied < s.compactTo {
+	r, c := s.replica, s.compaction
+	if c == nil || r.token != 0 || r.installing != nil || r.applied < c.at {
 		return
 	}
+	s.compaction = nil
 	first, _ := r.core.log.FirstIndex()
-	if err := r.core.compact(s.compactTo, nil); err != nil {
+	if err := r.core.compact(c.at, c.to, c.data); err != nil {
 		s.logger(ctx).Warn("shard: raft log compaction", slog.Any("error", err))
 		return
 	}
-	snap, _ = r.core.log.Snapshot()
-	metas, err := raftCompactMetas(s.cfg.Key, snap, first)
+	snap, _ := r.core.log.Snapshot()
+	metas, err := raftCompactMetas(s.cfg.Key, snap, first, c.to)
 	if err != nil {
 		s.logger(ctx).Warn("shard: raft log compaction", slog.Any("error", err))
 		return
@@ -434,7 +469,11 @@ func (s *shard) afterRaft(ctx actor.Context) {
 // stopReplica stops the replica and its routing (the shard stops or
 // restarts); what waits for an apply is answered as outcome unknown.
 func (s *shard) stopReplica(ctx actor.Context, err *wire.Error) {
+	s.stopInstall()
 	if s.replica == nil {
+		if s.cfg.Raft != nil && s.cfg.Raft.Router != nil {
+			s.cfg.Raft.Router.Unregister(s.cfg.Key, ctx.Self())
+		}
 		return
 	}
 	s.replica.stop()

@@ -31,6 +31,11 @@ type Stats struct {
 	// replication_timeout (not applied in time, or their leader stepped
 	// down first).
 	RaftProposalTimeouts atomic.Uint64
+	// RaftSnapshotsSent counts snapshots the replicated shards' leaders
+	// sent to followers behind their logs; RaftSnapshotsInstalled the
+	// snapshots this node's replicas installed (their logs fetched in
+	// pages).
+	RaftSnapshotsSent, RaftSnapshotsInstalled atomic.Uint64
 	// PublishedBatches, PublishedRecords and PublishedBytes count committed
 	// publishes.
 	PublishedBatches, PublishedRecords, PublishedBytes atomic.Uint64

@@ -123,7 +123,7 @@ func (n *Node) startCluster() error {
 			continue
 		}
 		links = append(links, actors.PeerLinkConfig{Self: c.self, Peer: id, Addr: addr, Dial: dial, CheckIdentity: c.tls.CheckPeerIdentity,
-			Deliver: c.router.Deliver, Goroutines: n.goroutines})
+			Deliver: c.router.Deliver, DeliverShard: c.router.DeliverShard, Goroutines: n.goroutines})
 	}
 	slices.SortFunc(links, func(a, b actors.PeerLinkConfig) int { return cmp.Compare(a.Peer, b.Peer) })
 	if c.pid, err = n.sys.Root.SpawnNamed(actors.NewPeersProps(actors.PeersConfig{Links: links}), "peers"); err != nil {

@@ -81,6 +81,10 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		func(o metric.Int64Observer) { o.Observe(stats.RaftLeading.Load()) })
 	counter("herald.raft.proposal_timeouts", "{publish}", "Publishes to replicated shards answered replication_timeout.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftProposalTimeouts.Load())) })
+	counter("herald.raft.snapshots_sent", "{snapshot}", "Snapshots the leaders here sent to replicas behind their compacted raft logs.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.RaftSnapshotsSent.Load())) })
+	counter("herald.raft.snapshots_installed", "{snapshot}", "Snapshots the replicas here installed, their shard logs fetched in pages.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.RaftSnapshotsInstalled.Load())) })
 	limit := func(key string) metric.ObserveOption { return metric.WithAttributes(attribute.String("limit", key)) }
 	counter("herald.limit.hits", "{refusal}", "Requests, frames or connections refused by a configured limit, by its configuration key.",
 		func(o metric.Int64Observer) {

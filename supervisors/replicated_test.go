@@ -1,14 +1,18 @@
 package supervisors
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/heraldmq/herald/actors"
 	"github.com/heraldmq/herald/client"
 	"github.com/heraldmq/herald/net/wire"
 	"github.com/heraldmq/herald/storage"
@@ -580,4 +584,163 @@ func TestClusterAutoCreatesThroughTheMetadataGroup(t *testing.T) {
 		t.Fatalf("publish through node %d: %v, want not_leader naming %d", other, err, holder)
 	}
 	checkRecords(t, ctx, tc.dial(holder), name, 0, 20)
+}
+
+// A follower that was down while the group compacted its raft log past it
+// catches up from a snapshot: it fetches the shard's log from the others in
+// pages and goes on from the snapshot, with every record at its offset and
+// the idempotent producers' state carried over.
+func TestReplicatedFollowerCatchesUpFromASnapshot(t *testing.T) {
+	tc := newTestClusterWith(t, func(c *Config) { c.RaftCompactEntries = 50 })
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "snap"}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cc := tc.dialCluster(ctx)
+	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	p := cc.NewProducer(name, 3)
+	publish := func(from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			if ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)}); err != nil || ack.Offset != uint64(i) {
+				t.Fatalf("publish %d: %+v, %v", i, ack, err)
+			}
+		}
+	}
+	publish(0, 40)
+	lead := tc.leaderOf(name, 0)
+	down := lead%3 + 1
+	tc.stop(down)
+	publish(40, 400)
+	// The live replicas compact past where the stopped one stopped.
+	tc.describeAll(name, "raft logs compacted past the stopped replica", func(_ uint64, d StreamDescription) bool {
+		return d.Shard[0].Tail == 440 && d.Shard[0].RaftFirst > 200
+	})
+	n := tc.start(down)
+	tc.describeAll(name, "440 records everywhere", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 440 })
+	if got := n.stats.RaftSnapshotsInstalled.Load(); got == 0 {
+		t.Fatalf("node %d caught up without installing a snapshot", down)
+	}
+	checkRecords(t, ctx, tc.dial(down), name, 0, 440)
+	publish(440, 20)
+	tc.describeAll(name, "460 records everywhere", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 460 })
+
+	// The idempotent producers' state came with the snapshot: what the
+	// restored replica stored of them is what the leader stored.
+	id := tc.describeAll(name, "the stream's id", func(uint64, StreamDescription) bool { return true })[down].ID
+	other := down%3 + 1
+	tc.stop(down)
+	tc.stop(other)
+	producers := func(node uint64) map[string]string {
+		log, err := storage.OpenBadger(storage.DefaultBadgerOptions(filepath.Join(tc.dirs[node], "badger")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer log.Close()
+		out := map[string]string{}
+		if err := log.ScanMeta(actors.ProducerPrefix(storage.ShardKey{Stream: id, Shard: 0}), func(k, v []byte) error {
+			out[string(k)] = string(v)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got, want := producers(down), producers(other)
+	if len(want) == 0 || !maps.Equal(got, want) {
+		t.Fatalf("node %d stored %d producers, node %d %d (equal: %v)", down, len(got), other, len(want), maps.Equal(got, want))
+	}
+}
+
+// slowReads delays every read of the shard log while slow is set, as a
+// busy disk would.
+type slowReads struct {
+	storage.Log
+	slow *atomic.Bool
+}
+
+func (l *slowReads) Read(k storage.ShardKey, from uint64, maxBatches, maxBytes int) ([]storage.Batch, error) {
+	if l.slow.Load() {
+		time.Sleep(150 * time.Millisecond)
+	}
+	return l.Log.Read(k, from, maxBatches, maxBytes)
+}
+
+// A snapshot's log comes in pages; a replica stopped halfway through them
+// resumes the install when it starts again, from the offset its log
+// reached, and ends with every record once.
+func TestReplicatedSnapshotInstallResumesAfterARestart(t *testing.T) {
+	var slow atomic.Bool
+	wrap := map[uint64]func(storage.Log) storage.Log{}
+	for id := uint64(1); id <= 3; id++ {
+		wrap[id] = func(l storage.Log) storage.Log { return &slowReads{Log: l, slow: &slow} }
+	}
+	tc := newTestClusterWith(t, func(c *Config) { c.RaftCompactEntries = 50 }, wrap)
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "pages"}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cc := tc.dialCluster(ctx)
+	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	payload := func(i int) []byte { return append(fmt.Appendf(nil, "r%d|", i), bytes.Repeat([]byte{'x'}, 16<<10)...) }
+	p := cc.NewProducer(name, 3)
+	const total = 400
+	for i := range total {
+		if i == 20 {
+			tc.stop(tc.leaderOf(name, 0)%3 + 1)
+		}
+		if ack, err := p.Publish(ctx, [][]byte{payload(i)}); err != nil || ack.Offset != uint64(i) {
+			t.Fatalf("publish %d: %+v, %v", i, ack, err)
+		}
+	}
+	var down uint64
+	for id := uint64(1); id <= 3; id++ {
+		if tc.nodes[id] == nil {
+			down = id
+		}
+	}
+	tc.describeAll(name, "raft logs compacted past the stopped replica", func(_ uint64, d StreamDescription) bool {
+		return d.Shard[0].Tail == total && d.Shard[0].RaftFirst > 100
+	})
+	slow.Store(true) // about 6.5 MiB in 1 MiB pages, 150 ms each
+	n := tc.start(down)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := n.DescribeStream(ctx, name)
+		if err == nil && d.Shard[0].Tail > 20 && d.Shard[0].Tail < total {
+			break // some pages are in
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d: no page arrived: %+v, %v", down, d, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tc.stop(down)
+	slow.Store(false)
+	n = tc.start(down)
+	tc.describeAll(name, "every record everywhere", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == total })
+	if got := n.stats.RaftSnapshotsInstalled.Load(); got == 0 {
+		t.Fatalf("node %d did not finish the install", down)
+	}
+	c := tc.dial(down)
+	next := uint64(0)
+	for next < total {
+		page, err := c.Read(ctx, name, 0, next, total)
+		if err != nil || len(page.Records) == 0 {
+			t.Fatalf("read from %d: %v", next, err)
+		}
+		for _, r := range page.Records {
+			if r.Offset != next || !bytes.Equal(r.Payload, payload(int(next))) {
+				t.Fatalf("record at %d: offset %d %.10q", next, r.Offset, r.Payload)
+			}
+			next++
+		}
+	}
+	// It serves as a replica again: it takes part in what comes next.
+	if ack, err := p.Publish(ctx, [][]byte{payload(total)}); err != nil || ack.Offset != total {
+		t.Fatalf("publish after: %+v, %v", ack, err)
+	}
+	tc.describeAll(name, "the next record everywhere", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == total+1 })
 }

@@ -10,7 +10,9 @@
 //
 //	dialer → Hello{From, To}; listener → Hello{From, To} (or closes the
 //	connection: wrong To, unknown From);
-//	then either way: Raft{messages}.
+//	then either way: Raft{messages}, or Shard{one shard message}: a
+//	replica catching up from a snapshot fetches the shard's log in pages
+//	(ShardFetch), and a replica of the shard answers (ShardPage).
 //
 // Frames are a 8-byte header (body length u32, type u8, three zero bytes)
 // and a body. Every integer is big-endian.
@@ -44,6 +46,7 @@ type Type uint8
 const (
 	TypeHello Type = 0x01 // first frame each way: who speaks, and to whom
 	TypeRaft  Type = 0x02 // raft messages of any number of groups
+	TypeShard Type = 0x03 // one fetch or page of a shard's log (snapshot catch-up)
 )
 
 // String names t.
@@ -53,6 +56,8 @@ func (t Type) String() string {
 		return "peer_hello"
 	case TypeRaft:
 		return "peer_raft"
+	case TypeShard:
+		return "peer_shard"
 	}
 	return fmt.Sprintf("peer_type_0x%02x", uint8(t))
 }
@@ -83,7 +88,7 @@ func ReadFrame(r io.Reader, maxBody uint32) (Type, []byte, error) {
 	if h[5] != 0 || h[6] != 0 || h[7] != 0 {
 		return t, nil, malformed("reserved header bytes are not zero")
 	}
-	if t != TypeHello && t != TypeRaft {
+	if t != TypeHello && t != TypeRaft && t != TypeShard {
 		return t, nil, malformed("unknown frame type %s", t)
 	}
 	if n > maxBody {

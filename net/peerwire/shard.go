@@ -1,0 +1,189 @@
+package peerwire
+
+import (
+	"encoding/binary"
+)
+
+// A Shard frame carries one message of a replicated shard's snapshot
+// catch-up. A raft snapshot of a shard names the raft index it was taken
+// at and the shard's tail then (and its idempotent producers); the replica
+// installing it fetches the shard's log up to that tail from another
+// replica, a page at a time, before raft goes on:
+//
+//	stream u64 | shard u32 | kind u8 | kind's body
+//
+//	kind 1, ShardFetch: token u64 | from u64 | to u64 | max bytes u32
+//	kind 2, ShardPage:  token u64 | first u64 | tail u64 | count u32 |
+//	                    count × (base u64 | records u32 | timestamp i64 |
+//	                             length u32 | records)
+//
+// A page holds the serving replica's committed batches from the fetch's
+// from (or, when retention deleted that far, from its first offset) and
+// below to, at most max bytes of records and at least one batch when it
+// has one; first and tail are where its log starts and ends.
+
+// ShardKind is the kind of a Shard frame's message.
+type ShardKind uint8
+
+// Shard message kinds.
+const (
+	KindShardFetch ShardKind = 1
+	KindShardPage  ShardKind = 2
+)
+
+// ShardFetch asks a replica for a page of a shard's log.
+type ShardFetch struct {
+	Group Group
+	// Token names the fetch; the page echoes it.
+	Token uint64
+	// From and To bound the offsets wanted: [From, To).
+	From, To uint64
+	// MaxBytes bounds the page's records bytes.
+	MaxBytes uint32
+}
+
+// PageBatch is one batch of a page, as the shard log stores it.
+type PageBatch struct {
+	Base      uint64
+	Count     uint32
+	Timestamp int64
+	Records   []byte
+}
+
+// End is the offset after the batch.
+func (b PageBatch) End() uint64 { return b.Base + uint64(b.Count) }
+
+// ShardPage answers a ShardFetch.
+type ShardPage struct {
+	Group Group
+	Token uint64
+	// First and Tail are where the serving replica's log starts and ends.
+	First, Tail uint64
+	Batches     []PageBatch
+}
+
+const (
+	shardHead     = 8 + 4 + 1
+	fetchSize     = shardHead + 8 + 8 + 8 + 4
+	pageHead      = shardHead + 8 + 8 + 8 + 4
+	pageBatchHead = 8 + 4 + 8 + 4
+)
+
+func appendShardHead(dst []byte, body int, g Group, k ShardKind) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(body))
+	dst = append(dst, byte(TypeShard), 0, 0, 0)
+	dst = binary.BigEndian.AppendUint64(dst, g.Stream)
+	dst = binary.BigEndian.AppendUint32(dst, g.Shard)
+	return append(dst, byte(k))
+}
+
+// AppendShardFetch appends a Shard frame carrying f.
+func AppendShardFetch(dst []byte, f ShardFetch) []byte {
+	dst = appendShardHead(dst, fetchSize, f.Group, KindShardFetch)
+	dst = binary.BigEndian.AppendUint64(dst, f.Token)
+	dst = binary.BigEndian.AppendUint64(dst, f.From)
+	dst = binary.BigEndian.AppendUint64(dst, f.To)
+	return binary.BigEndian.AppendUint32(dst, f.MaxBytes)
+}
+
+// ShardPageSize is the body size of a Shard frame carrying p.
+func ShardPageSize(p ShardPage) int {
+	n := pageHead
+	for _, b := range p.Batches {
+		n += pageBatchHead + len(b.Records)
+	}
+	return n
+}
+
+// AppendShardPage appends a Shard frame carrying p.
+func AppendShardPage(dst []byte, p ShardPage) []byte {
+	dst = appendShardHead(dst, ShardPageSize(p), p.Group, KindShardPage)
+	dst = binary.BigEndian.AppendUint64(dst, p.Token)
+	dst = binary.BigEndian.AppendUint64(dst, p.First)
+	dst = binary.BigEndian.AppendUint64(dst, p.Tail)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(p.Batches)))
+	for _, b := range p.Batches {
+		dst = binary.BigEndian.AppendUint64(dst, b.Base)
+		dst = binary.BigEndian.AppendUint32(dst, b.Count)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(b.Timestamp))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.Records)))
+		dst = append(dst, b.Records...)
+	}
+	return dst
+}
+
+// ShardMessage is a decoded Shard frame: exactly one of Fetch and Page.
+type ShardMessage struct {
+	Fetch *ShardFetch
+	Page  *ShardPage
+}
+
+// Group is the shard the message is for.
+func (m ShardMessage) Group() Group {
+	if m.Fetch != nil {
+		return m.Fetch.Group
+	}
+	return m.Page.Group
+}
+
+// DecodeShard decodes a Shard body; a page's records share b. Batches must
+// be in offset order, each non-empty, and end no later than the next
+// begins.
+func DecodeShard(b []byte) (ShardMessage, error) {
+	if len(b) < shardHead {
+		return ShardMessage{}, malformed("shard frame of %d bytes", len(b))
+	}
+	g := Group{Stream: binary.BigEndian.Uint64(b), Shard: binary.BigEndian.Uint32(b[8:])}
+	switch k := ShardKind(b[12]); k {
+	case KindShardFetch:
+		if len(b) != fetchSize {
+			return ShardMessage{}, malformed("shard fetch of %d bytes, want %d", len(b), fetchSize)
+		}
+		f := &ShardFetch{Group: g, Token: binary.BigEndian.Uint64(b[13:]), From: binary.BigEndian.Uint64(b[21:]),
+			To: binary.BigEndian.Uint64(b[29:]), MaxBytes: binary.BigEndian.Uint32(b[37:])}
+		if f.To < f.From {
+			return ShardMessage{}, malformed("shard fetch of offsets [%d, %d)", f.From, f.To)
+		}
+		return ShardMessage{Fetch: f}, nil
+	case KindShardPage:
+		if len(b) < pageHead {
+			return ShardMessage{}, malformed("shard page of %d bytes", len(b))
+		}
+		p := &ShardPage{Group: g, Token: binary.BigEndian.Uint64(b[13:]), First: binary.BigEndian.Uint64(b[21:]),
+			Tail: binary.BigEndian.Uint64(b[29:])}
+		n := binary.BigEndian.Uint32(b[37:])
+		b = b[pageHead:]
+		if uint64(n)*pageBatchHead > uint64(len(b)) {
+			return ShardMessage{}, malformed("shard page of %d batches in %d bytes", n, len(b))
+		}
+		if p.First > p.Tail {
+			return ShardMessage{}, malformed("shard page of a log from %d to %d", p.First, p.Tail)
+		}
+		p.Batches = make([]PageBatch, 0, n)
+		end := uint64(0)
+		for i := range n {
+			if len(b) < pageBatchHead {
+				return ShardMessage{}, malformed("page batch %d cut short", i)
+			}
+			pb := PageBatch{Base: binary.BigEndian.Uint64(b), Count: binary.BigEndian.Uint32(b[8:]),
+				Timestamp: int64(binary.BigEndian.Uint64(b[12:]))}
+			l := binary.BigEndian.Uint32(b[20:])
+			b = b[pageBatchHead:]
+			if uint64(l) > uint64(len(b)) {
+				return ShardMessage{}, malformed("page batch %d of %d bytes, %d left", i, l, len(b))
+			}
+			if pb.Count == 0 || pb.Base < end || pb.End() < pb.Base || pb.End() > p.Tail {
+				return ShardMessage{}, malformed("page batch %d: %d records at %d (after %d, tail %d)", i, pb.Count, pb.Base, end, p.Tail)
+			}
+			pb.Records, b = b[:l:l], b[l:]
+			end = pb.End()
+			p.Batches = append(p.Batches, pb)
+		}
+		if len(b) != 0 {
+			return ShardMessage{}, malformed("%d bytes after the last page batch", len(b))
+		}
+		return ShardMessage{Page: p}, nil
+	default:
+		return ShardMessage{}, malformed("shard message of kind %d", k)
+	}
+}

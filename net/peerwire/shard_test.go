@@ -1,0 +1,63 @@
+package peerwire
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// Shard frames round-trip, and bad ones are refused with ErrMalformed.
+func TestShardRoundTrip(t *testing.T) {
+	g := Group{Stream: 1<<63 + 9, Shard: 2}
+	f := ShardFetch{Group: g, Token: 77, From: 10, To: 500, MaxBytes: 1 << 20}
+	p := ShardPage{Group: g, Token: 77, First: 5, Tail: 600, Batches: []PageBatch{
+		{Base: 10, Count: 3, Timestamp: -4, Records: []byte("abc")},
+		{Base: 13, Count: 1, Timestamp: 1 << 40, Records: bytes.Repeat([]byte{7}, 300)},
+	}}
+	var buf []byte
+	buf = AppendShardFetch(buf, f)
+	buf = AppendShardPage(buf, p)
+	buf = AppendShardPage(buf, ShardPage{Group: g, Token: 1, First: 0, Tail: 0})
+	r := bytes.NewReader(buf)
+	var got []ShardMessage
+	for range 3 {
+		typ, body, err := ReadFrame(r, DefaultMaxFrameBytes)
+		if err != nil || typ != TypeShard {
+			t.Fatalf("frame %v, %v", typ, err)
+		}
+		m, err := DecodeShard(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m)
+	}
+	if got[0].Fetch == nil || *got[0].Fetch != f || got[0].Group() != g {
+		t.Fatalf("fetch %+v, want %+v", got[0].Fetch, f)
+	}
+	if got[1].Page == nil || !reflect.DeepEqual(*got[1].Page, p) || got[1].Group() != g {
+		t.Fatalf("page %+v, want %+v", got[1].Page, p)
+	}
+	if got[2].Page == nil || len(got[2].Page.Batches) != 0 {
+		t.Fatalf("empty page %+v", got[2].Page)
+	}
+	body := func(frame []byte) []byte { return frame[HeaderSize:] }
+	bad := map[string][]byte{
+		"short":           {1, 2, 3},
+		"unknown kind":    func() []byte { b := body(AppendShardFetch(nil, f)); b[12] = 9; return b }(),
+		"fetch backwards": body(AppendShardFetch(nil, ShardFetch{Group: g, From: 9, To: 3})),
+		"fetch cut":       body(AppendShardFetch(nil, f))[:30],
+		"page cut":        func() []byte { b := body(AppendShardPage(nil, p)); return b[:len(b)-1] }(),
+		"page extra":      append(body(AppendShardPage(nil, p)), 0),
+		"overlap":         body(AppendShardPage(nil, ShardPage{Group: g, Tail: 99, Batches: []PageBatch{{Base: 10, Count: 5}, {Base: 12, Count: 1}}})),
+		"empty batch":     body(AppendShardPage(nil, ShardPage{Group: g, Tail: 99, Batches: []PageBatch{{Base: 10}}})),
+		"past tail":       body(AppendShardPage(nil, ShardPage{Group: g, Tail: 11, Batches: []PageBatch{{Base: 10, Count: 5}}})),
+		"first past tail": body(AppendShardPage(nil, ShardPage{Group: g, First: 12, Tail: 11})),
+		"count too large": func() []byte { b := body(AppendShardPage(nil, ShardPage{Group: g})); b[37] = 0xff; return b }(),
+	}
+	for name, b := range bad {
+		if _, err := DecodeShard(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}

@@ -149,10 +149,10 @@ type peerLink struct {
 	frames chan []byte
 	busy   bool
 	// queue is what waits for the writer, queued bytes in all.
-	queue       []peerwire.Message
-	queueFrom   []*actor.PID
-	queueSnap   []bool
-	queued      int
+	queue     []peerwire.Message
+	queueFrom []*actor.PID
+	queueSnap []bool
+	queued    int
 	// frameQueue are Shard frames waiting for the writer.
 	frameQueue  [][]byte
 	flushQueued bool

@@ -163,12 +163,16 @@ func (cs *connSession) read(id uint64, req wire.Read) []byte {
 	if req.Shard >= uint32(len(h.Shards)) {
 		return wire.AppendError(nil, id, wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards)))
 	}
-	res, err := cs.root.RequestFuture(h.Shards[req.Shard], &ShardInfoRequest{}, cs.cfg.RequestTimeout).Result()
+	// The tail a read reports is linearizable on a replicated shard: no
+	// older than the read (shard_reads.go).
+	res, err := cs.root.RequestFuture(h.Shards[req.Shard], &ShardInfoRequest{Linearizable: true}, cs.cfg.RequestTimeout).Result()
 	if err != nil {
 		return wire.AppendError(nil, id, wire.Errorf(wire.CodeInternal, "shard: %v", err))
 	}
 	info := res.(*ShardInfoResponse)
 	switch {
+	case info.Err != nil:
+		return wire.AppendError(nil, id, info.Err)
 	case req.Start > info.Tail:
 		return wire.AppendError(nil, id, &wire.Error{Code: wire.CodeOffsetOutOfRange, Detail: info.Tail,
 			Message: fmt.Sprintf("offset %d is past the shard's tail %d", req.Start, info.Tail)})

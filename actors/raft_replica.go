@@ -43,8 +43,10 @@ type raftReplica struct {
 	// owner's finishInstall.
 	install    func(actor.Context, *pb.Snapshot)
 	installing *raftPersist
-	// onSnapSent counts a snapshot sent (nil: not counted).
+	// onSnapSent counts a snapshot sent (nil: not counted); onReads takes
+	// the answers to ReadIndex requests.
 	onSnapSent func()
+	onReads    func(actor.Context, []raft.ReadState)
 	// applied is the last index handed to apply.
 	applied uint64
 	// token names the write on its way to storage (0: none).
@@ -169,6 +171,14 @@ func (r *raftReplica) propose(ctx actor.Context, data []byte) error {
 	return nil
 }
 
+// readIndex asks for the commit index a linearizable read must wait for
+// (answered through onReads, carrying rctx).
+func (r *raftReplica) readIndex(ctx actor.Context, rctx []byte) {
+	if !r.stopped {
+		r.handle(ctx, r.core.readIndex(rctx))
+	}
+}
+
 // stop stops the timer; the replica does nothing more.
 func (r *raftReplica) stop() {
 	r.stopped = true
@@ -190,6 +200,9 @@ func (r *raftReplica) handle(ctx actor.Context, out raftOutput) {
 	}
 	if out.Soft != nil && r.soft != nil {
 		r.soft(ctx, *out.Soft)
+	}
+	if len(out.ReadStates) > 0 && r.onReads != nil {
+		r.onReads(ctx, out.ReadStates)
 	}
 	var install *pb.Snapshot
 	if out.Persist != nil && out.Persist.Snapshot != nil {

@@ -113,6 +113,10 @@ type shard struct {
 	compaction *pendingCompaction
 	// install is a snapshot being installed (shard_snapshot.go).
 	install *shardInstall
+	// reads are linearizable info requests waiting for the replica, by
+	// read id (shard_reads.go).
+	reads    map[uint64]*tailRead
+	nextRead uint64
 	// heard is the tick each peer was last heard from at.
 	heard map[uint64]int
 }
@@ -160,6 +164,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		}
 		if s.replica.receive(ctx, ctx.Message()) {
 			s.afterRaft(ctx)
+			s.answerReads(ctx)
 			if len(s.held) > 0 && !s.stoppingRaft {
 				// Proposals that ended without a batch (refused, duplicates,
 				// answered on a step-down) made room: admit what waits.
@@ -304,9 +309,7 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 		case *SubscribeShardRequest:
 			s.onSubscribe(ctx, st.sender, m)
 		case *ShardInfoRequest:
-			if st.sender != nil {
-				ctx.Send(st.sender, s.info())
-			}
+			s.answerInfo(ctx, st.sender, m)
 		}
 	}
 }
@@ -340,7 +343,20 @@ func (s *shard) onShardInfo(ctx actor.Context, m *ShardInfoRequest) {
 		s.stash = append(s.stash, stashed{msg: m, sender: ctx.Sender()})
 		return
 	}
-	ctx.Respond(s.info())
+	s.answerInfo(ctx, ctx.Sender(), m)
+}
+
+// answerInfo answers an info request: at once, or for a linearizable one
+// on a replicated shard once its replica confirmed the tail (shard_reads.go).
+func (s *shard) answerInfo(ctx actor.Context, to *actor.PID, m *ShardInfoRequest) {
+	if to == nil {
+		return
+	}
+	if m.Linearizable && s.cfg.Raft != nil {
+		s.linearizableInfo(ctx, to)
+		return
+	}
+	ctx.Send(to, s.info())
 }
 
 // onRetentionApplied moves the first retained offset up to what retention
@@ -510,6 +526,7 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 	if s.install != nil {
 		s.continueInstall(ctx) // the page is written: the next one
 	}
+	s.answerReads(ctx)
 }
 
 // onWatchTail answers a tail watcher at once if the tail is past what it

@@ -141,7 +141,12 @@ type TailAdvanced struct {
 // ShardInfoRequest asks a shard for its committed tail. Answered with
 // ShardInfoResponse; a durable shard still recovering its tail answers once
 // it knows it.
-type ShardInfoRequest struct{}
+type ShardInfoRequest struct {
+	// Linearizable asks a replicated shard for a tail no older than the
+	// request: its replica confirms with the leader (raft's ReadIndex)
+	// and answers once it has stored everything committed by then.
+	Linearizable bool
+}
 
 // ShardInfoResponse answers ShardInfoRequest.
 type ShardInfoResponse struct {
@@ -166,6 +171,9 @@ type ShardInfoResponse struct {
 	// Preferred is the replica that leads the shard when it is up.
 	Preferred uint64
 	Match     map[uint64]uint64
+	// Err is set when a linearizable request could not be answered (no
+	// leader, not confirmed in time, not hosted here).
+	Err *wire.Error
 }
 
 // SubscriptionLagged tells a subscription on a durable stream that it had

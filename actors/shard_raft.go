@@ -115,6 +115,7 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	}
 	s.replica = r
 	r.onSnapSent = func() { s.cfg.Stats.add(&s.cfg.Stats.RaftSnapshotsSent, 1) }
+	r.onReads = s.onReadStates
 	s.heard = map[uint64]int{}
 	if rc.CompactEntries == 0 {
 		rc.CompactEntries = 10000
@@ -266,6 +267,15 @@ func (s *shard) onSoftState(ctx actor.Context, st raft.SoftState) {
 		s.cfg.Stats.RaftLeading.Add(-1)
 	}
 	s.lead = st.Lead
+	// Reads not confirmed yet are lost with the leader raft asked.
+	for id, r := range s.reads {
+		if !r.hasIndex {
+			delete(s.reads, id)
+			resp := s.info()
+			resp.Err = s.notLeader()
+			ctx.Send(r.to, resp)
+		}
+	}
 	if st.RaftState == raft.StateLeader || len(s.proposals) == 0 {
 		return
 	}
@@ -368,6 +378,7 @@ func (s *shard) compactLog(ctx actor.Context) {
 // carries out log compactions.
 func (s *shard) onRaftTick(ctx actor.Context) {
 	s.ticks++
+	s.expireReads(ctx, false, nil)
 	s.compactLog(ctx)
 	if s.ticks%compactEvery == 0 {
 		s.proposeCompaction(ctx)
@@ -477,6 +488,7 @@ func (s *shard) stopReplica(ctx actor.Context, err *wire.Error) {
 		return
 	}
 	s.replica.stop()
+	s.expireReads(ctx, true, err)
 	s.cfg.Raft.Router.Unregister(s.cfg.Key, ctx.Self())
 	if s.lead == s.cfg.Raft.Self {
 		s.cfg.Stats.RaftLeading.Add(-1)

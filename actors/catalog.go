@@ -186,7 +186,7 @@ func (c *catalog) Receive(ctx actor.Context) {
 		return
 	}
 	switch m := ctx.Message().(type) {
-	case *raftTick, *RaftInbound, *MetaWriteResponse, *PeerUndelivered:
+	case *raftTick, *RaftInbound, *MetaWriteResponse, *PeerUndelivered, *PeerSuspect, *ShardInbound:
 		// For a metadata replica that is not running (yet).
 	case *metaProposalExpired:
 		c.onMetaProposalExpired(ctx, m)

@@ -113,7 +113,8 @@ func (c *catalog) onMetaLoaded(ctx actor.Context, m *metaStateLoaded) {
 	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: metaGroupKey, Self: cl.Self, Peers: cl.Router.Nodes,
 		Durable: d, Applied: d.Applied, Writer: c.cfg.Writer, Link: cl.Router.Link,
 		Tick: cl.Tick, ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks,
-		ForwardProposals: true, Apply: c.applyMeta})
+		ForwardProposals: true, Apply: c.applyMeta,
+		Alive: cl.Router.Alive, Busy: func() bool { return len(c.metaWaits) > 0 }})
 	if err != nil {
 		ctx.Logger().Error("catalog: cannot start the metadata group", slog.Any("error", err))
 		return

@@ -61,6 +61,16 @@ type PeerLinkConfig struct {
 	// RetryMin and RetryMax bound the wait between dials, doubling from
 	// the first to the second (defaults 100 ms and 2 s).
 	RetryMin, RetryMax time.Duration
+	// BeatEvery is how often the link writes an empty frame when it wrote
+	// nothing else meanwhile (default 100 ms), so that the peer knows this
+	// node is alive however quiet its groups are; SuspectAfter is how long
+	// the peer may stay silent (no frame at all) before the link suspects
+	// it is gone (default 1 s) and tells OnSuspect, and OnAlive when it is
+	// heard again. A quiesced group wakes when its leader's node is
+	// suspected (shard_quiesce.go): the beats are the node pair's one
+	// heartbeat for every quiet group.
+	BeatEvery, SuspectAfter time.Duration
+	OnSuspect, OnAlive      func(peer uint64)
 	// Now and AfterFunc are the link's clock (tests inject them).
 	Now       func() time.Time
 	AfterFunc func(time.Duration, func()) (stop func() bool)
@@ -135,6 +145,7 @@ type (
 		err error
 	}
 	peerReceived struct{ n int }
+	peerBeat     struct{}
 )
 
 type peerLink struct {
@@ -160,6 +171,12 @@ type peerLink struct {
 	retry       time.Duration
 	stopRetry   func() bool
 	stopped     bool
+	// wrote is set when a frame went since the last beat; alive while the
+	// peer was heard within SuspectAfter, lastHeard when it last was.
+	wrote     bool
+	alive     bool
+	lastHeard time.Time
+	stopBeat  func() bool
 	// life ends the dial on its way when the link stops.
 	life   context.Context
 	cancel context.CancelFunc
@@ -185,6 +202,12 @@ func NewPeerLinkProps(cfg PeerLinkConfig) *actor.Props {
 	if cfg.RetryMax < cfg.RetryMin {
 		cfg.RetryMax = max(cfg.RetryMin, 2*time.Second)
 	}
+	if cfg.BeatEvery <= 0 {
+		cfg.BeatEvery = 100 * time.Millisecond
+	}
+	if cfg.SuspectAfter <= 0 {
+		cfg.SuspectAfter = time.Second
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -201,6 +224,7 @@ func (l *peerLink) Receive(ctx actor.Context) {
 		l.status = PeerStatus{Peer: l.cfg.Peer, Addr: l.cfg.Addr, Since: l.cfg.Now()}
 		l.life, l.cancel = context.WithCancel(context.Background())
 		l.retry = l.cfg.RetryMin
+		l.armBeat(ctx)
 		l.dial(ctx)
 	case *PeerSend:
 		l.onSend(ctx, m)
@@ -228,6 +252,15 @@ func (l *peerLink) Receive(ctx actor.Context) {
 		}
 	case *peerReceived:
 		l.status.Received += uint64(m.n)
+		l.lastHeard = l.cfg.Now()
+		if !l.alive && l.conn != nil {
+			l.alive = true
+			if l.cfg.OnAlive != nil {
+				l.cfg.OnAlive(l.cfg.Peer)
+			}
+		}
+	case *peerBeat:
+		l.onBeat(ctx)
 	case *peerRedial:
 		if m.gen == l.gen && !l.stopped {
 			l.dial(ctx)
@@ -240,6 +273,9 @@ func (l *peerLink) Receive(ctx actor.Context) {
 		l.stopped = true
 		if l.cancel != nil {
 			l.cancel()
+		}
+		if l.stopBeat != nil {
+			l.stopBeat()
 		}
 		if l.stopRetry != nil {
 			l.stopRetry()
@@ -428,8 +464,44 @@ func (l *peerLink) onConnected(ctx actor.Context, m *peerConnected) {
 	l.flush(ctx)
 }
 
+func (l *peerLink) armBeat(ctx actor.Context) {
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	l.stopBeat = l.cfg.AfterFunc(l.cfg.BeatEvery, func() { root.Send(self, &peerBeat{}) })
+}
+
+// onBeat writes an empty frame if nothing went since the last beat, and
+// suspects a peer silent for SuspectAfter.
+func (l *peerLink) onBeat(ctx actor.Context) {
+	if l.stopped {
+		return
+	}
+	l.armBeat(ctx)
+	if l.conn != nil && !l.wrote && !l.busy && len(l.queue) == 0 && len(l.frameQueue) == 0 {
+		l.status.Frames++
+		l.busy = true
+		l.frames <- peerwire.AppendRaft(nil, nil)
+	}
+	l.wrote = false
+	if l.alive && l.cfg.Now().Sub(l.lastHeard) > l.cfg.SuspectAfter {
+		ctx.Logger().Warn("peer link: peer silent; suspected gone", slog.Uint64("peer", l.cfg.Peer), slog.Duration("silent", l.cfg.Now().Sub(l.lastHeard)))
+		l.suspect()
+	}
+}
+
+// suspect marks the peer as not heard from.
+func (l *peerLink) suspect() {
+	if !l.alive {
+		return
+	}
+	l.alive = false
+	if l.cfg.OnSuspect != nil {
+		l.cfg.OnSuspect(l.cfg.Peer)
+	}
+}
+
 // down closes the connection, drops what waits, and dials again later.
 func (l *peerLink) down(ctx actor.Context, err error) {
+	l.suspect()
 	l.dialing = false
 	wasUp := l.conn != nil
 	l.close(err)
@@ -511,7 +583,7 @@ func (l *peerLink) flush(ctx actor.Context) {
 			l.queued -= len(f)
 			l.status.Frames++
 			l.status.Messages++
-			l.busy = true
+			l.busy, l.wrote = true, true
 			l.frames <- f
 		}
 		return
@@ -531,7 +603,7 @@ func (l *peerLink) flush(ctx actor.Context) {
 	clear(l.queue[:n])
 	clear(l.queueFrom[:n])
 	l.queue, l.queueFrom, l.queueSnap = l.queue[n:], l.queueFrom[n:], l.queueSnap[n:]
-	l.busy = true
+	l.busy, l.wrote = true, true
 	l.frames <- frame
 }
 

@@ -47,6 +47,16 @@ type raftReplica struct {
 	// the answers to ReadIndex requests.
 	onSnapSent func()
 	onReads    func(actor.Context, []raft.ReadState)
+	// quiet is set while the group is quiesced: raft does not tick
+	// (raft_quiesce.go). alive says whether a peer's node is heard from
+	// (nil: the group never quiesces); busy whether the owner has
+	// something on its way; onQuiet counts quiet replicas (+1, -1).
+	quiet     bool
+	alive     func(uint64) bool
+	busy      func() bool
+	onQuiet   func(int64)
+	idleAt    uint64
+	idleTicks int
 	// applied is the last index handed to apply.
 	applied uint64
 	// token names the write on its way to storage (0: none).
@@ -79,6 +89,11 @@ type raftReplicaConfig struct {
 	Soft             func(actor.Context, raft.SoftState)
 	// OnTick runs after each tick is handled.
 	OnTick func(actor.Context)
+	// Alive, Busy and OnQuiet make the group quiesce when idle
+	// (raft_quiesce.go; Alive nil: it never does).
+	Alive   func(uint64) bool
+	Busy    func() bool
+	OnQuiet func(int64)
 	// Install installs a snapshot from the leader: the owner makes its
 	// state the snapshot's, then calls finishInstall (nil: a snapshot
 	// stops the replica).
@@ -103,7 +118,7 @@ func startRaftReplica(ctx actor.Context, cfg raftReplicaConfig) (*raftReplica, e
 	// write (the same actor name, after a restart) never matches one of
 	// this instance's.
 	r := &raftReplica{key: cfg.Key, self: cfg.Self, core: core, writer: cfg.Writer, link: cfg.Link, tokens: rand.Uint64() >> 1,
-		apply: cfg.Apply, soft: cfg.Soft, tick: cfg.OnTick, install: cfg.Install, applied: max(cfg.Applied, raftBootstrapIndex),
+		apply: cfg.Apply, soft: cfg.Soft, tick: cfg.OnTick, install: cfg.Install, alive: cfg.Alive, busy: cfg.Busy, onQuiet: cfg.OnQuiet, applied: max(cfg.Applied, raftBootstrapIndex),
 		tickEvery: cfg.Tick, afterFunc: cfg.AfterFunc}
 	r.arm(ctx)
 	return r, nil
@@ -117,13 +132,21 @@ type raftTick struct{}
 func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 	switch m := msg.(type) {
 	case *raftTick:
-		if !r.stopped {
+		if !r.stopped && !r.quiet {
 			r.handle(ctx, r.core.tick())
 			r.arm(ctx)
 			if r.tick != nil && !r.stopped {
 				r.tick(ctx)
 			}
+			r.maybeQuiesce(ctx)
 		}
+	case *ShardInbound:
+		if m.Msg.Quiesce == nil {
+			return false // the owner's (a snapshot's pages)
+		}
+		r.onQuiesce(m.From, m.Msg.Quiesce)
+	case *PeerSuspect:
+		r.onPeerSuspect(ctx, m.Peer)
 	case *RaftInbound:
 		if r.stopped {
 			return true
@@ -140,6 +163,11 @@ func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 			ctx.Logger().Warn("raft: a message names other replicas than its link's", slog.Uint64("stream", r.key.Stream),
 				slog.Uint64("shard", uint64(r.key.Shard)), slog.Uint64("link", m.From), slog.Uint64("from", pm.GetFrom()), slog.Uint64("to", pm.GetTo()))
 			return true
+		}
+		if t := pm.GetType(); t != pb.MessageType_MsgHeartbeat && t != pb.MessageType_MsgHeartbeatResp {
+			// Anything but the heartbeats a quiet group still answers (the
+			// last ones cross the quiesce on the wire) wakes it.
+			r.wake(ctx)
 		}
 		r.handle(ctx, r.core.step(pm))
 	case *MetaWriteResponse:
@@ -163,6 +191,7 @@ func (r *raftReplica) propose(ctx actor.Context, data []byte) error {
 	if r.stopped {
 		return fmt.Errorf("%w: %w", errRaftCoreFailed, r.failedErr)
 	}
+	r.wake(ctx)
 	out, err := r.core.propose(data)
 	if err != nil {
 		return err
@@ -175,6 +204,7 @@ func (r *raftReplica) propose(ctx actor.Context, data []byte) error {
 // (answered through onReads, carrying rctx).
 func (r *raftReplica) readIndex(ctx actor.Context, rctx []byte) {
 	if !r.stopped {
+		r.wake(ctx)
 		r.handle(ctx, r.core.readIndex(rctx))
 	}
 }

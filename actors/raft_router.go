@@ -25,6 +25,8 @@ type RaftRouter struct {
 	links       map[uint64]*actor.PID
 	groups      map[peerwire.Group]*actor.PID
 	undelivered atomic.Uint64
+	// alive are the peers whose links heard from them lately.
+	alive map[uint64]bool
 }
 
 // NewRaftRouter makes the router of node self in a cluster of nodes.
@@ -32,7 +34,7 @@ func NewRaftRouter(root *actor.RootContext, self uint64, nodes []uint64) *RaftRo
 	ns := slices.Clone(nodes)
 	slices.Sort(ns)
 	return &RaftRouter{Self: self, Nodes: ns, root: root, links: map[uint64]*actor.PID{},
-		groups: map[peerwire.Group]*actor.PID{}}
+		groups: map[peerwire.Group]*actor.PID{}, alive: map[uint64]bool{}}
 }
 
 // SetLinks sets the peer links, by peer id.
@@ -81,6 +83,41 @@ func (r *RaftRouter) Deliver(from uint64, msgs []peerwire.Message) {
 			continue
 		}
 		r.root.Send(pid, &RaftInbound{From: from, Data: m.Data})
+	}
+}
+
+// PeerSuspect tells every group that a peer's node went silent (its link
+// heard nothing for a while, or went down): a quiesced group it leads
+// wakes, and elects another leader if it is gone.
+type PeerSuspect struct {
+	Peer uint64
+}
+
+// Alive reports whether peer's link heard from it lately.
+func (r *RaftRouter) Alive(peer uint64) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.alive[peer]
+}
+
+// OnAlive is a link's: its peer is heard from.
+func (r *RaftRouter) OnAlive(peer uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.alive[peer] = true
+}
+
+// OnSuspect is a link's: its peer went silent. Every group hears of it.
+func (r *RaftRouter) OnSuspect(peer uint64) {
+	r.mu.Lock()
+	r.alive[peer] = false
+	pids := make([]*actor.PID, 0, len(r.groups))
+	for _, pid := range r.groups {
+		pids = append(pids, pid)
+	}
+	r.mu.Unlock()
+	for _, pid := range pids {
+		r.root.Send(pid, &PeerSuspect{Peer: peer})
 	}
 }
 

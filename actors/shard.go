@@ -182,6 +182,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.onShardInbound(ctx, m)
 	case *installTimeout:
 		s.onInstallTimeout(ctx, m)
+	case *PeerSuspect:
+		// For a replica that is not running.
 	case *proposalsExpired:
 		if s.replica != nil {
 			s.onProposalsExpired(ctx)

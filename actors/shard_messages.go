@@ -171,6 +171,8 @@ type ShardInfoResponse struct {
 	// Preferred is the replica that leads the shard when it is up.
 	Preferred uint64
 	Match     map[uint64]uint64
+	// Quiesced is set while the replica's group is quiet.
+	Quiesced bool
 	// Err is set when a linearizable request could not be answered (no
 	// leader, not confirmed in time, not hosted here).
 	Err *wire.Error

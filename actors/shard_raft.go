@@ -107,7 +107,8 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: s.cfg.Key, Self: rc.Self, Peers: rc.Replicas,
 		Durable: d, Applied: d.Applied, Writer: s.cfg.Writer, Link: rc.Router.Link,
 		Tick: rc.Tick, ElectionTicks: rc.ElectionTicks, HeartbeatTicks: rc.HeartbeatTicks, AfterFunc: rc.AfterFunc,
-		Apply: s.applyEntry, Soft: s.onSoftState, OnTick: s.onRaftTick, Install: s.onSnapshot})
+		Apply: s.applyEntry, Soft: s.onSoftState, OnTick: s.onRaftTick, Install: s.onSnapshot,
+		Alive: rc.Router.Alive, Busy: s.busy, OnQuiet: s.onQuiet})
 	if err != nil {
 		s.logger(ctx).Error("shard: cannot start its raft replica; refusing publishes", slog.Any("error", err))
 		s.failed = err
@@ -149,6 +150,7 @@ func (s *shard) inFlight() int { return len(s.core.pending) + len(s.proposals) }
 
 // proposePublish proposes a publish on the leader.
 func (s *shard) proposePublish(ctx actor.Context, m *PublishRequest) {
+	s.replica.wake(ctx) // its status below must be current
 	reject := func(err *wire.Error) { ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: err}) }
 	if m.Idempotent && m.Sequence == 0 {
 		reject(wire.Errorf(wire.CodeInvalidRequest, "idempotent sequences start at 1"))
@@ -487,6 +489,9 @@ func (s *shard) stopReplica(ctx actor.Context, err *wire.Error) {
 		}
 		return
 	}
+	if s.replica.quiet {
+		s.onQuiet(-1)
+	}
 	s.replica.stop()
 	s.expireReads(ctx, true, err)
 	s.cfg.Raft.Router.Unregister(s.cfg.Key, ctx.Self())
@@ -509,6 +514,7 @@ func (s *shard) raftInfo(resp *ShardInfoResponse) {
 	st := s.replica.core.rn.Status()
 	resp.Leader, resp.Term, resp.RaftCommit, resp.RaftApplied = st.Lead, st.GetTerm(), st.GetCommit(), s.replica.applied
 	resp.RaftFirst, _ = s.replica.core.log.FirstIndex()
+	resp.Quiesced = s.replica.quiet
 	if st.RaftState == raft.StateLeader {
 		resp.Match = map[uint64]uint64{}
 		for id, pr := range st.Progress {

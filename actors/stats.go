@@ -36,6 +36,9 @@ type Stats struct {
 	// snapshots this node's replicas installed (their logs fetched in
 	// pages).
 	RaftSnapshotsSent, RaftSnapshotsInstalled atomic.Uint64
+	// RaftQuiesced counts the replicated shards' replicas here that are
+	// quiesced now (idle: no ticks, no heartbeats).
+	RaftQuiesced atomic.Int64
 	// PublishedBatches, PublishedRecords and PublishedBytes count committed
 	// publishes.
 	PublishedBatches, PublishedRecords, PublishedBytes atomic.Uint64

@@ -116,6 +116,7 @@ func (n *Node) startCluster() error {
 	if c.ln, err = c.tr.Listen(c.tls.Server, peerQUIC()); err != nil {
 		return fmt.Errorf("node: cluster listen: %w", err)
 	}
+	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
 	var links []actors.PeerLinkConfig
 	dial := actors.PeerDialer(c.tr, c.tls.Client, peerQUIC())
 	for id, addr := range c.peers {
@@ -123,7 +124,8 @@ func (n *Node) startCluster() error {
 			continue
 		}
 		links = append(links, actors.PeerLinkConfig{Self: c.self, Peer: id, Addr: addr, Dial: dial, CheckIdentity: c.tls.CheckPeerIdentity,
-			Deliver: c.router.Deliver, DeliverShard: c.router.DeliverShard, Goroutines: n.goroutines})
+			Deliver: c.router.Deliver, DeliverShard: c.router.DeliverShard, Goroutines: n.goroutines,
+			BeatEvery: election / 10, SuspectAfter: election / 2, OnSuspect: c.router.OnSuspect, OnAlive: c.router.OnAlive})
 	}
 	slices.SortFunc(links, func(a, b actors.PeerLinkConfig) int { return cmp.Compare(a.Peer, b.Peer) })
 	if c.pid, err = n.sys.Root.SpawnNamed(actors.NewPeersProps(actors.PeersConfig{Links: links}), "peers"); err != nil {
@@ -220,6 +222,8 @@ type GroupStatus struct {
 	Applied uint64            `json:"applied"`
 	Tail    uint64            `json:"tail"`
 	Lag     map[uint64]uint64 `json:"lag,omitempty"`
+	// Quiesced is set while the group is idle and quiet here.
+	Quiesced bool `json:"quiesced,omitempty"`
 }
 
 // PeerStatus is one link as ClusterStatus shows it.
@@ -297,7 +301,7 @@ func (n *Node) groupStatus(wait time.Duration) ([]GroupStatus, map[uint64]int) {
 				continue // not held here
 			}
 			g := GroupStatus{Stream: h.Name.String(), Shard: uint32(i), Leader: si.Leader, Term: si.Term,
-				Commit: si.RaftCommit, Applied: si.RaftApplied, Tail: si.Tail, Lag: si.Lags()}
+				Commit: si.RaftCommit, Applied: si.RaftApplied, Tail: si.Tail, Lag: si.Lags(), Quiesced: si.Quiesced}
 			if si.Leader != 0 {
 				leaders[si.Leader]++
 			}

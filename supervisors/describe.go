@@ -50,6 +50,9 @@ type ShardDescription struct {
 	// Lag is, on the leader, how many raft entries each replica's log is
 	// behind the leader's commit index (0: caught up).
 	Lag map[uint64]uint64 `json:"lag,omitempty"`
+	// Quiesced is set while this replica's group is idle and quiet (no
+	// ticks, no heartbeats; docs/architecture.md).
+	Quiesced bool `json:"quiesced,omitempty"`
 }
 
 // DescribeStream describes name as this node sees it.
@@ -78,7 +81,8 @@ func (n *Node) DescribeStream(ctx context.Context, name wire.StreamName) (Stream
 			return StreamDescription{}, fmt.Errorf("describe: shard %d: %w", i, errs[i])
 		}
 		sd := ShardDescription{Shard: uint32(i), First: si.First, Tail: si.Tail, Replicas: si.Replicas, Leader: si.Leader,
-			Term: si.Term, Commit: si.RaftCommit, Applied: si.RaftApplied, RaftFirst: si.RaftFirst, Preferred: si.Preferred}
+			Term: si.Term, Commit: si.RaftCommit, Applied: si.RaftApplied, RaftFirst: si.RaftFirst, Preferred: si.Preferred,
+			Quiesced: si.Quiesced}
 		sd.Lag = si.Lags()
 		out.Shard = append(out.Shard, sd)
 	}

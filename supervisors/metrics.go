@@ -81,6 +81,8 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		func(o metric.Int64Observer) { o.Observe(stats.RaftLeading.Load()) })
 	counter("herald.raft.proposal_timeouts", "{publish}", "Publishes to replicated shards answered replication_timeout.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftProposalTimeouts.Load())) })
+	gauge("herald.raft.quiesced", "{replica}", "Replicas of replicated shards here whose groups are quiesced (idle: no ticks, no heartbeats).",
+		func(o metric.Int64Observer) { o.Observe(stats.RaftQuiesced.Load()) })
 	counter("herald.raft.snapshots_sent", "{snapshot}", "Snapshots the leaders here sent to replicas behind their compacted raft logs.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftSnapshotsSent.Load())) })
 	counter("herald.raft.snapshots_installed", "{snapshot}", "Snapshots the replicas here installed, their shard logs fetched in pages.",

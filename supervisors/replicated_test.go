@@ -797,3 +797,75 @@ func TestReplicatedReadsAreLinearizable(t *testing.T) {
 		t.Fatalf("read without a quorum took %s", took)
 	}
 }
+
+// Idle groups go quiet: once nothing happens, every replica of every
+// shard quiesces and the links carry no raft message, only the node pair's
+// beats. A publish wakes its group; a quiet group whose leader's node stops
+// elects another leader (its followers learn of the loss from the link,
+// not from heartbeats) and takes publishes again well within the 3 s the
+// issue allows; it goes quiet again after.
+func TestIdleReplicatedGroupsQuiesce(t *testing.T) {
+	tc := newTestCluster(t)
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "quiet"}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cc := tc.dialCluster(ctx)
+	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 3, Durable: true, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	p := cc.NewProducer(name, 3)
+	for i := range 30 {
+		if _, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)}, client.WithKey(fmt.Appendf(nil, "k%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	quiet := func(what string) {
+		t.Helper()
+		tc.describeAll(name, what, func(_ uint64, d StreamDescription) bool {
+			for _, s := range d.Shard {
+				if !s.Quiesced {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	quiet("every replica quiet")
+	messages := func() uint64 {
+		var n uint64
+		for _, node := range tc.nodes {
+			st, _, err := node.ClusterStatus(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range st.Peers {
+				n += p.Messages
+			}
+		}
+		return n
+	}
+	before := messages()
+	time.Sleep(time.Second) // ten election timeouts of silence
+	if after := messages(); after != before {
+		t.Fatalf("quiet groups sent %d messages in a second", after-before)
+	}
+	ack, err := p.Publish(ctx, [][]byte{[]byte("wake")}, client.WithKey([]byte("k0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet("quiet again after a publish")
+
+	lead := tc.leaderOf(name, int(ack.Shard))
+	tc.stop(lead)
+	start := time.Now()
+	if _, err := p.Publish(ctx, [][]byte{[]byte("after")}, client.WithKey([]byte("k0"))); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("a quiet group's publish after its leader's node stopped took %s", took)
+	if took > 3*time.Second {
+		t.Fatalf("a quiet group took %s to take a publish after its leader's node stopped", took)
+	}
+	tc.start(lead)
+	quiet("quiet with every node back")
+}

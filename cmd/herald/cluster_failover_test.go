@@ -38,7 +38,7 @@ type devCluster struct {
 	proxies map[uint64][]*udpproxy.Proxy
 }
 
-func startDevCluster(t *testing.T) *devCluster {
+func startDevCluster(t *testing.T, env ...string) *devCluster {
 	t.Helper()
 	dc := &devCluster{nodes: make([]*clusterNodeProcess, 3)}
 	var peers, servers, cas []string
@@ -53,7 +53,7 @@ func startDevCluster(t *testing.T) *devCluster {
 	}
 	dc.servers, dc.cas = strings.Join(servers, ","), strings.Join(cas, ",")
 	for _, n := range dc.nodes {
-		n.peers = strings.Join(peers, ",")
+		n.peers, n.env = strings.Join(peers, ","), env
 		n.start(t)
 	}
 	return dc

@@ -22,15 +22,20 @@ type clusterNodeProcess struct {
 	id                               uint64
 	dir, listen, http, clusterListen string
 	peers                            string
-	cmd                              *exec.Cmd
-	done                             chan struct{}
-	logPath                          string
+	// env is added to the node's environment (configuration keys).
+	env     []string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	logPath string
 }
 
 func (p *clusterNodeProcess) start(t *testing.T) {
 	t.Helper()
 	p.cmd = exec.Command(heraldBinary(t), "node", "--node-id", fmt.Sprint(p.id), "--listen", p.listen, "--http", p.http,
 		"--cluster-listen", p.clusterListen, "--peers", p.peers, "--data-dir", p.dir)
+	if len(p.env) > 0 {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	logFile, err := os.Create(filepath.Join(t.TempDir(), fmt.Sprintf("node-%d.log", p.id)))
 	if err != nil {
 		t.Fatal(err)

@@ -90,7 +90,7 @@ A node without peers answers that it is not a cluster (exit status 1).`,
 				leads = append(leads, fmt.Sprintf("node %d leads %d", id, st.Leaders[id]))
 			}
 			fmt.Fprintf(env.stdout, "\nraft groups held here (%s):\n", strings.Join(leads, ", "))
-			t = newTable("STREAM", "SHARD", "LEADER", "TERM", "COMMIT", "APPLIED", "TAIL", "LAG")
+			t = newTable("STREAM", "SHARD", "LEADER", "TERM", "COMMIT", "APPLIED", "TAIL", "LAG", "QUIET")
 			for _, g := range st.Groups {
 				lag := "-" // known on the leader only
 				if len(g.Lag) > 0 {
@@ -100,14 +100,18 @@ A node without peers answers that it is not a cluster (exit status 1).`,
 					}
 					lag = strings.Join(parts, " ")
 				}
-				t.AppendRow([]any{g.Stream, g.Shard, g.Leader, g.Term, g.Commit, g.Applied, g.Tail, lag})
+				quiet := "no"
+				if g.Quiesced {
+					quiet = "yes"
+				}
+				t.AppendRow([]any{g.Stream, g.Shard, g.Leader, g.Term, g.Commit, g.Applied, g.Tail, lag, quiet})
 			}
 			return writeTable(env.stdout, t)
 		},
 	}
 	c.Flags().StringVar(&httpAddr, "http", defaultClusterHTTP, "the node's HTTP listener `address` (its --http)")
 	c.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the node")
-	addOutputFlags(c, &out, "an object with node_id, cluster_listen, authenticated, peers, groups (each replicated shard held here: stream, shard, leader, term, commit, applied, tail, lag on its leader) and leaders (groups led, per node id)")
+	addOutputFlags(c, &out, "an object with node_id, cluster_listen, authenticated, peers, groups (each replicated shard held here: stream, shard, leader, term, commit, applied, tail, lag on its leader, quiesced) and leaders (groups led, per node id)")
 	return c
 }
 

@@ -13,6 +13,7 @@ import (
 //	stream u64 | shard u32 | kind u8 | kind's body
 //
 //	kind 1, ShardFetch: token u64 | from u64 | to u64 | max bytes u32
+//	kind 3, ShardQuiesce: term u64 | commit u64
 //	kind 2, ShardPage:  token u64 | first u64 | tail u64 | count u32 |
 //	                    count × (base u64 | records u32 | timestamp i64 |
 //	                             length u32 | records)
@@ -21,6 +22,12 @@ import (
 // from (or, when retention deleted that far, from its first offset) and
 // below to, at most max bytes of records and at least one batch when it
 // has one; first and tail are where its log starts and ends.
+//
+// A ShardQuiesce goes from a group's leader to its followers when the
+// group is idle and every replica holds every entry: the leader stops
+// ticking and heartbeating, and a follower at that term and commit stops
+// ticking too, until any message of the group (or the loss of its
+// leader's node, see the link's beats) wakes it.
 
 // ShardKind is the kind of a Shard frame's message.
 type ShardKind uint8
@@ -29,7 +36,24 @@ type ShardKind uint8
 const (
 	KindShardFetch ShardKind = 1
 	KindShardPage  ShardKind = 2
+	KindQuiesce    ShardKind = 3
 )
+
+// ShardQuiesce tells a follower its leader quiesced the group at Term and
+// Commit.
+type ShardQuiesce struct {
+	Group        Group
+	Term, Commit uint64
+}
+
+const quiesceSize = shardHead + 8 + 8
+
+// AppendShardQuiesce appends a Shard frame carrying q.
+func AppendShardQuiesce(dst []byte, q ShardQuiesce) []byte {
+	dst = appendShardHead(dst, quiesceSize, q.Group, KindQuiesce)
+	dst = binary.BigEndian.AppendUint64(dst, q.Term)
+	return binary.BigEndian.AppendUint64(dst, q.Commit)
+}
 
 // ShardFetch asks a replica for a page of a shard's log.
 type ShardFetch struct {
@@ -112,16 +136,21 @@ func AppendShardPage(dst []byte, p ShardPage) []byte {
 	return dst
 }
 
-// ShardMessage is a decoded Shard frame: exactly one of Fetch and Page.
+// ShardMessage is a decoded Shard frame: exactly one of Fetch, Page and
+// Quiesce.
 type ShardMessage struct {
-	Fetch *ShardFetch
-	Page  *ShardPage
+	Fetch   *ShardFetch
+	Page    *ShardPage
+	Quiesce *ShardQuiesce
 }
 
 // Group is the shard the message is for.
 func (m ShardMessage) Group() Group {
-	if m.Fetch != nil {
+	switch {
+	case m.Fetch != nil:
 		return m.Fetch.Group
+	case m.Quiesce != nil:
+		return m.Quiesce.Group
 	}
 	return m.Page.Group
 }
@@ -145,6 +174,11 @@ func DecodeShard(b []byte) (ShardMessage, error) {
 			return ShardMessage{}, malformed("shard fetch of offsets [%d, %d)", f.From, f.To)
 		}
 		return ShardMessage{Fetch: f}, nil
+	case KindQuiesce:
+		if len(b) != quiesceSize {
+			return ShardMessage{}, malformed("shard quiesce of %d bytes, want %d", len(b), quiesceSize)
+		}
+		return ShardMessage{Quiesce: &ShardQuiesce{Group: g, Term: binary.BigEndian.Uint64(b[13:]), Commit: binary.BigEndian.Uint64(b[21:])}}, nil
 	case KindShardPage:
 		if len(b) < pageHead {
 			return ShardMessage{}, malformed("shard page of %d bytes", len(b))

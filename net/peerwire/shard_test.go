@@ -19,9 +19,11 @@ func TestShardRoundTrip(t *testing.T) {
 	buf = AppendShardFetch(buf, f)
 	buf = AppendShardPage(buf, p)
 	buf = AppendShardPage(buf, ShardPage{Group: g, Token: 1, First: 0, Tail: 0})
+	q := ShardQuiesce{Group: g, Term: 4, Commit: 1 << 40}
+	buf = AppendShardQuiesce(buf, q)
 	r := bytes.NewReader(buf)
 	var got []ShardMessage
-	for range 3 {
+	for range 4 {
 		typ, body, err := ReadFrame(r, DefaultMaxFrameBytes)
 		if err != nil || typ != TypeShard {
 			t.Fatalf("frame %v, %v", typ, err)
@@ -40,6 +42,9 @@ func TestShardRoundTrip(t *testing.T) {
 	}
 	if got[2].Page == nil || len(got[2].Page.Batches) != 0 {
 		t.Fatalf("empty page %+v", got[2].Page)
+	}
+	if got[3].Quiesce == nil || *got[3].Quiesce != q || got[3].Group() != g {
+		t.Fatalf("quiesce %+v, want %+v", got[3].Quiesce, q)
 	}
 	body := func(frame []byte) []byte { return frame[HeaderSize:] }
 	bad := map[string][]byte{

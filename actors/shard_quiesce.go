@@ -1,0 +1,16 @@
+package actors
+
+// busy reports what keeps a replicated shard's group from quiescing
+// (raft_quiesce.go): a publish proposed or waiting, a read, an install, a
+// compaction or a batch on its way to storage, or, on a leader in its
+// preferred replica's place, the handover still to come.
+func (s *shard) busy() bool {
+	rc := s.cfg.Raft
+	if len(s.proposals) > 0 || len(s.reads) > 0 || s.install != nil || s.compaction != nil || len(s.held) > 0 ||
+		(s.core != nil && len(s.core.pending) > 0) {
+		return true
+	}
+	return s.lead == rc.Self && rc.Preferred != 0 && rc.Preferred != rc.Self && rc.Router.Alive(rc.Preferred)
+}
+
+func (s *shard) onQuiet(n int64) { s.cfg.Stats.RaftQuiesced.Add(n) }

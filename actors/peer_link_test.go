@@ -84,8 +84,11 @@ func newTestPeerNode(t *testing.T, id uint64, addr string, tlsConf transport.Pee
 
 // link starts this node's link to peer at addr; the links must all be
 // started before any peer dials.
-func (n *testPeerNode) link(peer uint64, addr string) {
-	pid := n.sys.Root.Spawn(NewPeerLinkProps(PeerLinkConfig{
+func (n *testPeerNode) link(peer uint64, addr string) { n.linkWith(peer, addr, nil) }
+
+// linkWith is link with the link's config changed by mutate.
+func (n *testPeerNode) linkWith(peer uint64, addr string, mutate func(*PeerLinkConfig)) {
+	cfg := PeerLinkConfig{
 		Self: n.id, Peer: peer, Addr: addr,
 		Dial: PeerDialer(n.tr, n.tls.Client, n.qc), CheckIdentity: n.tls.CheckPeerIdentity,
 		Deliver: func(from uint64, msgs []peerwire.Message) {
@@ -100,7 +103,11 @@ func (n *testPeerNode) link(peer uint64, addr string) {
 			}
 		},
 		RetryMin: time.Millisecond, RetryMax: 20 * time.Millisecond, Goroutines: n.gor,
-	}))
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	pid := n.sys.Root.Spawn(NewPeerLinkProps(cfg))
 	n.mu.Lock()
 	n.links[peer] = pid
 	n.mu.Unlock()
@@ -365,4 +372,38 @@ func clusterPeerTLS(t *testing.T, ids ...uint64) func(id uint64) transport.PeerT
 		}
 		return p
 	}
+}
+
+// A peer that sends nothing, not even beats, is suspected after
+// SuspectAfter, and alive again once it is heard; a link that goes down
+// suspects its peer at once. (That beats keep an idle pair alive is
+// TestIdleReplicatedGroupsQuiesce's: a suspicion would wake its groups.)
+func TestPeerLinkBeatsAndSuspects(t *testing.T) {
+	tlsOf := clusterPeerTLS(t, 1, 2)
+	n1 := newTestPeerNode(t, 1, "127.0.0.1:0", tlsOf(1))
+	defer n1.stop()
+	addr2 := freeUDPAddr(t)
+	n2 := newTestPeerNode(t, 2, addr2, tlsOf(2))
+	var mu sync.Mutex
+	var events []string
+	note := func(e string) func(uint64) {
+		return func(peer uint64) { mu.Lock(); events = append(events, fmt.Sprintf("%s %d", e, peer)); mu.Unlock() }
+	}
+	seen := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), events...) }
+	// Node 2 never beats; node 1 beats every 20 ms and suspects after 200 ms.
+	n2.linkWith(1, n1.ln.Addr().String(), func(c *PeerLinkConfig) { c.BeatEvery = time.Hour })
+	n1.linkWith(2, addr2, func(c *PeerLinkConfig) {
+		c.BeatEvery, c.SuspectAfter, c.OnSuspect, c.OnAlive = 20*time.Millisecond, 200*time.Millisecond, note("suspect"), note("alive")
+	})
+	waitFor(t, "the link up", func() bool { return n1.status(2).Up && n2.status(1).Up })
+	n2.sys.Root.Send(n2.linkPID(1), &PeerSend{Msgs: []peerwire.Message{{Group: peerwire.Group{Stream: 9}, Data: []byte("hi")}}})
+	waitFor(t, "node 2 heard", func() bool { return len(seen()) >= 1 })
+	waitFor(t, "node 2 suspected once silent", func() bool { return len(seen()) >= 2 })
+	n2.sys.Root.Send(n2.linkPID(1), &PeerSend{Msgs: []peerwire.Message{{Group: peerwire.Group{Stream: 9}, Data: []byte("again")}}})
+	waitFor(t, "node 2 alive again", func() bool { return len(seen()) >= 3 })
+	if got := seen()[:3]; strings.Join(got, ",") != "alive 2,suspect 2,alive 2" {
+		t.Fatalf("events %v", got)
+	}
+	n2.stop()
+	waitFor(t, "node 2 suspected when its link went down", func() bool { return len(seen()) >= 4 && seen()[3] == "suspect 2" })
 }

@@ -164,8 +164,10 @@ type peerLink struct {
 	queueFrom []*actor.PID
 	queueSnap []bool
 	queued    int
-	// frameQueue are Shard frames waiting for the writer.
+	// frameQueue are Shard frames waiting for the writer; shardTurn is
+	// set when one of them goes next (they alternate with raft frames).
 	frameQueue  [][]byte
+	shardTurn   bool
 	flushQueued bool
 	dialing     bool
 	retry       time.Duration
@@ -224,6 +226,11 @@ func (l *peerLink) Receive(ctx actor.Context) {
 		l.status = PeerStatus{Peer: l.cfg.Peer, Addr: l.cfg.Addr, Since: l.cfg.Now()}
 		l.life, l.cancel = context.WithCancel(context.Background())
 		l.retry = l.cfg.RetryMin
+		if l.cfg.OnSuspect != nil {
+			// A new link (a restart) has heard nothing yet, whatever the one
+			// before it told the groups.
+			l.cfg.OnSuspect(l.cfg.Peer)
+		}
 		l.armBeat(ctx)
 		l.dial(ctx)
 	case *PeerSend:
@@ -568,14 +575,15 @@ func (l *peerLink) onSendFrame(ctx actor.Context, m *PeerSendFrame) {
 	}
 }
 
-// flush hands the writer one frame of what queued, if it is idle: raft's
-// messages first (heartbeats must not wait behind a page), then a Shard
-// frame.
+// flush hands the writer one frame of what queued, if it is idle: raft
+// frames and Shard frames in turn, so neither waits long behind the
+// other.
 func (l *peerLink) flush(ctx actor.Context) {
 	if l.conn == nil || l.busy {
 		return
 	}
-	if len(l.queue) == 0 {
+	if len(l.queue) == 0 || (len(l.frameQueue) > 0 && l.shardTurn) {
+		l.shardTurn = false
 		if len(l.frameQueue) > 0 {
 			f := l.frameQueue[0]
 			l.frameQueue[0] = nil
@@ -604,6 +612,7 @@ func (l *peerLink) flush(ctx actor.Context) {
 	clear(l.queueFrom[:n])
 	l.queue, l.queueFrom, l.queueSnap = l.queue[n:], l.queueFrom[n:], l.queueSnap[n:]
 	l.busy, l.wrote = true, true
+	l.shardTurn = true // a Shard frame waiting goes next, not after every raft frame
 	l.frames <- frame
 }
 

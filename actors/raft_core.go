@@ -77,6 +77,10 @@ type raftDurable struct {
 	// Installing is a snapshot whose install a crash cut short (nil:
 	// none): the shard log may hold part of what it fetched.
 	Installing *pb.Snapshot
+	// StaleFrom and StaleTo are stored entries the snapshot covers (0:
+	// none): a compaction keeps entries behind its snapshot for slow
+	// followers, and a restart no longer needs them.
+	StaleFrom, StaleTo uint64
 }
 
 // raftPersist is what must be durable before the messages of the Ready it

@@ -84,7 +84,7 @@ func (r *raftReplica) onQuiesce(from uint64, q *peerwire.ShardQuiesce) {
 	}
 	st := r.core.rn.Status()
 	last, _ := r.core.log.LastIndex()
-	if st.RaftState != raft.StateFollower || st.Lead != from || st.GetTerm() != q.Term || st.GetCommit() != q.Commit ||
+	if st.RaftState != raft.StateFollower || st.Lead != from || !r.alive(from) || st.GetTerm() != q.Term || st.GetCommit() != q.Commit ||
 		last != q.Commit || r.token != 0 || r.installing != nil || (r.busy != nil && r.busy()) {
 		return // it keeps ticking; its next election message wakes the leader
 	}

@@ -57,6 +57,7 @@ type raftReplica struct {
 	onQuiet   func(int64)
 	idleAt    uint64
 	idleTicks int
+	tickGen   uint64
 	// applied is the last index handed to apply.
 	applied uint64
 	// token names the write on its way to storage (0: none).
@@ -124,15 +125,17 @@ func startRaftReplica(ctx actor.Context, cfg raftReplicaConfig) (*raftReplica, e
 	return r, nil
 }
 
-// raftTick is a replica's timer message.
-type raftTick struct{}
+// raftTick is a replica's timer message; gen names the timer that sent it
+// (a tick of a timer stopped by a quiesce, still in the mailbox when the
+// group wakes, must not start a second chain of ticks).
+type raftTick struct{ gen uint64 }
 
 // receive handles the replica's own messages; it reports false for any
 // other.
 func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 	switch m := msg.(type) {
 	case *raftTick:
-		if !r.stopped && !r.quiet {
+		if !r.stopped && !r.quiet && m.gen == r.tickGen {
 			r.handle(ctx, r.core.tick())
 			r.arm(ctx)
 			if r.tick != nil && !r.stopped {
@@ -141,10 +144,14 @@ func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 			r.maybeQuiesce(ctx)
 		}
 	case *ShardInbound:
-		if m.Msg.Quiesce == nil {
+		switch {
+		case m.Msg.Quiesce != nil:
+			r.onQuiesce(m.From, m.Msg.Quiesce)
+		case m.Msg.Wake != nil:
+			r.wake(ctx)
+		default:
 			return false // the owner's (a snapshot's pages)
 		}
-		r.onQuiesce(m.From, m.Msg.Quiesce)
 	case *PeerSuspect:
 		r.onPeerSuspect(ctx, m.Peer)
 	case *RaftInbound:
@@ -219,7 +226,9 @@ func (r *raftReplica) stop() {
 
 func (r *raftReplica) arm(ctx actor.Context) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	r.stopTick = r.afterFunc(r.tickEvery, func() { root.Send(self, &raftTick{}) })
+	r.tickGen++
+	gen := r.tickGen
+	r.stopTick = r.afterFunc(r.tickEvery, func() { root.Send(self, &raftTick{gen: gen}) })
 }
 
 // handle does what the core asked: the write first (its messages wait in

@@ -185,6 +185,10 @@ func loadRaftDurable(log storage.Log, shard storage.ShardKey) (raftDurable, erro
 	// Entries the snapshot covers may remain if a compaction's deletes were
 	// split from its snapshot write: they are dropped here.
 	for len(d.Entries) > 0 && d.Entries[0].GetIndex() < next {
+		if d.StaleFrom == 0 {
+			d.StaleFrom = d.Entries[0].GetIndex()
+		}
+		d.StaleTo = d.Entries[0].GetIndex()
 		d.Entries = d.Entries[1:]
 	}
 	for i, e := range d.Entries {

@@ -158,6 +158,12 @@ func NewShardProps(cfg ShardConfig) *actor.Props {
 
 // Receive dispatches.
 func (s *shard) Receive(ctx actor.Context) {
+	if m, ok := ctx.Message().(*MetaWriteResponse); ok && s.install != nil && m.Token != 0 &&
+		(m.Token == s.install.markToken || m.Token == s.install.finishToken) {
+		s.onInstallWritten(ctx, m) // a snapshot install's own writes
+		s.afterRaft(ctx)
+		return
+	}
 	if s.replica != nil {
 		if in, ok := ctx.Message().(*RaftInbound); ok {
 			s.heard[in.From] = s.ticks // the peer is alive (leadership handover)
@@ -175,13 +181,15 @@ func (s *shard) Receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case *MetaWriteResponse:
-		s.onInstallWritten(ctx, m) // a restarted replica's resumed install
+		// For a replica that is not running.
 	case *raftTick, *RaftInbound, *PeerUndelivered:
 		// For a replica that is not running (yet, or any more).
 	case *ShardInbound:
 		s.onShardInbound(ctx, m)
+		s.afterRaft(ctx)
 	case *installTimeout:
 		s.onInstallTimeout(ctx, m)
+		s.afterRaft(ctx)
 	case *PeerSuspect:
 		// For a replica that is not running.
 	case *proposalsExpired:
@@ -297,8 +305,12 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 		s.core.producers[p.id] = p
 	}
 	s.ready = true
-	if s.cfg.Raft != nil && s.cfg.Raft.hosted() && s.failed == nil {
-		s.startReplica(ctx, r.Raft)
+	if s.cfg.Raft != nil && s.cfg.Raft.hosted() {
+		if s.failed == nil {
+			s.startReplica(ctx, r.Raft)
+		} else {
+			s.wakePeers(ctx) // no replica here: a quiet group must elect without it
+		}
 	}
 	s.publishProgress()
 	s.notifyWatchers(ctx, false)
@@ -527,6 +539,7 @@ func (s *shard) onCommitted(ctx actor.Context, m *AppendsCommitted) {
 	}
 	if s.install != nil {
 		s.continueInstall(ctx) // the page is written: the next one
+		s.afterRaft(ctx)
 	}
 	s.answerReads(ctx)
 }

@@ -1,5 +1,11 @@
 package actors
 
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/heraldmq/herald/net/peerwire"
+)
+
 // busy reports what keeps a replicated shard's group from quiescing
 // (raft_quiesce.go): a publish proposed or waiting, a read, an install, a
 // compaction or a batch on its way to storage, or, on a leader in its
@@ -14,3 +20,21 @@ func (s *shard) busy() bool {
 }
 
 func (s *shard) onQuiet(n int64) { s.cfg.Stats.RaftQuiesced.Add(n) }
+
+// wakePeers wakes the other replicas of a group whose replica here stopped
+// or could not start: this node's beats go on, so a quiet group would not
+// otherwise learn that it lost its leader.
+func (s *shard) wakePeers(ctx actor.Context) {
+	rc := s.cfg.Raft
+	if rc == nil || rc.Router == nil {
+		return
+	}
+	for _, id := range rc.Replicas {
+		if id == rc.Self {
+			continue
+		}
+		if link := rc.Router.Link(id); link != nil {
+			ctx.Send(link, &PeerSendFrame{Frame: peerwire.AppendShardWake(nil, peerwire.ShardWake{Group: peerwire.Group{Stream: s.cfg.Key.Stream, Shard: s.cfg.Key.Shard}})})
+		}
+	}
+}

@@ -96,6 +96,7 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 		s.failed = fmt.Errorf("%w: the shard log ends at offset %d, but its raft replica applied through offset %d (index %d): rebuild this replica",
 			ErrStorageFailed, s.core.tail, d.AppliedTail, d.Applied)
 		s.logger(ctx).Error("shard: cannot start its raft replica; refusing publishes", slog.Any("error", s.failed))
+		s.wakePeers(ctx)
 		return
 	}
 	if rc.ProposalTimeout <= 0 {
@@ -112,9 +113,17 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	if err != nil {
 		s.logger(ctx).Error("shard: cannot start its raft replica; refusing publishes", slog.Any("error", err))
 		s.failed = err
+		s.wakePeers(ctx)
 		return
 	}
 	s.replica = r
+	if d.StaleFrom > 0 {
+		var dels []storage.MetaPut
+		for i := d.StaleFrom; i <= d.StaleTo && i >= d.StaleFrom; i++ {
+			dels = append(dels, storage.MetaPut{Key: raftEntryKey(s.cfg.Key, i)})
+		}
+		ctx.Request(s.cfg.Writer, &MetaWriteRequest{Puts: dels}) // no token: the replica ignores its answer
+	}
 	r.onSnapSent = func() { s.cfg.Stats.add(&s.cfg.Stats.RaftSnapshotsSent, 1) }
 	r.onReads = s.onReadStates
 	s.heard = map[uint64]int{}
@@ -326,8 +335,12 @@ func (s *shard) proposeCompaction(ctx actor.Context) {
 		return
 	}
 	least := ^uint64(0)
+	// A new leader has not heard from its followers for long (they spoke
+	// to the old one): until it has led for two election timeouts, every
+	// replica counts.
+	settled := s.ticks-s.ledSince >= 2*s.electionTicks()
 	for id, pr := range st.Progress {
-		if heard, ok := s.heard[id]; id != s.cfg.Raft.Self && (!ok || s.ticks-heard > 2*s.electionTicks()) {
+		if heard, ok := s.heard[id]; settled && id != s.cfg.Raft.Self && (!ok || s.ticks-heard > 2*s.electionTicks()) {
 			continue // down (or cut off): it catches up from a snapshot
 		}
 		least = min(least, pr.Match)
@@ -471,6 +484,7 @@ func (s *shard) afterRaft(ctx actor.Context) {
 		return
 	}
 	s.stoppingRaft = true
+	s.wakePeers(ctx)
 	err := s.replica.failed()
 	s.failed = err
 	s.answerProposals(ctx, storageError(err))
@@ -491,6 +505,7 @@ func (s *shard) stopReplica(ctx actor.Context, err *wire.Error) {
 	}
 	if s.replica.quiet {
 		s.onQuiet(-1)
+		s.replica.quiet = false
 	}
 	s.replica.stop()
 	s.expireReads(ctx, true, err)

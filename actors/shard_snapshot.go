@@ -124,7 +124,11 @@ type shardInstall struct {
 	fetching bool
 	attempt  int
 	stop     func() bool
-	// finishToken names the last write of a resumed install.
+	// markToken names the write of the install's mark: no page is fetched
+	// before it is durable. finishToken names the last write of a resumed
+	// install.
+	markToken   uint64
+	marked      bool
 	finishToken uint64
 	started     time.Time
 }
@@ -150,10 +154,11 @@ func (s *shard) onSnapshot(ctx actor.Context, snap *pb.Snapshot) {
 		return
 	}
 	s.compaction = nil
-	s.install = &shardInstall{snap: snap, data: data, live: true, next: s.core.tail, started: s.cfg.Now()}
-	// Ahead of every page in the writer's order: no page is durable
-	// without it. (Its answer has no token: the replica ignores it.)
-	ctx.Request(s.cfg.Writer, &MetaWriteRequest{Puts: []storage.MetaPut{{Key: raftInstallKey(s.cfg.Key), Value: mark}}})
+	s.install = &shardInstall{snap: snap, data: data, live: true, next: s.core.tail, started: s.cfg.Now(), markToken: rand.Uint64()>>1 | 1}
+	// Durable before any page is fetched: a commit that holds both may
+	// store the page first (appends go before metadata), and a crash
+	// between the two would leave a page no mark explains.
+	ctx.Request(s.cfg.Writer, &MetaWriteRequest{Puts: []storage.MetaPut{{Key: raftInstallKey(s.cfg.Key), Value: mark}}, Token: s.install.markToken})
 	s.logger(ctx).Info("shard: installing a raft snapshot; fetching the shard's log from the other replicas",
 		slog.Uint64("index", snap.GetMetadata().GetIndex()), slog.Uint64("from", s.core.tail), slog.Uint64("to", data.tail))
 	s.continueInstall(ctx)
@@ -171,9 +176,10 @@ func (s *shard) resumeInstall(ctx actor.Context, d raftDurable) {
 		s.failed = fmt.Errorf("%w: resuming the install of the raft snapshot at index %d: %w: rebuild this replica",
 			ErrStorageFailed, snap.GetMetadata().GetIndex(), err)
 		s.logger(ctx).Error("shard: cannot start its raft replica; refusing publishes", slog.Any("error", s.failed))
+		s.wakePeers(ctx)
 		return
 	}
-	s.install = &shardInstall{snap: snap, data: data, durable: d, next: s.core.tail, started: s.cfg.Now()}
+	s.install = &shardInstall{snap: snap, data: data, durable: d, next: s.core.tail, started: s.cfg.Now(), marked: true}
 	s.cfg.Raft.Router.Register(s.cfg.Key, ctx.Self()) // pages come back through it
 	s.logger(ctx).Info("shard: resuming the install of a raft snapshot",
 		slog.Uint64("index", snap.GetMetadata().GetIndex()), slog.Uint64("from", s.core.tail), slog.Uint64("to", data.tail))
@@ -184,7 +190,7 @@ func (s *shard) resumeInstall(ctx actor.Context, d raftDurable) {
 // ends the install once the shard log reaches the snapshot's tail.
 func (s *shard) continueInstall(ctx actor.Context) {
 	in := s.install
-	if in == nil || in.fetching || in.finishToken != 0 || len(s.core.pending) > 0 || s.failed != nil {
+	if in == nil || !in.marked || in.fetching || in.finishToken != 0 || len(s.core.pending) > 0 || s.failed != nil {
 		return
 	}
 	if in.next >= in.data.tail {
@@ -318,15 +324,12 @@ func (s *shard) onPage(ctx actor.Context, from uint64, p *peerwire.ShardPage) {
 	}
 	batches := slices.DeleteFunc(p.Batches, func(b peerwire.PageBatch) bool { return b.End() <= in.next })
 	if len(batches) == 0 {
-		if p.First >= in.data.tail && p.Tail >= in.data.tail {
-			// Retention deleted everything up to the snapshot's tail there:
-			// so would it have here. The log goes on from the tail.
-			s.skipTo(ctx, in.data.tail)
-			s.continueInstall(ctx)
+		if p.First > in.next && p.Tail >= in.data.tail {
+			s.abandonInstall(ctx, fmt.Errorf("node %d's retention deleted offsets %d to %d, which this replica lacks", from, in.next, p.First))
 			return
 		}
-		// That replica is behind (or restarting): ask another shortly.
-		in.attempt++
+		// That replica is behind (or restarting): ask another shortly (the
+		// timeout turns to the next).
 		in.fetching = true
 		s.armInstallTimer(ctx, snapshotRetryBehind)
 		return
@@ -344,12 +347,17 @@ func (s *shard) onPage(ctx actor.Context, from uint64, p *peerwire.ShardPage) {
 			fail(fmt.Errorf("its log has no batch at offset %d but holds one at %d", in.next, b.Base))
 			return
 		}
-		s.skipTo(ctx, b.Base) // deleted by retention there
+		s.abandonInstall(ctx, fmt.Errorf("node %d's retention deleted offsets %d to %d, which this replica lacks", from, in.next, b.Base))
+		return
 	} else if b.Base < in.next {
 		fail(fmt.Errorf("its batch at offset %d spans this replica's tail %d: the logs differ", b.Base, in.next))
 		return
 	}
 	for _, b := range batches {
+		if err := checkPageBatch(b); err != nil {
+			fail(err)
+			return
+		}
 		if b.End() > in.data.tail {
 			fail(fmt.Errorf("its batch at offset %d ends past the snapshot's tail %d: the logs differ", b.Base, in.data.tail))
 			return
@@ -366,21 +374,30 @@ func (s *shard) onPage(ctx actor.Context, from uint64, p *peerwire.ShardPage) {
 	s.continueInstall(ctx)
 }
 
-// skipTo moves an empty-pending shard's tail to off: the records before it
-// were deleted by retention on the replica the install reads from.
-func (s *shard) skipTo(ctx actor.Context, off uint64) {
-	c := s.core
-	if off <= c.tail || len(c.pending) > 0 {
-		return
+// abandonInstall gives up an install the other replicas cannot serve (their
+// retention deleted records this replica lacks): the replica stops and the
+// shard refuses publishes and reads, while the other replicas go on.
+// Rebuilding it needs membership changes (not built).
+func (s *shard) abandonInstall(ctx actor.Context, err error) {
+	err = fmt.Errorf("%w: installing the raft snapshot at index %d: %w: rebuild this replica",
+		ErrStorageFailed, s.install.snap.GetMetadata().GetIndex(), err)
+	s.logger(ctx).Error("shard: cannot catch up from a snapshot; this replica stops", slog.Any("error", err))
+	s.stopReplica(ctx, storageError(err))
+	s.failed = err
+	s.wakePeers(ctx)
+}
+
+// checkPageBatch refuses a page's batch the storage would refuse (which
+// would fail the node's writer for every shard): no records for a count,
+// or records that do not hold count records.
+func checkPageBatch(b peerwire.PageBatch) error {
+	if b.Count == 0 || len(b.Records) == 0 {
+		return fmt.Errorf("its batch at offset %d has %d records in %d bytes", b.Base, b.Count, len(b.Records))
 	}
-	if c.first == c.tail {
-		c.first = off
+	if _, err := wire.ValidateRecords(b.Records, b.Count); err != nil {
+		return fmt.Errorf("its batch at offset %d of %d records: %w", b.Base, b.Count, err)
 	}
-	c.tail, c.committed = off, off
-	c.ring.release()
-	s.install.next = off
-	s.publishProgress()
-	s.logger(ctx).Warn("shard: the snapshot's log was deleted by retention up to an offset; going on from it", slog.Uint64("offset", off))
+	return nil
 }
 
 // finishInstall writes the end of the install: the producers, raft's
@@ -428,10 +445,23 @@ func (s *shard) finishInstall(ctx actor.Context) {
 	ctx.Request(s.cfg.Writer, &MetaWriteRequest{Puts: puts, Token: in.finishToken})
 }
 
-// onInstallWritten starts raft once a resumed install is stored.
+// onInstallWritten goes on once the install's mark is stored, and starts
+// raft once a resumed install's end is.
 func (s *shard) onInstallWritten(ctx actor.Context, m *MetaWriteResponse) {
 	in := s.install
-	if in == nil || in.live || m.Token != in.finishToken {
+	if in == nil || m.Token == 0 {
+		return
+	}
+	if m.Token == in.markToken && !in.marked {
+		if m.Err != nil {
+			s.replica.fail(ctx, fmt.Errorf("raft: storing the install of the snapshot at index %d: %w", in.snap.GetMetadata().GetIndex(), m.Err))
+			return
+		}
+		in.marked = true
+		s.continueInstall(ctx)
+		return
+	}
+	if in.live || m.Token != in.finishToken {
 		return
 	}
 	if m.Err != nil {
@@ -455,6 +485,7 @@ func (s *shard) failInstall(ctx actor.Context, err error) {
 	s.stopInstall()
 	s.failed = fmt.Errorf("%w: %w", ErrStorageFailed, err)
 	s.logger(ctx).Error("shard: installing a raft snapshot failed; refusing publishes", slog.Any("error", err))
+	s.wakePeers(ctx)
 }
 
 // stopInstall stops the install's timer (the shard stops).

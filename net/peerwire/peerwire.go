@@ -29,8 +29,9 @@ import (
 // connection never speaks the client protocol and the reverse.
 const ALPN = "herald-peer/1"
 
-// Version is the protocol version a Hello carries.
-const Version = 1
+// Version is the protocol version a Hello carries (2: Shard frames; a node
+// refuses a peer of another version, so a cluster runs one version).
+const Version = 2
 
 // HeaderSize is a frame header's size.
 const HeaderSize = 8

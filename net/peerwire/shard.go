@@ -14,6 +14,7 @@ import (
 //
 //	kind 1, ShardFetch: token u64 | from u64 | to u64 | max bytes u32
 //	kind 3, ShardQuiesce: term u64 | commit u64
+//	kind 4, ShardWake: nothing more
 //	kind 2, ShardPage:  token u64 | first u64 | tail u64 | count u32 |
 //	                    count × (base u64 | records u32 | timestamp i64 |
 //	                             length u32 | records)
@@ -37,7 +38,20 @@ const (
 	KindShardFetch ShardKind = 1
 	KindShardPage  ShardKind = 2
 	KindQuiesce    ShardKind = 3
+	KindWake       ShardKind = 4
 )
+
+// ShardWake tells a replica to start its clock again: the sender's replica
+// of the group stopped (its storage failed, say) while its node runs on,
+// so its beats no longer say the replica is alive.
+type ShardWake struct {
+	Group Group
+}
+
+// AppendShardWake appends a Shard frame carrying w.
+func AppendShardWake(dst []byte, w ShardWake) []byte {
+	return appendShardHead(dst, shardHead, w.Group, KindWake)
+}
 
 // ShardQuiesce tells a follower its leader quiesced the group at Term and
 // Commit.
@@ -142,6 +156,7 @@ type ShardMessage struct {
 	Fetch   *ShardFetch
 	Page    *ShardPage
 	Quiesce *ShardQuiesce
+	Wake    *ShardWake
 }
 
 // Group is the shard the message is for.
@@ -151,6 +166,8 @@ func (m ShardMessage) Group() Group {
 		return m.Fetch.Group
 	case m.Quiesce != nil:
 		return m.Quiesce.Group
+	case m.Wake != nil:
+		return m.Wake.Group
 	}
 	return m.Page.Group
 }
@@ -179,6 +196,11 @@ func DecodeShard(b []byte) (ShardMessage, error) {
 			return ShardMessage{}, malformed("shard quiesce of %d bytes, want %d", len(b), quiesceSize)
 		}
 		return ShardMessage{Quiesce: &ShardQuiesce{Group: g, Term: binary.BigEndian.Uint64(b[13:]), Commit: binary.BigEndian.Uint64(b[21:])}}, nil
+	case KindWake:
+		if len(b) != shardHead {
+			return ShardMessage{}, malformed("shard wake of %d bytes, want %d", len(b), shardHead)
+		}
+		return ShardMessage{Wake: &ShardWake{Group: g}}, nil
 	case KindShardPage:
 		if len(b) < pageHead {
 			return ShardMessage{}, malformed("shard page of %d bytes", len(b))

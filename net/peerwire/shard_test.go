@@ -21,9 +21,10 @@ func TestShardRoundTrip(t *testing.T) {
 	buf = AppendShardPage(buf, ShardPage{Group: g, Token: 1, First: 0, Tail: 0})
 	q := ShardQuiesce{Group: g, Term: 4, Commit: 1 << 40}
 	buf = AppendShardQuiesce(buf, q)
+	buf = AppendShardWake(buf, ShardWake{Group: g})
 	r := bytes.NewReader(buf)
 	var got []ShardMessage
-	for range 4 {
+	for range 5 {
 		typ, body, err := ReadFrame(r, DefaultMaxFrameBytes)
 		if err != nil || typ != TypeShard {
 			t.Fatalf("frame %v, %v", typ, err)
@@ -46,12 +47,17 @@ func TestShardRoundTrip(t *testing.T) {
 	if got[3].Quiesce == nil || *got[3].Quiesce != q || got[3].Group() != g {
 		t.Fatalf("quiesce %+v, want %+v", got[3].Quiesce, q)
 	}
+	if got[4].Wake == nil || got[4].Group() != g {
+		t.Fatalf("wake %+v", got[4])
+	}
 	body := func(frame []byte) []byte { return frame[HeaderSize:] }
 	bad := map[string][]byte{
 		"short":           {1, 2, 3},
 		"unknown kind":    func() []byte { b := body(AppendShardFetch(nil, f)); b[12] = 9; return b }(),
 		"fetch backwards": body(AppendShardFetch(nil, ShardFetch{Group: g, From: 9, To: 3})),
 		"fetch cut":       body(AppendShardFetch(nil, f))[:30],
+		"quiesce cut":     body(AppendShardQuiesce(nil, q))[:20],
+		"wake long":       append(body(AppendShardWake(nil, ShardWake{Group: g})), 0),
 		"page cut":        func() []byte { b := body(AppendShardPage(nil, p)); return b[:len(b)-1] }(),
 		"page extra":      append(body(AppendShardPage(nil, p)), 0),
 		"overlap":         body(AppendShardPage(nil, ShardPage{Group: g, Tail: 99, Batches: []PageBatch{{Base: 10, Count: 5}, {Base: 12, Count: 1}}})),

@@ -278,13 +278,11 @@ func (s *shard) onSoftState(ctx actor.Context, st raft.SoftState) {
 		s.cfg.Stats.RaftLeading.Add(-1)
 	}
 	s.lead = st.Lead
-	// Reads not confirmed yet are lost with the leader raft asked.
-	for id, r := range s.reads {
+	// Reads not confirmed yet are lost with the leader raft asked: they
+	// ask again once a leader is known (answerReads).
+	for _, r := range s.reads {
 		if !r.hasIndex {
-			delete(s.reads, id)
-			resp := s.info()
-			resp.Err = s.notLeader()
-			ctx.Send(r.to, resp)
+			r.asked = false
 		}
 	}
 	if st.RaftState == raft.StateLeader || len(s.proposals) == 0 {

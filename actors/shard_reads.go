@@ -21,9 +21,10 @@ import (
 // with a quorum's heartbeat answers that it still leads, and a follower
 // asks its leader), waits until it has applied through that index, then
 // until the batches applied are stored, and answers with its committed
-// tail then. A replica that cannot confirm in ProposalTimeout answers
-// replication_timeout; one that knows no leader answers not_leader at
-// once. No lease is used: clocks play no part.
+// tail then. A read that finds no leader (an election under way), or
+// whose leader changed before it answered, asks again once a leader is
+// known; one not confirmed within ProposalTimeout is answered
+// replication_timeout. No lease is used: clocks play no part.
 
 // tailRead is a linearizable info request waiting for its replica.
 type tailRead struct {
@@ -32,7 +33,9 @@ type tailRead struct {
 	// must have stored once it applied through index.
 	index, target       uint64
 	hasIndex, hasTarget bool
-	deadline            time.Time
+	// asked is set once raft was asked (with a leader known).
+	asked    bool
+	deadline time.Time
 }
 
 // linearizableInfo answers a linearizable info request once the replica
@@ -53,9 +56,6 @@ func (s *shard) linearizableInfo(ctx actor.Context, to *actor.PID) {
 	case s.replica == nil:
 		refuse(s.installing())
 		return
-	case s.replica.status().Lead == 0:
-		refuse(s.notLeader())
-		return
 	}
 	if s.reads == nil {
 		s.reads = map[uint64]*tailRead{}
@@ -65,9 +65,9 @@ func (s *shard) linearizableInfo(ctx actor.Context, to *actor.PID) {
 	}
 	s.nextRead++
 	s.reads[s.nextRead] = &tailRead{to: to, deadline: s.cfg.Now().Add(s.cfg.Raft.ProposalTimeout)}
-	s.replica.readIndex(ctx, binary.BigEndian.AppendUint64(nil, s.nextRead))
-	s.afterRaft(ctx)
+	s.replica.wake(ctx) // a quiet group: its clock runs while it reads
 	s.answerReads(ctx)
+	s.afterRaft(ctx)
 }
 
 // onReadStates takes raft's answers to read index requests.
@@ -86,6 +86,14 @@ func (s *shard) onReadStates(_ actor.Context, states []raft.ReadState) {
 func (s *shard) answerReads(ctx actor.Context) {
 	if len(s.reads) == 0 || s.replica == nil || s.core == nil {
 		return
+	}
+	if s.replica.status().Lead != 0 {
+		for id, r := range s.reads {
+			if !r.asked {
+				r.asked = true
+				s.replica.readIndex(ctx, binary.BigEndian.AppendUint64(nil, id))
+			}
+		}
 	}
 	for id, r := range s.reads {
 		if !r.hasIndex || s.replica.applied < r.index {

@@ -31,8 +31,9 @@ import (
 // frame at least every beat (an empty one when idle) and suspects a peer
 // it has not heard from for SuspectAfter (half an election timeout); every
 // group then hears PeerSuspect, and a quiet follower whose leader's node
-// that is wakes, and its election timeout runs as usual (an election
-// follows if the leader is gone, its heartbeat if not). A quiet leader
+// that is wakes, counts the ticks of that silence, and its election
+// timeout runs on from there (an election follows if the leader is gone,
+// its heartbeat if not). A quiet leader
 // wakes when a follower's node is suspected, so that CheckQuorum steps it
 // down if it is the one cut off. The node pair's beats are the one
 // heartbeat of every quiet group between them.
@@ -97,8 +98,19 @@ func (r *raftReplica) onPeerSuspect(ctx actor.Context, peer uint64) {
 	if !r.quiet || !slices.Contains(r.core.conf.GetVoters(), peer) {
 		return
 	}
-	if st := r.status(); st.RaftState == raft.StateLeader || st.Lead == peer || st.Lead == 0 {
-		r.wake(ctx)
+	st := r.status()
+	if st.RaftState != raft.StateLeader && st.Lead != peer && st.Lead != 0 {
+		return
+	}
+	r.wake(ctx)
+	if st.RaftState != raft.StateLeader {
+		// Its leader has been silent for as long as the link took to
+		// suspect it (half an election timeout): the ticks a follower that
+		// was not quiet would have counted meanwhile are counted now, so a
+		// quiet group elects about as soon as a busy one.
+		for range r.electionTicks / 2 {
+			r.handle(ctx, r.core.tick())
+		}
 	}
 }
 

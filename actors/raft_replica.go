@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,13 +52,14 @@ type raftReplica struct {
 	// (raft_quiesce.go). alive says whether a peer's node is heard from
 	// (nil: the group never quiesces); busy whether the owner has
 	// something on its way; onQuiet counts quiet replicas (+1, -1).
-	quiet     bool
-	alive     func(uint64) bool
-	busy      func() bool
-	onQuiet   func(int64)
-	idleAt    uint64
-	idleTicks int
-	tickGen   uint64
+	quiet         bool
+	alive         func(uint64) bool
+	busy          func() bool
+	onQuiet       func(int64)
+	idleAt        uint64
+	idleTicks     int
+	tickGen       uint64
+	electionTicks int
 	// applied is the last index handed to apply.
 	applied uint64
 	// token names the write on its way to storage (0: none).
@@ -119,7 +121,7 @@ func startRaftReplica(ctx actor.Context, cfg raftReplicaConfig) (*raftReplica, e
 	// write (the same actor name, after a restart) never matches one of
 	// this instance's.
 	r := &raftReplica{key: cfg.Key, self: cfg.Self, core: core, writer: cfg.Writer, link: cfg.Link, tokens: rand.Uint64() >> 1,
-		apply: cfg.Apply, soft: cfg.Soft, tick: cfg.OnTick, install: cfg.Install, alive: cfg.Alive, busy: cfg.Busy, onQuiet: cfg.OnQuiet, applied: max(cfg.Applied, raftBootstrapIndex),
+		apply: cfg.Apply, soft: cfg.Soft, tick: cfg.OnTick, install: cfg.Install, electionTicks: cmp.Or(cfg.ElectionTicks, 10), alive: cfg.Alive, busy: cfg.Busy, onQuiet: cfg.OnQuiet, applied: max(cfg.Applied, raftBootstrapIndex),
 		tickEvery: cfg.Tick, afterFunc: cfg.AfterFunc}
 	r.arm(ctx)
 	return r, nil

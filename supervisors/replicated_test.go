@@ -284,13 +284,9 @@ func checkRecords(t *testing.T, ctx context.Context, c *client.Client, name wire
 // back from its leader gives every record once, in order.
 func TestClusterClientFollowsTheLeaders(t *testing.T) {
 	tc := newTestCluster(t)
-	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "events"}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cc := tc.dialCluster(ctx)
-	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 3, Durable: true, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	cc, name := tc.replicatedStream(ctx, "events", 3)
 	tc.describeAll(name, "the stream on every node", func(_ uint64, d StreamDescription) bool { return len(d.Shard) == 3 })
 
 	p := cc.NewProducer(name, 42)
@@ -348,13 +344,9 @@ func TestClusterClientFollowsTheLeaders(t *testing.T) {
 // it leads its shard again.
 func TestReplicatedLeadersSpread(t *testing.T) {
 	tc := newTestCluster(t)
-	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "spread"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cc := tc.dialCluster(ctx)
-	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 3, Durable: true, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	_, name := tc.replicatedStream(ctx, "spread", 3)
 	spread := func(what string, up int) {
 		t.Helper()
 		tc.describeAll(name, what, func(_ uint64, d StreamDescription) bool {
@@ -408,13 +400,9 @@ func TestReplicatedShardSurvivesADiskFailure(t *testing.T) {
 		wrap[id] = func(l storage.Log) storage.Log { d.Log = l; return d }
 	}
 	tc := newTestCluster(t, wrap)
-	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "disk"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cc := tc.dialCluster(ctx)
-	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	cc, name := tc.replicatedStream(ctx, "disk", 1)
 	tc.describeAll(name, "a leader", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Leader != 0 })
 	p := cc.NewProducer(name, 5)
 	publish := func(from, n int) {
@@ -528,22 +516,11 @@ func TestReplicatedSubscriptionResumesOnAnotherReplica(t *testing.T) {
 // catches up and serves every record.
 func TestReplicatedRaftLogIsCompacted(t *testing.T) {
 	tc := newTestClusterWith(t, func(c *Config) { c.RaftCompactEntries = 100 })
-	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "compact"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cc := tc.dialCluster(ctx)
-	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	cc, name := tc.replicatedStream(ctx, "compact", 1)
 	p := cc.NewProducer(name, 3)
-	publish := func(from, n int) {
-		t.Helper()
-		for i := from; i < from+n; i++ {
-			if ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)}); err != nil || ack.Offset != uint64(i) {
-				t.Fatalf("publish %d: %+v, %v", i, ack, err)
-			}
-		}
-	}
+	publish := func(from, n int) { t.Helper(); publishRecords(t, ctx, p, from, n) }
 	publish(0, 600)
 	tc.describeAll(name, "compacted raft logs", func(_ uint64, d StreamDescription) bool {
 		s := d.Shard[0]
@@ -598,22 +575,11 @@ func TestClusterAutoCreatesThroughTheMetadataGroup(t *testing.T) {
 // the idempotent producers' state carried over.
 func TestReplicatedFollowerCatchesUpFromASnapshot(t *testing.T) {
 	tc := newTestClusterWith(t, func(c *Config) { c.RaftCompactEntries = 50 })
-	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "snap"}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cc := tc.dialCluster(ctx)
-	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	cc, name := tc.replicatedStream(ctx, "snap", 1)
 	p := cc.NewProducer(name, 3)
-	publish := func(from, n int) {
-		t.Helper()
-		for i := from; i < from+n; i++ {
-			if ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)}); err != nil || ack.Offset != uint64(i) {
-				t.Fatalf("publish %d: %+v, %v", i, ack, err)
-			}
-		}
-	}
+	publish := func(from, n int) { t.Helper(); publishRecords(t, ctx, p, from, n) }
 	publish(0, 40)
 	lead := tc.leaderOf(name, 0)
 	down := lead%3 + 1
@@ -683,13 +649,9 @@ func TestReplicatedSnapshotInstallResumesAfterARestart(t *testing.T) {
 		wrap[id] = func(l storage.Log) storage.Log { return &slowReads{Log: l, slow: &slow} }
 	}
 	tc := newTestClusterWith(t, func(c *Config) { c.RaftCompactEntries = 50 }, wrap)
-	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "pages"}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cc := tc.dialCluster(ctx)
-	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	cc, name := tc.replicatedStream(ctx, "pages", 1)
 	payload := func(i int) []byte { return append(fmt.Appendf(nil, "r%d|", i), bytes.Repeat([]byte{'x'}, 16<<10)...) }
 	p := cc.NewProducer(name, 3)
 	const total = 400
@@ -754,16 +716,12 @@ func TestReplicatedSnapshotInstallResumesAfterARestart(t *testing.T) {
 // A read's tail is linearizable: a read that starts after a publish was
 // acknowledged sees its record, even from a follower that has not applied
 // it yet (the follower confirms the tail with the leader and waits for
-// it). Without that, a follower answers offset_out_of_range now and then.
+// it). Without that, a follower answers with a tail older than the ack.
 func TestReplicatedReadsAreLinearizable(t *testing.T) {
 	tc := newTestCluster(t)
-	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "linear"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cc := tc.dialCluster(ctx)
-	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	_, name := tc.replicatedStream(ctx, "linear", 1)
 	lead := tc.leaderOf(name, 0)
 	pub := tc.dial(lead)
 	var followers []*client.Client
@@ -812,13 +770,9 @@ func TestReplicatedReadsAreLinearizable(t *testing.T) {
 // after.
 func TestIdleReplicatedGroupsQuiesce(t *testing.T) {
 	tc := newTestCluster(t)
-	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "quiet"}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cc := tc.dialCluster(ctx)
-	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 3, Durable: true, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	cc, name := tc.replicatedStream(ctx, "quiet", 3)
 	p := cc.NewProducer(name, 3)
 	for i := range 30 {
 		if _, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)}, client.WithKey(fmt.Appendf(nil, "k%d", i))); err != nil {
@@ -871,4 +825,27 @@ func TestIdleReplicatedGroupsQuiesce(t *testing.T) {
 	t.Logf("a quiet group's publish after its leader's node stopped took %s", took) // logged: a timed bound would flake
 	tc.start(lead)
 	quiet("quiet with every node back")
+}
+
+// replicatedStream creates stream, with shards shards and three replicas,
+// through a ClusterClient of tc.
+func (tc *testCluster) replicatedStream(ctx context.Context, stream string, shards int) (*client.ClusterClient, wire.StreamName) {
+	tc.t.Helper()
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: stream}
+	cc := tc.dialCluster(ctx)
+	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: shards, Durable: true, Replicas: 3}); err != nil {
+		tc.t.Fatal(err)
+	}
+	return cc, name
+}
+
+// publishRecords publishes "r<i>" for i in [from, from+n) through p, each
+// at offset i.
+func publishRecords(t *testing.T, ctx context.Context, p *client.ClusterProducer, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		if ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)}); err != nil || ack.Offset != uint64(i) {
+			t.Fatalf("publish %d: %+v, %v", i, ack, err)
+		}
+	}
 }

@@ -165,11 +165,17 @@ func loadRaftDurable(log storage.Log, shard storage.ShardKey) (raftDurable, erro
 			}
 			d.Installing = s
 		case raftKindApplied:
-			if len(v) != 16 {
+			// A shard's holds its tail too; the metadata group's, the index
+			// alone.
+			switch len(v) {
+			case 16:
+				d.Applied, d.AppliedTail = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+				d.HasAppliedTail = true
+			case 8:
+				d.Applied = binary.BigEndian.Uint64(v)
+			default:
 				return fmt.Errorf("raft: applied index of %d bytes", len(v))
 			}
-			d.Applied, d.AppliedTail = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
-			d.HasAppliedTail = true
 		default:
 			return fmt.Errorf("raft: key %x of unknown kind %q", key, rest[0])
 		}

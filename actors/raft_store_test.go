@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"encoding/binary"
 	"slices"
 	"testing"
 
@@ -169,5 +170,33 @@ func TestRaftStoreSnapshotInstallCutShort(t *testing.T) {
 	}
 	if _, err := newRaftCore(raftCoreConfig{ID: 1, Peers: []uint64{1, 2, 3}, Durable: d, Applied: 20}); err != nil {
 		t.Fatalf("a replica on what the crash left: %v", err)
+	}
+}
+
+// The metadata group's applied key holds its index alone (a shard's holds
+// the shard's tail too): both load, so a node that restarts runs its
+// metadata replica again. Anything else is refused.
+func TestRaftStoreLoadsBothAppliedKeys(t *testing.T) {
+	log, err := storage.OpenBadger(storage.DefaultBadgerOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	meta, shard, bad := metaGroupKey, storage.ShardKey{Stream: 9}, storage.ShardKey{Stream: 10}
+	if err := log.Commit(nil, []storage.MetaPut{
+		{Key: raftAppliedKey(meta), Value: binary.BigEndian.AppendUint64(nil, 41)},
+		{Key: raftAppliedKey(shard), Value: binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 7), 300)},
+		{Key: raftAppliedKey(bad), Value: []byte{1, 2, 3}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := loadRaftDurable(log, meta); err != nil || d.Applied != 41 || d.HasAppliedTail {
+		t.Fatalf("metadata group: %+v, %v", d, err)
+	}
+	if d, err := loadRaftDurable(log, shard); err != nil || d.Applied != 7 || !d.HasAppliedTail || d.AppliedTail != 300 {
+		t.Fatalf("shard: %+v, %v", d, err)
+	}
+	if _, err := loadRaftDurable(log, bad); err == nil {
+		t.Fatal("a 3-byte applied key loaded")
 	}
 }

@@ -163,8 +163,9 @@ type raftCore struct {
 	forward bool
 	// soft is the last role and leader handed out.
 	soft raft.SoftState
-	// conf is the group's configuration as of the last snapshot (Herald
-	// changes no configuration through the log yet).
+	// conf is the group's configuration as of the last entry applied: the
+	// last snapshot's, changed by every configuration change applied since
+	// (applyConfChange).
 	conf *pb.ConfState
 }
 
@@ -224,7 +225,7 @@ func newRaftCore(cfg raftCoreConfig) (*raftCore, error) {
 		ElectionTick:              cfg.ElectionTicks,
 		HeartbeatTick:             cfg.HeartbeatTicks,
 		Storage:                   log,
-		Applied:                   cfg.Applied,
+		Applied:                   replayFrom(snap, d.Entries, cfg.Applied, d.HardState),
 		MaxSizePerMsg:             cfg.MaxSizePerMsg,
 		MaxInflightMsgs:           cfg.MaxInflightMsgs,
 		MaxUncommittedEntriesSize: cfg.MaxUncommittedBytes,
@@ -240,6 +241,74 @@ func newRaftCore(cfg raftCoreConfig) (*raftCore, error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	return &raftCore{id: cfg.ID, rn: rn, log: log, forward: cfg.ForwardProposals, conf: proto.Clone(snap.GetMetadata().GetConfState()).(*pb.ConfState)}, nil
+}
+
+// replayFrom is the applied index raft is started at: the owner's applied
+// index, unless a configuration change lies between the snapshot and it.
+// Raft's configuration at start is the snapshot's, and a configuration
+// change is applied to raft only when handed out committed, so those after
+// the snapshot are handed out again (with the entries between, which the
+// owner has applied and the replica skips): the configuration is then the
+// same as before the restart, with nothing stored but the log itself.
+func replayFrom(snap *pb.Snapshot, entries []*pb.Entry, applied uint64, hs *pb.HardState) uint64 {
+	from := snap.GetMetadata().GetIndex()
+	applied = max(applied, from)
+	if hs != nil {
+		applied = min(applied, max(hs.GetCommit(), from))
+	}
+	for _, e := range entries {
+		if i := e.GetIndex(); i > from && i <= applied && isConfChange(e) {
+			return i - 1
+		}
+	}
+	return applied
+}
+
+// isConfChange reports whether e changes the group's configuration.
+func isConfChange(e *pb.Entry) bool {
+	t := e.GetType()
+	return t == pb.EntryType_EntryConfChange || t == pb.EntryType_EntryConfChangeV2
+}
+
+// applyConfChange applies a committed configuration change to raft (every
+// replica, in log order, also when a restart hands it out again) and
+// returns the configuration it makes. A change that does not decode is an
+// error: every replica would fail on it alike.
+func (c *raftCore) applyConfChange(e *pb.Entry) (*pb.ConfState, error) {
+	var cc pb.ConfChangeI
+	switch e.GetType() {
+	case pb.EntryType_EntryConfChange:
+		var v1 pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &v1); err != nil {
+			return nil, fmt.Errorf("raft: configuration change at index %d: %w", e.GetIndex(), err)
+		}
+		cc = &v1
+	default:
+		var v2 pb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &v2); err != nil {
+			return nil, fmt.Errorf("raft: configuration change at index %d: %w", e.GetIndex(), err)
+		}
+		cc = &v2
+	}
+	cs := c.rn.ApplyConfChange(cc)
+	c.conf = proto.Clone(cs).(*pb.ConfState)
+	return c.conf, nil
+}
+
+// proposeConfChange proposes a configuration change, on the leader only.
+// Raft refuses one while another is not yet applied (it commits an empty
+// entry in its place).
+func (c *raftCore) proposeConfChange(cc *pb.ConfChangeV2) (raftOutput, error) {
+	if c.failed {
+		return raftOutput{}, errRaftCoreFailed
+	}
+	if st := c.rn.BasicStatus(); st.RaftState != raft.StateLeader {
+		return raftOutput{}, errNotLeader{Leader: st.Lead}
+	}
+	if err := c.rn.ProposeConfChange(cc); err != nil {
+		return raftOutput{}, err
+	}
+	return c.ready(), nil
 }
 
 // raftBootstrapIndex is the index of a group's implied first snapshot.
@@ -435,10 +504,11 @@ func (c *raftCore) transferLeader(id uint64) raftOutput {
 func (c *raftCore) status() raft.BasicStatus { return c.rn.BasicStatus() }
 
 // compact takes a snapshot at index at (applied; data describes the shard
-// there) and drops the log's entries up to to (at most at): a follower
-// behind to is sent the snapshot, one between to and at the entries.
-func (c *raftCore) compact(at, to uint64, data []byte) error {
-	if _, err := c.log.CreateSnapshot(at, c.conf, data); err != nil {
+// there, conf is the configuration there) and drops the log's entries up
+// to to (at most at): a follower behind to is sent the snapshot, one
+// between to and at the entries.
+func (c *raftCore) compact(at, to uint64, conf *pb.ConfState, data []byte) error {
+	if _, err := c.log.CreateSnapshot(at, conf, data); err != nil {
 		return err
 	}
 	if first, _ := c.log.FirstIndex(); to < first {

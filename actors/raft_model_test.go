@@ -314,7 +314,7 @@ func (s *raftSim) compact(r *simReplica) {
 		return
 	}
 	data := encodeSimState(r.appended)
-	if err := r.core.compact(idx, idx, data); err != nil {
+	if err := r.core.compact(idx, idx, r.core.conf, data); err != nil {
 		s.t.Fatalf("replica %d: compact at %d: %v", r.id, idx, err)
 	}
 	snap, _ := r.core.log.Snapshot()

@@ -48,7 +48,7 @@ func (r *raftReplica) maybeQuiesce(ctx actor.Context) {
 	st := r.core.rn.Status()
 	last, _ := r.core.log.LastIndex()
 	idle := st.RaftState == raft.StateLeader && st.LeadTransferee == 0 && r.token == 0 && r.installing == nil &&
-		st.GetCommit() == last && r.applied == last && len(st.Progress) == len(r.core.conf.GetVoters()) &&
+		st.GetCommit() == last && r.applied == last && len(st.Progress) == len(confMembers(r.core.conf)) &&
 		(r.busy == nil || !r.busy())
 	for id, pr := range st.Progress {
 		if !idle {

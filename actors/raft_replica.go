@@ -37,6 +37,13 @@ type raftReplica struct {
 	// soft learns of a role or leader change.
 	apply func(actor.Context, *pb.Entry) error
 	soft  func(actor.Context, raft.SoftState)
+	// onConf learns of each configuration change applied (nil: nothing);
+	// onRemoved hears a member's ShardRemoved; onStranger is asked to
+	// answer a vote request from a replica the configuration does not
+	// hold (nil: not answered).
+	onConf     func(actor.Context, *pb.ConfState, uint64, bool)
+	onRemoved  func(actor.Context, uint64, *peerwire.ShardRemoved)
+	onStranger func(actor.Context, uint64)
 	// tick runs after each tick is handled (nil: nothing).
 	tick func(actor.Context)
 	// install installs a snapshot raft handed out (nil: a snapshot stops
@@ -60,8 +67,9 @@ type raftReplica struct {
 	idleTicks     int
 	tickGen       uint64
 	electionTicks int
-	// applied is the last index handed to apply.
-	applied uint64
+	// applied is the last index handed to apply; startApplied was it at
+	// start.
+	applied, startApplied uint64
 	// token names the write on its way to storage (0: none).
 	token, tokens uint64
 	tickEvery     time.Duration
@@ -90,6 +98,10 @@ type raftReplicaConfig struct {
 	ForwardProposals bool
 	Apply            func(actor.Context, *pb.Entry) error
 	Soft             func(actor.Context, raft.SoftState)
+	// OnConf learns of each configuration change applied, with the
+	// configuration it made and the entry's index; fresh is false for one
+	// a restart hands out again (the owner applied past it before).
+	OnConf func(ctx actor.Context, conf *pb.ConfState, index uint64, fresh bool)
 	// OnTick runs after each tick is handled.
 	OnTick func(actor.Context)
 	// Alive, Busy and OnQuiet make the group quiesce when idle
@@ -121,8 +133,9 @@ func startRaftReplica(ctx actor.Context, cfg raftReplicaConfig) (*raftReplica, e
 	// write (the same actor name, after a restart) never matches one of
 	// this instance's.
 	r := &raftReplica{key: cfg.Key, self: cfg.Self, core: core, writer: cfg.Writer, link: cfg.Link, tokens: rand.Uint64() >> 1,
-		apply: cfg.Apply, soft: cfg.Soft, tick: cfg.OnTick, install: cfg.Install, electionTicks: cmp.Or(cfg.ElectionTicks, 10), alive: cfg.Alive, busy: cfg.Busy, onQuiet: cfg.OnQuiet, applied: max(cfg.Applied, raftBootstrapIndex),
+		apply: cfg.Apply, soft: cfg.Soft, onConf: cfg.OnConf, tick: cfg.OnTick, install: cfg.Install, electionTicks: cmp.Or(cfg.ElectionTicks, 10), alive: cfg.Alive, busy: cfg.Busy, onQuiet: cfg.OnQuiet, applied: max(cfg.Applied, raftBootstrapIndex),
 		tickEvery: cfg.Tick, afterFunc: cfg.AfterFunc}
+	r.startApplied = r.applied
 	r.arm(ctx)
 	return r, nil
 }
@@ -151,6 +164,10 @@ func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 			r.onQuiesce(m.From, m.Msg.Quiesce)
 		case m.Msg.Wake != nil:
 			r.wake(ctx)
+		case m.Msg.Removed != nil:
+			if r.onRemoved != nil && !r.stopped {
+				r.onRemoved(ctx, m.From, m.Msg.Removed)
+			}
 		default:
 			return false // the owner's (a snapshot's pages)
 		}
@@ -173,7 +190,15 @@ func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 				slog.Uint64("shard", uint64(r.key.Shard)), slog.Uint64("link", m.From), slog.Uint64("from", pm.GetFrom()), slog.Uint64("to", pm.GetTo()))
 			return true
 		}
-		if t := pm.GetType(); t != pb.MessageType_MsgHeartbeat && t != pb.MessageType_MsgHeartbeatResp {
+		t := pm.GetType()
+		switch {
+		case !slices.Contains(confMembers(r.core.conf), pm.GetFrom()):
+			// A replica outside the configuration wakes nobody. One that
+			// asks for votes was removed and may not know it.
+			if (t == pb.MessageType_MsgVote || t == pb.MessageType_MsgPreVote) && r.onStranger != nil {
+				r.onStranger(ctx, pm.GetFrom())
+			}
+		case t != pb.MessageType_MsgHeartbeat && t != pb.MessageType_MsgHeartbeatResp:
 			// Anything but the heartbeats a quiet group still answers (the
 			// last ones cross the quiesce on the wire) wakes it.
 			r.wake(ctx)
@@ -202,6 +227,20 @@ func (r *raftReplica) propose(ctx actor.Context, data []byte) error {
 	}
 	r.wake(ctx)
 	out, err := r.core.propose(data)
+	if err != nil {
+		return err
+	}
+	r.handle(ctx, out)
+	return nil
+}
+
+// proposeConfChange proposes a configuration change on the leader.
+func (r *raftReplica) proposeConfChange(ctx actor.Context, cc *pb.ConfChangeV2) error {
+	if r.stopped {
+		return fmt.Errorf("%w: %w", errRaftCoreFailed, r.failedErr)
+	}
+	r.wake(ctx)
+	out, err := r.core.proposeConfChange(cc)
 	if err != nil {
 		return err
 	}
@@ -269,6 +308,22 @@ func (r *raftReplica) handle(ctx actor.Context, out raftOutput) {
 	}
 	r.send(ctx, out.Send)
 	for _, e := range out.Apply {
+		if isConfChange(e) {
+			// Applied to raft whether or not the owner applied the entry
+			// before a restart: raft starts from the snapshot's
+			// configuration (replayFrom).
+			cs, err := r.core.applyConfChange(e)
+			if err != nil {
+				r.fail(ctx, err)
+				return
+			}
+			if r.onConf != nil {
+				r.onConf(ctx, cs, e.GetIndex(), e.GetIndex() > r.applied)
+			}
+			if r.stopped {
+				return
+			}
+		}
 		if e.GetIndex() <= r.applied {
 			continue
 		}

@@ -119,6 +119,16 @@ type shard struct {
 	nextRead uint64
 	// heard is the tick each peer was last heard from at.
 	heard map[uint64]int
+	// confWait is the index of the configuration change this leader
+	// proposed last, in term confTerm, until it applies (0: none).
+	confWait, confTerm uint64
+	// confChecked is set once a restart's snapshot was checked against the
+	// configuration (checkRestartSnapshot).
+	confChecked bool
+	// leaving is set when the replica was removed from its group and the
+	// shard stops once its last batches are stored (maybeLeave);
+	// replacing once it asked the catalog to start it again.
+	leaving, replacing bool
 }
 
 type stashed struct {
@@ -192,6 +202,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.afterRaft(ctx)
 	case *PeerSuspect:
 		// For a replica that is not running.
+	case *ShardReplicasChanged:
+		s.onReplicasChanged(ctx)
 	case *proposalsExpired:
 		if s.replica != nil {
 			s.onProposalsExpired(ctx)
@@ -210,8 +222,10 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.onSubscribeRequest(ctx, m)
 	case *AppendsCommitted:
 		s.onCommitted(ctx, m)
+		s.maybeLeave(ctx)
 	case *AppendFailed:
 		s.onAppendFailed(ctx, m)
+		s.maybeLeave(ctx)
 	case *CreditReturned:
 		s.onCredit(ctx, ctx.Sender(), m)
 	case *ResumeLive:
@@ -311,6 +325,11 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 		} else {
 			s.wakePeers(ctx) // no replica here: a quiet group must elect without it
 		}
+	}
+	if s.cfg.Raft != nil && s.failed == nil && s.install == nil {
+		// An instance restarted in place runs the placement it was
+		// spawned with; the stream's may have changed since.
+		s.reconcileHosting(ctx)
 	}
 	s.publishProgress()
 	s.notifyWatchers(ctx, false)

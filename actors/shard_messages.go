@@ -173,6 +173,10 @@ type ShardInfoResponse struct {
 	Match     map[uint64]uint64
 	// Quiesced is set while the replica's group is quiet.
 	Quiesced bool
+	// Voters and Learners are the group's raft configuration as this
+	// replica applied it (Replicas is its target; they differ while the
+	// replicas change).
+	Voters, Learners []uint64
 	// Err is set when a linearizable request could not be answered (no
 	// leader, not confirmed in time, not hosted here).
 	Err *wire.Error

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"slices"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/heraldmq/herald/net/peerwire"
@@ -16,7 +18,11 @@ func (s *shard) busy() bool {
 		(s.core != nil && len(s.core.pending) > 0) {
 		return true
 	}
-	return s.lead == rc.Self && rc.Preferred != 0 && rc.Preferred != rc.Self && rc.Router.Alive(rc.Preferred)
+	if s.lead == rc.Self && s.reconfiguring() {
+		return true
+	}
+	_, pref := rc.target(s.cfg.Key.Shard)
+	return s.lead == rc.Self && pref != 0 && pref != rc.Self && rc.Router.Alive(pref)
 }
 
 func (s *shard) onQuiet(n int64) { s.cfg.Stats.RaftQuiesced.Add(n) }
@@ -29,7 +35,10 @@ func (s *shard) wakePeers(ctx actor.Context) {
 	if rc == nil || rc.Router == nil {
 		return
 	}
-	for _, id := range rc.Replicas {
+	target, _ := rc.target(s.cfg.Key.Shard)
+	ids := slices.Concat(s.members(), target, rc.Replicas)
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
 		if id == rc.Self {
 			continue
 		}

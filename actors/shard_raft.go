@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/heraldmq/herald/net/wire"
 	"github.com/heraldmq/herald/storage"
@@ -30,11 +31,19 @@ import (
 
 // ShardRaft makes a shard one replica of its raft group.
 type ShardRaft struct {
-	// Self is this node's id; Replicas the group's node ids. A shard
-	// whose replicas do not include Self is not hosted here: it refuses
-	// publishes and subscriptions, naming a replica.
+	// Self is this node's id; Replicas the group's node ids when the
+	// shard was started. A shard whose replicas do not include Self is not
+	// hosted here: it refuses publishes and subscriptions, naming a
+	// replica.
 	Self     uint64
 	Replicas []uint64
+	// Bootstrap is the group's first configuration, which a replica with
+	// nothing stored starts from (nil: Replicas): a replica added later
+	// starts outside it and is added by the leader (shard_reconfig.go).
+	Bootstrap []uint64
+	// Targets is the stream's placement now, which the group's leader
+	// moves the group to (nil: Replicas and Preferred, unchanging).
+	Targets *ReplicaTargets
 	// Router finds the peer links and routes the group's messages here.
 	Router *RaftRouter
 	// Tick, ElectionTicks and HeartbeatTicks are raft's clock (defaults
@@ -105,11 +114,11 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	if rc.AfterFunc == nil {
 		rc.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
-	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: s.cfg.Key, Self: rc.Self, Peers: rc.Replicas,
+	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: s.cfg.Key, Self: rc.Self, Peers: rc.bootstrap(),
 		Durable: d, Applied: d.Applied, Writer: s.cfg.Writer, Link: rc.Router.Link,
 		Tick: rc.Tick, ElectionTicks: rc.ElectionTicks, HeartbeatTicks: rc.HeartbeatTicks, AfterFunc: rc.AfterFunc,
 		Apply: s.applyEntry, Soft: s.onSoftState, OnTick: s.onRaftTick, Install: s.onSnapshot,
-		Alive: rc.Router.Alive, Busy: s.busy, OnQuiet: s.onQuiet})
+		Alive: rc.Router.Alive, Busy: s.busy, OnQuiet: s.onQuiet, OnConf: s.onConf})
 	if err != nil {
 		s.logger(ctx).Error("shard: cannot start its raft replica; refusing publishes", slog.Any("error", err))
 		s.failed = err
@@ -126,6 +135,8 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	}
 	r.onSnapSent = func() { s.cfg.Stats.add(&s.cfg.Stats.RaftSnapshotsSent, 1) }
 	r.onReads = s.onReadStates
+	r.onRemoved = s.onRemovedNotice
+	r.onStranger = s.sendRemoved
 	s.heard = map[uint64]int{}
 	if rc.CompactEntries == 0 {
 		rc.CompactEntries = 10000
@@ -133,15 +144,19 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	s.proposals = map[uint64]*proposalWait{}
 	s.nextProposal = rand.Uint64() >> 1 // distinct from an earlier instance's
 	rc.Router.Register(s.cfg.Key, ctx.Self())
-	if len(rc.Replicas) == 1 {
+	if v := r.core.conf.GetVoters(); len(v) == 1 && v[0] == rc.Self {
 		r.handle(ctx, r.core.campaign()) // its own quorum: it leads at once
 	}
 }
 
 // notHosted is the refusal of a shard whose replicas live elsewhere.
 func (s *shard) notHosted() *wire.Error {
-	return &wire.Error{Code: wire.CodeNotLeader, Detail: s.cfg.Raft.Replicas[0],
-		Message: fmt.Sprintf("shard %d of %s is not hosted on this node; its replicas are on nodes %v", s.cfg.Key.Shard, s.cfg.Stream, s.cfg.Raft.Replicas)}
+	target, pref := s.cfg.Raft.target(s.cfg.Key.Shard)
+	if pref == 0 && len(target) > 0 {
+		pref = target[0]
+	}
+	return &wire.Error{Code: wire.CodeNotLeader, Detail: pref,
+		Message: fmt.Sprintf("shard %d of %s is not hosted on this node; its replicas are on nodes %v", s.cfg.Key.Shard, s.cfg.Stream, target)}
 }
 
 // notLeader refuses a publish on a replica that does not lead.
@@ -214,7 +229,8 @@ func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
 			// The snapshot is taken here, at this entry: the shard's state
 			// now is its state at this index on every replica.
 			s.compactTo = to
-			s.compaction = &pendingCompaction{at: e.GetIndex(), to: to, data: encodeShardSnapshot(s.core.tail, s.core.producers)}
+			s.compaction = &pendingCompaction{at: e.GetIndex(), to: to, data: encodeShardSnapshot(s.core.tail, s.core.producers),
+				conf: proto.Clone(s.replica.core.conf).(*pb.ConfState)}
 		}
 		s.compactLog(ctx)
 		return nil
@@ -323,13 +339,16 @@ const (
 type pendingCompaction struct {
 	at, to uint64
 	data   []byte
+	// conf is the group's configuration at at (later entries may change
+	// it before the compaction is carried out).
+	conf *pb.ConfState
 }
 
 // proposeCompaction proposes a compaction when every live replica holds
 // CompactEntries entries past the log's first index.
 func (s *shard) proposeCompaction(ctx actor.Context) {
 	st := s.replica.core.rn.Status()
-	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 || len(st.Progress) < len(s.cfg.Raft.Replicas) {
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 || len(st.Progress) < len(confMembers(s.replica.core.conf)) {
 		return
 	}
 	least := ^uint64(0)
@@ -371,7 +390,7 @@ func (s *shard) compactLog(ctx actor.Context) {
 	}
 	s.compaction = nil
 	first, _ := r.core.log.FirstIndex()
-	if err := r.core.compact(c.at, c.to, c.data); err != nil {
+	if err := r.core.compact(c.at, c.to, c.conf, c.data); err != nil {
 		s.logger(ctx).Warn("shard: raft log compaction", slog.Any("error", err))
 		return
 	}
@@ -392,12 +411,14 @@ func (s *shard) compactLog(ctx actor.Context) {
 func (s *shard) onRaftTick(ctx actor.Context) {
 	s.ticks++
 	s.expireReads(ctx, false, nil)
+	s.checkRestartSnapshot(ctx)
 	s.compactLog(ctx)
 	if s.ticks%compactEvery == 0 {
 		s.proposeCompaction(ctx)
 	}
-	pref := s.cfg.Raft.Preferred
-	if pref == 0 || pref == s.cfg.Raft.Self || s.ticks%transferEvery != 0 {
+	s.driveConfChange(ctx)
+	_, pref := s.cfg.Raft.target(s.cfg.Key.Shard)
+	if pref == 0 || pref == s.cfg.Raft.Self || s.ticks%transferEvery != 0 || s.reconfiguring() {
 		return
 	}
 	st := s.replica.core.rn.Status()
@@ -520,7 +541,7 @@ func (s *shard) raftInfo(resp *ShardInfoResponse) {
 	if s.cfg.Raft == nil {
 		return
 	}
-	resp.Replicas, resp.Preferred = s.cfg.Raft.Replicas, s.cfg.Raft.Preferred
+	resp.Replicas, resp.Preferred = s.cfg.Raft.target(s.cfg.Key.Shard)
 	if s.replica == nil {
 		return
 	}
@@ -528,6 +549,7 @@ func (s *shard) raftInfo(resp *ShardInfoResponse) {
 	resp.Leader, resp.Term, resp.RaftCommit, resp.RaftApplied = st.Lead, st.GetTerm(), st.GetCommit(), s.replica.applied
 	resp.RaftFirst, _ = s.replica.core.log.FirstIndex()
 	resp.Quiesced = s.replica.quiet
+	resp.Voters, resp.Learners = s.replica.core.conf.GetVoters(), s.replica.core.conf.GetLearners()
 	if st.RaftState == raft.StateLeader {
 		resp.Match = map[uint64]uint64{}
 		for id, pr := range st.Progress {

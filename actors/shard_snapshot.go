@@ -212,7 +212,7 @@ func (s *shard) fetchPage(ctx actor.Context) {
 	if lead != 0 && lead != s.cfg.Raft.Self {
 		peers = append(peers, lead)
 	}
-	for _, id := range s.cfg.Raft.Replicas {
+	for _, id := range s.members() {
 		if id != s.cfg.Raft.Self && id != lead {
 			peers = append(peers, id)
 		}
@@ -341,6 +341,15 @@ func (s *shard) onPage(ctx actor.Context, from uint64, p *peerwire.ShardPage) {
 			return
 		}
 		s.failInstall(ctx, err)
+	}
+	if b := batches[0]; b.Base > in.next && b.Base == p.First && s.core.first == s.core.tail && s.core.tail == in.next && len(s.core.pending) == 0 {
+		// This replica holds no record (a new one): its log starts where
+		// the serving replica's retention left it, as if its own retention
+		// had deleted what came before.
+		s.logger(ctx).Info("shard: a new replica's log starts at the other replicas' first retained offset", slog.Uint64("first", b.Base))
+		s.core.first, s.core.tail, s.core.committed = b.Base, b.Base, b.Base
+		in.next = b.Base
+		s.publishProgress()
 	}
 	if b := batches[0]; b.Base > in.next {
 		if p.First <= in.next {

@@ -29,9 +29,10 @@ import (
 // connection never speaks the client protocol and the reverse.
 const ALPN = "herald-peer/1"
 
-// Version is the protocol version a Hello carries (2: Shard frames; a node
+// Version is the protocol version a Hello carries (2: Shard frames; 3: the
+// Shard frame's removed kind; a node
 // refuses a peer of another version, so a cluster runs one version).
-const Version = 2
+const Version = 3
 
 // HeaderSize is a frame header's size.
 const HeaderSize = 8

@@ -15,6 +15,7 @@ import (
 //	kind 1, ShardFetch: token u64 | from u64 | to u64 | max bytes u32
 //	kind 3, ShardQuiesce: term u64 | commit u64
 //	kind 4, ShardWake: nothing more
+//	kind 5, ShardRemoved: applied u64
 //	kind 2, ShardPage:  token u64 | first u64 | tail u64 | count u32 |
 //	                    count × (base u64 | records u32 | timestamp i64 |
 //	                             length u32 | records)
@@ -29,6 +30,11 @@ import (
 // ticking and heartbeating, and a follower at that term and commit stops
 // ticking too, until any message of the group (or the loss of its
 // leader's node, see the link's beats) wakes it.
+//
+// A ShardRemoved answers a vote request from a replica that the sender's
+// configuration, as of its applied index, no longer holds: a removed
+// replica that never learned its removal committed (the leader stops
+// writing to it once the removal applies) learns it this way and stops.
 
 // ShardKind is the kind of a Shard frame's message.
 type ShardKind uint8
@@ -39,7 +45,23 @@ const (
 	KindShardPage  ShardKind = 2
 	KindQuiesce    ShardKind = 3
 	KindWake       ShardKind = 4
+	KindRemoved    ShardKind = 5
 )
+
+// ShardRemoved tells a replica that the sender's configuration, as of the
+// sender's applied index Applied, does not hold it.
+type ShardRemoved struct {
+	Group   Group
+	Applied uint64
+}
+
+const removedSize = shardHead + 8
+
+// AppendShardRemoved appends a Shard frame carrying r.
+func AppendShardRemoved(dst []byte, r ShardRemoved) []byte {
+	dst = appendShardHead(dst, removedSize, r.Group, KindRemoved)
+	return binary.BigEndian.AppendUint64(dst, r.Applied)
+}
 
 // ShardWake tells a replica to start its clock again: the sender's replica
 // of the group stopped (its storage failed, say) while its node runs on,
@@ -150,13 +172,14 @@ func AppendShardPage(dst []byte, p ShardPage) []byte {
 	return dst
 }
 
-// ShardMessage is a decoded Shard frame: exactly one of Fetch, Page and
-// Quiesce.
+// ShardMessage is a decoded Shard frame: exactly one of Fetch, Page,
+// Quiesce, Wake and Removed.
 type ShardMessage struct {
 	Fetch   *ShardFetch
 	Page    *ShardPage
 	Quiesce *ShardQuiesce
 	Wake    *ShardWake
+	Removed *ShardRemoved
 }
 
 // Group is the shard the message is for.
@@ -168,6 +191,8 @@ func (m ShardMessage) Group() Group {
 		return m.Quiesce.Group
 	case m.Wake != nil:
 		return m.Wake.Group
+	case m.Removed != nil:
+		return m.Removed.Group
 	}
 	return m.Page.Group
 }
@@ -201,6 +226,11 @@ func DecodeShard(b []byte) (ShardMessage, error) {
 			return ShardMessage{}, malformed("shard wake of %d bytes, want %d", len(b), shardHead)
 		}
 		return ShardMessage{Wake: &ShardWake{Group: g}}, nil
+	case KindRemoved:
+		if len(b) != removedSize {
+			return ShardMessage{}, malformed("shard removed of %d bytes, want %d", len(b), removedSize)
+		}
+		return ShardMessage{Removed: &ShardRemoved{Group: g, Applied: binary.BigEndian.Uint64(b[13:])}}, nil
 	case KindShardPage:
 		if len(b) < pageHead {
 			return ShardMessage{}, malformed("shard page of %d bytes", len(b))

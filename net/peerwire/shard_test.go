@@ -22,9 +22,11 @@ func TestShardRoundTrip(t *testing.T) {
 	q := ShardQuiesce{Group: g, Term: 4, Commit: 1 << 40}
 	buf = AppendShardQuiesce(buf, q)
 	buf = AppendShardWake(buf, ShardWake{Group: g})
+	rm := ShardRemoved{Group: g, Applied: 1<<33 + 5}
+	buf = AppendShardRemoved(buf, rm)
 	r := bytes.NewReader(buf)
 	var got []ShardMessage
-	for range 5 {
+	for range 6 {
 		typ, body, err := ReadFrame(r, DefaultMaxFrameBytes)
 		if err != nil || typ != TypeShard {
 			t.Fatalf("frame %v, %v", typ, err)
@@ -50,6 +52,9 @@ func TestShardRoundTrip(t *testing.T) {
 	if got[4].Wake == nil || got[4].Group() != g {
 		t.Fatalf("wake %+v", got[4])
 	}
+	if got[5].Removed == nil || *got[5].Removed != rm || got[5].Group() != g {
+		t.Fatalf("removed %+v, want %+v", got[5].Removed, rm)
+	}
 	body := func(frame []byte) []byte { return frame[HeaderSize:] }
 	bad := map[string][]byte{
 		"short":           {1, 2, 3},
@@ -58,6 +63,7 @@ func TestShardRoundTrip(t *testing.T) {
 		"fetch cut":       body(AppendShardFetch(nil, f))[:30],
 		"quiesce cut":     body(AppendShardQuiesce(nil, q))[:20],
 		"wake long":       append(body(AppendShardWake(nil, ShardWake{Group: g})), 0),
+		"removed cut":     body(AppendShardRemoved(nil, rm))[:16],
 		"page cut":        func() []byte { b := body(AppendShardPage(nil, p)); return b[:len(b)-1] }(),
 		"page extra":      append(body(AppendShardPage(nil, p)), 0),
 		"overlap":         body(AppendShardPage(nil, ShardPage{Group: g, Tail: 99, Batches: []PageBatch{{Base: 10, Count: 5}, {Base: 12, Count: 1}}})),

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -80,7 +81,10 @@ type storedStream struct {
 	RetentionAgeMillis uint64 `json:"retention_age_ms"`
 	RetentionBytes     uint64 `json:"retention_bytes"`
 	Replicas           uint8  `json:"replicas,omitempty"`
-	Created            int64  `json:"created_unix_nano"`
+	// CreatedReplicas is the replica count at creation, when it changed
+	// since (0: Replicas).
+	CreatedReplicas uint8 `json:"created_replicas,omitempty"`
+	Created         int64 `json:"created_unix_nano"`
 }
 
 func storedFrom(id uint64, name wire.StreamName, cfg wire.StreamConfig, created int64) storedStream {
@@ -155,6 +159,9 @@ type catalog struct {
 	// metaRestartTimer stops the pending restart of a failed metadata
 	// replica (nil: none).
 	metaRestartTimer func() bool
+	// replaced are the shards (by actor id) that stop to be started again
+	// under their stream's new placement.
+	replaced map[string]bool
 }
 
 type creation struct {
@@ -198,10 +205,18 @@ func (c *catalog) Receive(ctx actor.Context) {
 		c.onStarted(ctx)
 	case *catalogLoaded:
 		c.onLoaded(ctx, m)
-	case *LookupStreamRequest, *CreateStreamRequest, *ListStreamsRequest, *DeleteStreamRequest, *AllStreamsRequest, *AllShardsRequest:
+	case *LookupStreamRequest, *CreateStreamRequest, *ListStreamsRequest, *DeleteStreamRequest, *AllStreamsRequest, *AllShardsRequest, *SetReplicasRequest:
 		c.onStreamRequest(ctx, m)
 	case *actor.Terminated:
 		c.onTerminated(ctx, m)
+	case *ShardReplaced:
+		if ctx.Sender() != nil && !c.stopping {
+			if c.replaced == nil {
+				c.replaced = map[string]bool{}
+			}
+			c.replaced[ctx.Sender().Id] = true
+			ctx.Stop(ctx.Sender()) // onTerminated starts it again
+		}
 	case *actor.Stopping, *actor.Restarting:
 		c.onStopping(ctx)
 	case *actor.Stopped:
@@ -241,6 +256,8 @@ func (c *catalog) onRequest(ctx actor.Context, from *actor.PID, msg any) {
 		reply(c.list(m))
 	case *DeleteStreamRequest:
 		c.onDelete(ctx, from, m)
+	case *SetReplicasRequest:
+		c.proposeReplicas(ctx, from, m)
 	case *AllStreamsRequest:
 		all := make([]*StreamHandle, 0, len(c.streams))
 		for _, h := range c.streams {
@@ -278,7 +295,7 @@ func (c *catalog) refuseStash(ctx actor.Context) {
 			continue
 		}
 		switch st.msg.(type) {
-		case *LookupStreamRequest, *CreateStreamRequest:
+		case *LookupStreamRequest, *CreateStreamRequest, *SetReplicasRequest:
 			ctx.Send(st.sender, &LookupStreamResponse{Err: err})
 		case *DeleteStreamRequest:
 			ctx.Send(st.sender, &DeleteStreamResponse{Err: err})
@@ -389,6 +406,7 @@ func (c *catalog) newHandle(st storedStream) *StreamHandle {
 		Config:          st.config(),
 		CreatedUnixNano: st.Created,
 		Log:             c.cfg.Memory,
+		createdReplicas: cmp.Or(st.CreatedReplicas, st.Replicas),
 	}
 	if st.Durable {
 		h.Log = c.cfg.Durable
@@ -446,8 +464,14 @@ func (c *catalog) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	for _, h := range c.streams {
 		for i, pid := range h.Shards {
 			if pid.Id == m.Who.Id {
-				ctx.Logger().Error("catalog: shard stopped; starting it again",
-					slog.String("stream", h.Name.String()), slog.Int("shard", i))
+				if c.replaced[pid.Id] {
+					delete(c.replaced, pid.Id)
+					ctx.Logger().Info("catalog: starting a shard again under its stream's new placement",
+						slog.String("stream", h.Name.String()), slog.Int("shard", i))
+				} else {
+					ctx.Logger().Error("catalog: shard stopped; starting it again",
+						slog.String("stream", h.Name.String()), slog.Int("shard", i))
+				}
 				if _, err := ctx.SpawnNamed(c.shardProps(h, uint32(i)), shardName(h.ID, uint32(i))); err != nil {
 					ctx.Logger().Error("catalog: respawn failed", slog.String("stream", h.Name.String()), slog.Int("shard", i), slog.Any("error", err))
 				}

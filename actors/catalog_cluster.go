@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -52,7 +53,7 @@ const replicatedIDBase = uint64(1) << 63
 
 // metaEntry is one entry of the metadata group.
 type metaEntry struct {
-	Op string `json:"op"` // "create"
+	Op string `json:"op"` // "create", or "replicas" (Config.Replicas is the new count)
 	// Node and Proposal name the proposer, which answers its client.
 	Node     uint64            `json:"node"`
 	Proposal uint64            `json:"proposal"`
@@ -155,12 +156,17 @@ func (c *catalog) proposeCreate(ctx actor.Context, from *actor.PID, name wire.St
 			Message: fmt.Sprintf("the cluster's metadata group has no leader this node can reach (%v); retry shortly", err)}})
 		return
 	}
+	c.waitMeta(ctx, id, from)
+}
+
+// waitMeta waits for the apply of this node's proposal id, for from.
+func (c *catalog) waitMeta(ctx actor.Context, id uint64, from *actor.PID) {
 	w := &metaWait{}
 	if from != nil {
 		w.waiters = append(w.waiters, from)
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	timeout := cl.ProposalTimeout
+	timeout := c.cfg.Cluster.ProposalTimeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
@@ -175,7 +181,7 @@ func (c *catalog) onMetaProposalExpired(ctx actor.Context, m *metaProposalExpire
 	}
 	delete(c.metaWaits, m.proposal)
 	resp := &LookupStreamResponse{Err: &wire.Error{Code: wire.CodeReplicationTimeout,
-		Message: "the stream's creation was not committed by the cluster in time; it may still be: look it up, or create it again"}}
+		Message: "the stream's creation or change was not committed by the cluster in time; it may still be: describe the stream, or ask again"}}
 	for _, from := range w.waiters {
 		ctx.Send(from, resp)
 	}
@@ -204,12 +210,17 @@ func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
 			}
 		}
 	}
-	if me.Op != "create" {
+	appliedPut := storage.MetaPut{Key: raftAppliedKey(metaGroupKey), Value: binary.BigEndian.AppendUint64(nil, e.GetIndex())}
+	switch me.Op {
+	case "create":
+	case "replicas":
+		c.applyReplicas(ctx, me, w, appliedPut)
+		return nil
+	default:
 		return fmt.Errorf("metadata entry %d: unknown op %q", e.GetIndex(), me.Op)
 	}
 	id := replicatedIDBase + e.GetIndex()
 	key := nameKey(me.Name)
-	appliedPut := storage.MetaPut{Key: raftAppliedKey(metaGroupKey), Value: binary.BigEndian.AppendUint64(nil, e.GetIndex())}
 	if h, ok := c.streams[key]; ok {
 		// Another create of the name came first (or this one applied
 		// before a restart): the stream stands as it is.
@@ -262,7 +273,9 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 		return nil
 	}
 	reps, pref := c.placement(h)
-	return &ShardRaft{Self: cl.Self, Replicas: reps[i], Preferred: pref[i], Router: cl.Router, Tick: cl.Tick,
+	p := c.placements[h.ID]
+	return &ShardRaft{Self: cl.Self, Replicas: reps[i], Preferred: pref[i], Bootstrap: p.bootstrap[i], Targets: p.targets,
+		Router: cl.Router, Tick: cl.Tick,
 		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout, CompactEntries: cl.CompactEntries,
 		Goroutines: c.cfg.Goroutines}
 }
@@ -273,19 +286,26 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 // than ceil(shards / nodes) of its shards. Pure functions of the stream's
 // id and the nodes, so every node computes the same; cached per stream.
 func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]uint64) {
-	if p, ok := c.placements[h.ID]; ok {
+	if p, ok := c.placements[h.ID]; ok && p.count == h.Config.Replicas {
 		return p.replicas, p.preferred
 	}
 	nodes := c.cfg.Cluster.Router.Nodes
-	reps := map[uint32][]uint64{}
-	refs := map[shardRef][]uint64{}
-	for i := uint32(0); i < h.Config.Shards; i++ {
-		r, err := placeReplicas(h.ID, i, nodes, int(h.Config.Replicas))
-		if err != nil {
-			// Fewer nodes than replicas (refused at create): every node holds one.
-			r = append([]uint64(nil), nodes...)
+	place := func(count uint8) map[uint32][]uint64 {
+		reps := map[uint32][]uint64{}
+		for i := uint32(0); i < h.Config.Shards; i++ {
+			r, err := placeReplicas(h.ID, i, nodes, int(count))
+			if err != nil {
+				// Fewer nodes than replicas (refused at create): every node holds one.
+				r = append([]uint64(nil), nodes...)
+			}
+			reps[i] = r
 		}
-		reps[i], refs[shardRef{Stream: h.ID, Shard: i}] = r, r
+		return reps
+	}
+	reps := place(h.Config.Replicas)
+	refs := map[shardRef][]uint64{}
+	for i, r := range reps {
+		refs[shardRef{Stream: h.ID, Shard: i}] = r
 	}
 	pref := map[uint32]uint64{}
 	for ref, lead := range spreadLeaders(refs, nodes) {
@@ -294,14 +314,126 @@ func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]ui
 	if c.placements == nil {
 		c.placements = map[uint64]streamPlacement{}
 	}
-	c.placements[h.ID] = streamPlacement{replicas: reps, preferred: pref}
+	p := c.placements[h.ID] // kept: the shards share its targets
+	p.replicas, p.preferred = reps, pref
+	p.bootstrap = place(cmp.Or(h.createdReplicas, h.Config.Replicas))
+	if p.targets == nil {
+		p.targets = NewReplicaTargets(reps, pref)
+	} else {
+		p.targets.p.Store(&streamPlacement{replicas: reps, preferred: pref})
+	}
+	p.count = h.Config.Replicas
+	c.placements[h.ID] = p
 	return reps, pref
 }
 
-// streamPlacement is a replicated stream's placement.
+// streamPlacement is a replicated stream's placement: its replicas and
+// preferred leaders by shard, and (in the catalog's cache) each shard's
+// first configuration and the targets its shards read.
 type streamPlacement struct {
 	replicas  map[uint32][]uint64
 	preferred map[uint32]uint64
+	bootstrap map[uint32][]uint64
+	targets   *ReplicaTargets
+	// count is the replica count it places.
+	count uint8
+}
+
+// proposeReplicas proposes a change of a cluster stream's replica count.
+func (c *catalog) proposeReplicas(ctx actor.Context, from *actor.PID, m *SetReplicasRequest) {
+	reply := func(r *LookupStreamResponse) {
+		if from != nil {
+			ctx.Send(from, r)
+		}
+	}
+	if err := m.Name.Validate(); err != nil {
+		reply(&LookupStreamResponse{Err: err.(*wire.Error)})
+		return
+	}
+	cl := c.cfg.Cluster
+	h, ok := c.streams[nameKey(m.Name)]
+	switch {
+	case !ok:
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist", m.Name)})
+		return
+	case cl == nil || h.ID < replicatedIDBase:
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig,
+			"stream %s is this node's own, not a cluster stream: its replicas cannot change (a cluster, --peers, places every durable stream)", m.Name)})
+		return
+	case m.Replicas < 1 || int(m.Replicas) > len(cl.Router.Nodes):
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", m.Replicas, len(cl.Router.Nodes))})
+		return
+	case h.Config.Replicas == m.Replicas:
+		reply(&LookupStreamResponse{Stream: h})
+		return
+	case c.meta == nil || c.meta.failed() != nil:
+		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader, Message: "the cluster's metadata group is not running on this node yet; retry shortly"}})
+		return
+	}
+	cfg := h.Config
+	cfg.Replicas = m.Replicas
+	c.nextMetaProposal++
+	id := c.nextMetaProposal
+	data, _ := json.Marshal(metaEntry{Op: "replicas", Node: cl.Self, Proposal: id, Name: m.Name, Config: cfg, Created: c.cfg.Now().UnixNano()})
+	if err := c.meta.propose(ctx, data); err != nil {
+		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader,
+			Message: fmt.Sprintf("the cluster's metadata group has no leader this node can reach (%v); retry shortly", err)}})
+		return
+	}
+	c.waitMeta(ctx, id, from)
+}
+
+// applyReplicas applies a committed change of a stream's replica count:
+// the catalog's handle and placement change at once (the shards are told,
+// and their leaders move their groups), the record is stored with the
+// entry's applied index, and the proposer answers once it is.
+func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, appliedPut storage.MetaPut) {
+	answer := func(r *LookupStreamResponse) {
+		if w != nil {
+			for _, from := range w.waiters {
+				ctx.Send(from, r)
+			}
+		}
+	}
+	key := nameKey(me.Name)
+	h, ok := c.streams[key]
+	if !ok || h.ID < replicatedIDBase {
+		answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist in the cluster", me.Name)})
+		c.writeMetaApplied(ctx, appliedPut)
+		return
+	}
+	if h.Config.Replicas == me.Config.Replicas {
+		answer(&LookupStreamResponse{Stream: h}) // applied before a restart, or asked twice
+		c.writeMetaApplied(ctx, appliedPut)
+		return
+	}
+	// A new handle (handles are immutable), with the same shards.
+	nh := &StreamHandle{ID: h.ID, Name: h.Name, Config: h.Config, CreatedUnixNano: h.CreatedUnixNano, Log: h.Log,
+		Shards: h.Shards, Progress: h.Progress, createdReplicas: cmp.Or(h.createdReplicas, h.Config.Replicas)}
+	nh.Config.Replicas = me.Config.Replicas
+	c.streams[key] = nh
+	ctx.Logger().Info("stream replicas changing", slog.String("stream", key),
+		slog.Uint64("from", uint64(h.Config.Replicas)), slog.Uint64("to", uint64(nh.Config.Replicas)))
+	c.placement(nh)
+	for _, pid := range nh.Shards {
+		ctx.Send(pid, &ShardReplicasChanged{})
+	}
+	st := storedFrom(nh.ID, nh.Name, nh.Config, nh.CreatedUnixNano)
+	st.CreatedReplicas = nh.createdReplicas
+	value, _ := json.Marshal(st)
+	req := &MetaWriteRequest{Puts: []storage.MetaPut{{Key: append(append([]byte(nil), metaStreamPrefix...), key...), Value: value}, appliedPut}}
+	f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		if r, ok := res.(*MetaWriteResponse); ok && err == nil {
+			err = r.Err
+		}
+		if err != nil {
+			ctx.Logger().Error("catalog: cannot store a stream's new replica count", slog.String("stream", key), slog.Any("error", err))
+			answer(&LookupStreamResponse{Err: storageError(err)})
+			return
+		}
+		answer(&LookupStreamResponse{Stream: nh})
+	})
 }
 
 // restartMeta replaces a metadata replica that failed (a write it could

@@ -33,6 +33,10 @@ type StreamHandle struct {
 	// deleted is set when the stream is deleted (or the catalog that made
 	// the handle restarted); holders drop the handle and look again.
 	deleted atomic.Bool
+	// createdReplicas is the replica count the stream was created with
+	// (its shards' first raft configuration); Config.Replicas is its
+	// count now.
+	createdReplicas uint8
 }
 
 // ShardProgress is a shard's committed tail and first retained offset, as
@@ -108,6 +112,15 @@ type DeleteStreamRequest struct {
 // DeleteStreamResponse answers DeleteStreamRequest.
 type DeleteStreamResponse struct {
 	Err *wire.Error
+}
+
+// SetReplicasRequest asks the catalog to change a cluster stream's replica
+// count. Answered with LookupStreamResponse once the new count is the
+// catalog's (committed by the metadata group and stored on this node);
+// every shard's leader then moves its raft group to the new replicas.
+type SetReplicasRequest struct {
+	Name     wire.StreamName
+	Replicas uint8
 }
 
 // AllStreamsRequest asks the catalog for every stream. Answered with

@@ -136,6 +136,22 @@ func (cs *connSession) controlRequest(lane *actor.PID, answers *AnswerMeter, f w
 			return wire.AppendError(nil, id, r.Err), nil
 		}
 		return wire.AppendOK(nil, id), nil
+	case wire.TypeSetReplicas:
+		req, err := wire.DecodeSetReplicas(f.Body)
+		if err != nil {
+			return nil, err
+		}
+		if werr := cs.allow(PermManage, req.Name); werr != nil {
+			return wire.AppendError(nil, id, werr), nil
+		}
+		if cs.draining.Load() {
+			return wire.AppendError(nil, id, wire.Errorf(wire.CodeShuttingDown, "node is draining")), nil
+		}
+		h, werr := cs.lookup(&SetReplicasRequest{Name: req.Name, Replicas: req.Replicas})
+		if werr != nil {
+			return wire.AppendError(nil, id, werr), nil
+		}
+		return wire.AppendStreamInfo(nil, id, cs.info(h)), nil
 	case wire.TypeRead:
 		req, err := wire.DecodeRead(f.Body)
 		if err != nil {

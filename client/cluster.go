@@ -250,6 +250,22 @@ func (cc *ClusterClient) CreateStream(ctx context.Context, name StreamName, cfg 
 	}, cc.retryable)
 }
 
+// SetReplicas changes the replica count of the cluster stream name (see
+// Client.SetReplicas) through any node, retried while the cluster has no
+// metadata leader or did not commit the change in time (asking for the
+// count the stream has is answered at once).
+func (cc *ClusterClient) SetReplicas(ctx context.Context, name StreamName, replicas int) (StreamInfo, error) {
+	return retrying(ctx, cc, cc.anyPick(ctx), func(m *clusterConn) (StreamInfo, error) {
+		info, err := m.c.SetReplicas(ctx, name, replicas)
+		if err == nil {
+			cc.learn(info)
+		}
+		return info, err
+	}, func(err error, m *clusterConn) bool {
+		return !errors.Is(err, ErrStreamNotFound) && !errors.Is(err, ErrInvalidConfig) && cc.retryable(err, m)
+	})
+}
+
 // DescribeStream describes name (see Client.DescribeStream) from any node
 // that knows it; for a replicated stream each shard's tail and replication
 // are its leader's (so every replica's lag is known), where the leader

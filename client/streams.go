@@ -254,6 +254,33 @@ func (c *Client) DeleteStream(ctx context.Context, name StreamName) error {
 	return err
 }
 
+// SetReplicas changes how many nodes of a cluster hold each shard of the
+// cluster stream name (1 up to the cluster's size) and returns the stream
+// with its new count. The count is the cluster's once this returns; each
+// shard's raft group then moves to it on its own: new replicas join as
+// learners, copy the log, and become voters once caught up; replicas no
+// longer placed leave, the leader last (StreamInfo.Replication shows the
+// progress). A stream of a node without a cluster fails with
+// ErrInvalidConfig.
+func (c *Client) SetReplicas(ctx context.Context, name StreamName, replicas int) (StreamInfo, error) {
+	if err := name.Validate(); err != nil {
+		return StreamInfo{}, err
+	}
+	if replicas < 1 || replicas > math.MaxUint8 {
+		return StreamInfo{}, wire.Errorf(wire.CodeInvalidConfig, "replicas %d out of range", replicas)
+	}
+	req := wire.SetReplicas{Name: name, Replicas: uint8(replicas)}
+	v, err := c.call(ctx, wire.TypeStreamInfo, changes, func(dst []byte, id uint64) []byte {
+		return wire.AppendSetReplicas(dst, id, req)
+	})
+	if err != nil {
+		return StreamInfo{}, err
+	}
+	info := v.(wire.StreamInfo)
+	c.routes.learn(info)
+	return infoFromWire(info), nil
+}
+
 // AllTenants as ListStreams' tenant lists the streams of every tenant.
 const AllTenants = wire.AllTenants
 

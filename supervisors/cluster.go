@@ -224,6 +224,10 @@ type GroupStatus struct {
 	Lag     map[uint64]uint64 `json:"lag,omitempty"`
 	// Quiesced is set while the group is idle and quiet here.
 	Quiesced bool `json:"quiesced,omitempty"`
+	// Voters and Learners are the group's configuration as this replica
+	// applied it (learners: replicas being added).
+	Voters   []uint64 `json:"voters,omitempty"`
+	Learners []uint64 `json:"learners,omitempty"`
 }
 
 // PeerStatus is one link as ClusterStatus shows it.
@@ -297,11 +301,13 @@ func (n *Node) groupStatus(wait time.Duration) ([]GroupStatus, map[uint64]int) {
 			if errs[i] != nil {
 				continue
 			}
-			if !slices.Contains(si.Replicas, n.cluster.self) {
+			self := n.cluster.self
+			if !slices.Contains(si.Replicas, self) && !slices.Contains(si.Voters, self) && !slices.Contains(si.Learners, self) {
 				continue // not held here
 			}
 			g := GroupStatus{Stream: h.Name.String(), Shard: uint32(i), Leader: si.Leader, Term: si.Term,
-				Commit: si.RaftCommit, Applied: si.RaftApplied, Tail: si.Tail, Lag: si.Lags(), Quiesced: si.Quiesced}
+				Commit: si.RaftCommit, Applied: si.RaftApplied, Tail: si.Tail, Lag: si.Lags(), Quiesced: si.Quiesced,
+				Voters: si.Voters, Learners: si.Learners}
 			if si.Leader != 0 {
 				leaders[si.Leader]++
 			}

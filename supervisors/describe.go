@@ -53,6 +53,13 @@ type ShardDescription struct {
 	// Quiesced is set while this replica's group is idle and quiet (no
 	// ticks, no heartbeats; docs/architecture.md).
 	Quiesced bool `json:"quiesced,omitempty"`
+	// Voters and Learners are the group's raft configuration as this
+	// replica applied it. Replicas is where the stream's replica count
+	// places the shard; while the count changes, the leader adds the new
+	// replicas as learners, promotes them once caught up, and removes
+	// the ones no longer placed, until the voters are the replicas.
+	Voters   []uint64 `json:"voters,omitempty"`
+	Learners []uint64 `json:"learners,omitempty"`
 }
 
 // DescribeStream describes name as this node sees it.
@@ -82,7 +89,7 @@ func (n *Node) DescribeStream(ctx context.Context, name wire.StreamName) (Stream
 		}
 		sd := ShardDescription{Shard: uint32(i), First: si.First, Tail: si.Tail, Replicas: si.Replicas, Leader: si.Leader,
 			Term: si.Term, Commit: si.RaftCommit, Applied: si.RaftApplied, RaftFirst: si.RaftFirst, Preferred: si.Preferred,
-			Quiesced: si.Quiesced}
+			Quiesced: si.Quiesced, Voters: si.Voters, Learners: si.Learners}
 		sd.Lag = si.Lags()
 		out.Shard = append(out.Shard, sd)
 	}

@@ -20,7 +20,7 @@ import (
 // streamCmd is a parsed `herald stream` command line.
 type streamCmd struct {
 	conn *clientFlags
-	// op is create, describe, list or delete.
+	// op is create, describe, edit, list or delete.
 	op string
 	// name is the stream (create, describe, delete).
 	name client.StreamName
@@ -29,7 +29,7 @@ type streamCmd struct {
 	tenant, namespace string
 	// allTenants lists every tenant the CLI knows of (list --all-tenants).
 	allTenants bool
-	// config is the stream config for create.
+	// config is the stream config for create (edit: its Replicas).
 	config client.StreamConfig
 	// force deletes without asking (delete --force).
 	force bool
@@ -61,14 +61,15 @@ a node configured otherwise applies its own.`, supervisors.DefaultConfig().Subsc
 	formatSize(supervisors.DefaultConfig().SubscriberQueueMaxBytes))
 
 func newStreamCmd(env *cliEnv) *cobra.Command {
-	c := parentCmd("stream", "Create, describe, list and delete streams",
-		"Create, describe, list and delete streams.\n\n"+streamArgHelp,
+	c := parentCmd("stream", "Create, describe, edit, list and delete streams",
+		"Create, describe, edit, list and delete streams.\n\n"+streamArgHelp,
 		`  herald stream create acme/shop/orders --shards 4 --retention-age 7d --retention-bytes 10GiB
   herald stream describe acme/shop/orders
+  herald stream edit acme/shop/orders --replicas 3
   herald stream list acme
   herald stream delete acme/shop/orders --force`)
 	conn := registerClientFlags(c.PersistentFlags())
-	c.AddCommand(newStreamCreateCmd(env, conn), newStreamDescribeCmd(env, conn), newStreamListCmd(env, conn), newStreamDeleteCmd(env, conn))
+	c.AddCommand(newStreamCreateCmd(env, conn), newStreamDescribeCmd(env, conn), newStreamEditCmd(env, conn), newStreamListCmd(env, conn), newStreamDeleteCmd(env, conn))
 	return c
 }
 
@@ -199,6 +200,41 @@ addresses each shard's row is its leader's view (only the leader knows every rep
 	addOutputFlags(c, &out, "an object: stream, shards, routing, durable, overflow, queue_capacity, queue_max_bytes, retention_age_ms, retention_bytes, replicas, created, tails, and for a replicated stream replication: per shard its leader, term, commit and replicas (node, lag; lag null where unknown)")
 	c.RunE = streamOp(env, conn, &out, "describe", func(_ *cobra.Command, cmd *streamCmd, args []string) error {
 		return cmd.oneStream(args)
+	})
+	return c
+}
+
+func newStreamEditCmd(env *cliEnv, conn *clientFlags) *cobra.Command {
+	var out outputFlags
+	var replicas int
+	c := &cobra.Command{
+		Use:   "edit STREAM --replicas N",
+		Short: "Change a cluster stream's replica count",
+		Long: `Change how many nodes of a cluster hold each shard of a stream, and print the stream's
+description. The new count is the cluster's when this returns; each shard's raft group then
+moves to it on its own: new replicas join as learners and copy the shard's log, then vote
+once caught up; replicas no longer placed leave, the leader last (after handing leadership
+over). Publishing and subscribing go on throughout. Follow the change with
+stream describe: a new replica's lag falls to 0, and the replicas listed are the new ones.
+
+Only a cluster's streams have replicas to change (every durable stream of a node started with
+--peers); the count goes from 1 to the number of nodes.
+
+` + streamArgHelp,
+		Example: `  herald stream edit orders --replicas 3 --server 127.0.0.1:7400,127.0.0.1:7410,127.0.0.1:7420
+  herald stream edit orders --replicas 1`,
+	}
+	c.Flags().IntVar(&replicas, "replicas", 0, "nodes of the cluster to hold each shard (required)")
+	addOutputFlags(c, &out, "the stream's description, as stream describe prints it")
+	c.RunE = streamOp(env, conn, &out, "edit", func(_ *cobra.Command, cmd *streamCmd, args []string) error {
+		if err := cmd.oneStream(args); err != nil {
+			return err
+		}
+		if replicas < 1 || replicas > 255 {
+			return usageErrorf("--replicas must be between 1 and 255")
+		}
+		cmd.config.Replicas = replicas
+		return nil
 	})
 	return c
 }
@@ -341,7 +377,7 @@ func (cmd *streamCmd) run(ctx context.Context, env *cliEnv) error {
 	if cmd.op == "delete" && !cmd.force && !env.isTerminal(env.stdin) {
 		return usageErrorf("not deleting %s: standard input is not a terminal, so nobody can confirm; pass --force to delete it", cmd.name)
 	}
-	if (cmd.op == "create" || cmd.op == "describe") && cmd.conn.clustered() {
+	if (cmd.op == "create" || cmd.op == "describe" || cmd.op == "edit") && cmd.conn.clustered() {
 		return cmd.runCluster(ctx, env)
 	}
 	c, err := cmd.conn.dial(ctx)
@@ -355,11 +391,14 @@ func (cmd *streamCmd) run(ctx context.Context, env *cliEnv) error {
 	f := format(cmd.json, cmd.yaml)
 
 	switch cmd.op {
-	case "create", "describe":
+	case "create", "describe", "edit":
 		var info client.StreamInfo
-		if cmd.op == "create" {
+		switch cmd.op {
+		case "create":
 			info, err = c.CreateStream(ctx, cmd.name, cmd.config)
-		} else {
+		case "edit":
+			info, err = c.SetReplicas(ctx, cmd.name, cmd.config.Replicas)
+		default:
 			info, err = c.DescribeStream(ctx, cmd.name)
 		}
 		if err != nil {

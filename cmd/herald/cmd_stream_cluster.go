@@ -22,9 +22,14 @@ func (cmd *streamCmd) runCluster(ctx context.Context, env *cliEnv) error {
 	ctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
 	defer cancel()
 	var info client.StreamInfo
-	if cmd.op == "create" {
+	switch cmd.op {
+	case "create":
 		info, err = cc.CreateStream(ctx, cmd.name, cmd.config)
-	} else {
+	case "edit":
+		if info, err = cc.SetReplicas(ctx, cmd.name, cmd.config.Replicas); err == nil {
+			info, err = cc.DescribeStream(ctx, cmd.name) // each shard as its leader sees it
+		}
+	default:
 		info, err = cc.DescribeStream(ctx, cmd.name)
 	}
 	if err != nil {

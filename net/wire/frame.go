@@ -40,6 +40,7 @@ const (
 	TypeReadResult     Type = 0x17 // node → client: the page
 	TypeOffsetsForTime Type = 0x18 // client → node: the first offset at or after a time, per shard
 	TypeShardOffsets   Type = 0x19 // node → client: an offset per shard (offsets_for_time and group_seek answer)
+	TypeSetReplicas    Type = 0x1A // client → node: change a cluster stream's replica count
 	TypePublish        Type = 0x20 // client → node: a batch of records for one stream
 	TypePublishAck     Type = 0x21 // node → client: the offsets a publish was written at
 	TypeSubscribe      Type = 0x30 // client → node: first frame of a subscription stream
@@ -83,6 +84,8 @@ func (t Type) String() string {
 		return "ok"
 	case TypeDeleteStream:
 		return "delete_stream"
+	case TypeSetReplicas:
+		return "set_replicas"
 	case TypeRead:
 		return "read"
 	case TypeReadResult:

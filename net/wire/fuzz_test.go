@@ -165,6 +165,10 @@ func checkDeleteStream(t *testing.T, body []byte) {
 	reencode(t, body, wire.TypeDeleteStream, wire.DecodeDeleteStream, func(n wire.StreamName) []byte { return wire.AppendDeleteStream(nil, 1, n) }, true)
 }
 
+func checkSetReplicas(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeSetReplicas, wire.DecodeSetReplicas, func(r wire.SetReplicas) []byte { return wire.AppendSetReplicas(nil, 1, r) }, true)
+}
+
 func checkRead(t *testing.T, body []byte) {
 	reencode(t, body, wire.TypeRead, wire.DecodeRead, func(r wire.Read) []byte { return wire.AppendRead(nil, 1, r) }, true)
 }
@@ -362,6 +366,7 @@ var checkByType = map[wire.Type]func(*testing.T, []byte){
 	wire.TypeStreamInfo:     checkStreamInfo,
 	wire.TypeStreamList:     checkStreamList,
 	wire.TypeDeleteStream:   checkDeleteStream,
+	wire.TypeSetReplicas:    checkSetReplicas,
 	wire.TypeRead:           checkRead,
 	wire.TypeReadResult:     checkReadResult,
 	wire.TypeOffsetsForTime: checkOffsetsForTime,
@@ -444,6 +449,7 @@ func seedFrames() [][]byte {
 		wire.AppendStreamList(nil, 3, []wire.StreamInfo{infoOne, infoMax}),
 		wire.AppendStreamInfo(nil, 4, infoReplicated),
 		wire.AppendDeleteStream(nil, 7, nameABC),
+		wire.AppendSetReplicas(nil, 7, wire.SetReplicas{Name: nameABC, Replicas: 3}),
 		wire.AppendRead(nil, 8, wire.Read{Name: nameABC, Shard: 1, Start: 11, End: wire.NoEnd, MaxRecords: 100, MaxBytes: 1 << 20}),
 		wire.AppendReadResult(nil, 8, 13, 0, 13, page),
 		wire.AppendOffsetsForTime(nil, 18, wire.OffsetsForTime{Name: nameABC, Shard: wire.AnyShard, UnixNano: 1_700_000_000_000_000_000}),
@@ -573,6 +579,13 @@ func FuzzDecodePublishAck(f *testing.F) {
 		f.Add(withByte(body, 16, v))
 	}
 	f.Fuzz(checkPublishAck)
+}
+
+func FuzzDecodeSetReplicas(f *testing.F) {
+	addBodySeeds(f, wire.TypeSetReplicas)
+	f.Add(splitFrame(f, wire.AppendSetReplicas(nil, 1, wire.SetReplicas{Name: nameLong, Replicas: 3})).Body)
+	f.Add([]byte{0, 0, 0, 0})
+	f.Fuzz(checkSetReplicas)
 }
 
 func FuzzDecodeDeleteStream(f *testing.F) {

@@ -780,6 +780,32 @@ func DecodeDeleteStream(body []byte) (StreamName, error) {
 	return n, d.end("delete_stream")
 }
 
+// SetReplicas asks a cluster node to change a stream's replica count.
+type SetReplicas struct {
+	Name     StreamName
+	Replicas uint8
+}
+
+// AppendSetReplicas appends a SetReplicas frame; the node answers
+// StreamInfo (the stream with its new count, which its shards then move
+// to) or Error.
+func AppendSetReplicas(dst []byte, reqID uint64, r SetReplicas) []byte {
+	dst, s := frameStart(dst, TypeSetReplicas, 0, reqID)
+	dst = appendName(dst, r.Name)
+	dst = append(dst, r.Replicas)
+	return frameEnd(dst, s)
+}
+
+// DecodeSetReplicas decodes a SetReplicas body.
+func DecodeSetReplicas(body []byte) (SetReplicas, error) {
+	d := decoder{b: body}
+	r := SetReplicas{Name: d.name(), Replicas: d.u8("replicas")}
+	if d.err == nil && r.Replicas == 0 {
+		d.fail("set_replicas of 0 replicas")
+	}
+	return r, d.end("set_replicas")
+}
+
 // AppendOK appends an OK frame: the request succeeded and has nothing to say.
 func AppendOK(dst []byte, reqID uint64) []byte {
 	dst, s := frameStart(dst, TypeOK, 0, reqID)

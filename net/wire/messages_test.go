@@ -549,7 +549,10 @@ func TestAppendKeepsPrefix(t *testing.T) {
 		"goaway":        func(b []byte) []byte { return wire.AppendGoAway(b, "r") },
 		"ok":            func(b []byte) []byte { return wire.AppendOK(b, 1) },
 		"delete_stream": func(b []byte) []byte { return wire.AppendDeleteStream(b, 1, nameABC) },
-		"read":          func(b []byte) []byte { return wire.AppendRead(b, 1, wire.Read{Name: nameABC, End: wire.NoEnd}) },
+		"set_replicas": func(b []byte) []byte {
+			return wire.AppendSetReplicas(b, 1, wire.SetReplicas{Name: nameABC, Replicas: 2})
+		},
+		"read": func(b []byte) []byte { return wire.AppendRead(b, 1, wire.Read{Name: nameABC, End: wire.NoEnd}) },
 		"read_result": func(b []byte) []byte {
 			return wire.AppendReadResult(b, 1, 1, 0, 1, []*wire.Section{section(0, 0, 1, wire.Record{})})
 		},

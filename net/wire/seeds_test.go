@@ -37,6 +37,7 @@ var bodyTargets = map[string]wire.Type{
 	"FuzzDecodeStreamInfo":     wire.TypeStreamInfo,
 	"FuzzDecodeStreamList":     wire.TypeStreamList,
 	"FuzzDecodeDeleteStream":   wire.TypeDeleteStream,
+	"FuzzDecodeSetReplicas":    wire.TypeSetReplicas,
 	"FuzzDecodeRead":           wire.TypeRead,
 	"FuzzDecodeReadResult":     wire.TypeReadResult,
 	"FuzzDecodeOffsetsForTime": wire.TypeOffsetsForTime,

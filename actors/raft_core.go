@@ -231,6 +231,11 @@ func newRaftCore(cfg raftCoreConfig) (*raftCore, error) {
 		MaxUncommittedEntriesSize: cfg.MaxUncommittedBytes,
 		CheckQuorum:               true,
 		PreVote:                   true,
+		// A leader whose own removal commits (proposed by an earlier
+		// leader, committed under it) steps down: it could propose nothing
+		// more (raft drops a non-member's proposals), and its heartbeats
+		// would keep the others from electing a leader that can.
+		StepDownOnRemoval: true,
 		// A publish goes to the leader, which answers; a follower refuses
 		// it naming the leader, rather than forward it where its fate is
 		// not the proposer's to know.

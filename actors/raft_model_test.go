@@ -66,6 +66,15 @@ type simReplica struct {
 	write   *raftPersist
 	// proposed are this replica's proposals not yet applied.
 	proposed map[uint64]bool
+	// confWait and confTerm are the configuration change this replica
+	// proposed last as leader (reconfiguring runs); snapAt is a snapshot
+	// to take at a configuration change once no write is pending.
+	confWait, confTerm, snapAt uint64
+	snapData                   []byte
+	snapConf                   *pb.ConfState
+	// removed is set when the replica left the group (reconfiguring runs):
+	// it is down until a target holds it again.
+	removed bool
 }
 
 type simMsg struct {
@@ -85,6 +94,13 @@ type raftSim struct {
 	acked   map[uint64]uint64
 	ackInfo map[uint64]string
 	steps   int
+	// bootstrap is the group's first configuration (nil: every replica);
+	// target, when set, is where the leaders move the configuration to
+	// (raft_reconfig.go), changed now and then at random.
+	bootstrap, target []uint64
+	// confChanges counts configuration changes the leaders applied;
+	// targets the targets picked; reached those the group got to.
+	confChanges, targets, reached int
 }
 
 func newRaftSim(t *testing.T, seed uint64, n int) *raftSim {
@@ -110,7 +126,12 @@ func (s *raftSim) start(r *simReplica) {
 		r.appended, r.applier = decodeSimState(s.t, snap.GetData()), raftApplier{applied: snap.GetMetadata().GetIndex()}
 		r.applier.next = simNext(r.appended)
 	}
-	c, err := newRaftCore(raftCoreConfig{ID: r.id, Peers: s.peers, ElectionTicks: 10, HeartbeatTicks: 1,
+	peers := s.peers
+	if s.bootstrap != nil {
+		peers = s.bootstrap
+	}
+	r.confWait, r.snapAt = 0, 0
+	c, err := newRaftCore(raftCoreConfig{ID: r.id, Peers: peers, ElectionTicks: 10, HeartbeatTicks: 1,
 		MaxSizePerMsg: 4 << 10, MaxInflightMsgs: 16, Durable: cloneDurable(r.durable), Applied: r.applier.applied})
 	if err != nil {
 		s.t.Fatal(err)
@@ -126,6 +147,9 @@ func (s *raftSim) step() {
 	case k < 300 && len(up) > 0:
 		r := up[s.r.IntN(len(up))]
 		s.handle(r, r.core.tick())
+		s.drive(r)
+	case k < 303 && s.target != nil:
+		s.retarget()
 	case k < 650 && len(s.net) > 0:
 		s.deliver(s.r.IntN(len(s.net)), s.r.IntN(10) == 0, s.r.IntN(20) == 0)
 	case k < 800:
@@ -136,7 +160,7 @@ func (s *raftSim) step() {
 		s.crash(up[s.r.IntN(len(up))])
 	case k < 945:
 		for _, r := range s.replicas {
-			if !r.up {
+			if !r.up && !r.removed {
 				s.start(r)
 				break
 			}
@@ -168,8 +192,13 @@ func (s *raftSim) quietStep() {
 	case k == 0:
 		r := up[s.r.IntN(len(up))]
 		s.handle(r, r.core.tick())
+		s.drive(r)
 	case k == 1 && len(s.net) > 0:
-		s.deliver(0, false, false)
+		// Five replicas send more than one delivery a step carries: the
+		// network would fall ever further behind.
+		for n := 0; n < 1+2*len(s.replicas)/5 && len(s.net) > 0; n++ {
+			s.deliver(0, false, false)
+		}
 	default:
 		s.completeWrite(up)
 	}
@@ -178,7 +207,7 @@ func (s *raftSim) quietStep() {
 func (s *raftSim) heal() {
 	clear(s.cut)
 	for _, r := range s.replicas {
-		if !r.up {
+		if !r.up && !r.removed {
 			s.start(r)
 		}
 	}
@@ -213,6 +242,16 @@ func (s *raftSim) deliver(i int, drop, dup bool) {
 		return
 	}
 	r := s.replica(to)
+	if t := msg.m.GetType(); s.target != nil && (t == pb.MessageType_MsgVote || t == pb.MessageType_MsgPreVote) &&
+		!slices.Contains(confMembers(r.core.conf), from) {
+		// A shard answers a stranger's vote request with ShardRemoved,
+		// and the stranger stops if the target no longer holds it and
+		// the member applied past its log (shard_reconfig.go).
+		x := s.replica(from)
+		if last, _ := x.core.log.LastIndex(); x.up && !slices.Contains(s.target, from) && r.applier.applied >= last {
+			s.remove(x)
+		}
+	}
 	s.handle(r, r.core.step(proto.Clone(msg.m).(*pb.Message)))
 }
 
@@ -258,6 +297,7 @@ func (s *raftSim) completeWrite(up []*simReplica) {
 		s.t.Fatal(err)
 	}
 	s.handle(r, out)
+	s.snapshotConf(r)
 }
 
 // propose proposes a publish on a replica that believes it leads (several
@@ -310,8 +350,8 @@ func (s *raftSim) crash(r *simReplica) {
 func (s *raftSim) compact(r *simReplica) {
 	idx := r.applier.applied
 	first, _ := r.core.log.FirstIndex()
-	if idx < first+2 || r.write != nil {
-		return
+	if snap, _ := r.core.log.Snapshot(); idx < first+2 || r.write != nil || idx <= snap.GetMetadata().GetIndex() {
+		return // (a configuration change's snapshot may be at the index applied last)
 	}
 	data := encodeSimState(r.appended)
 	if err := r.core.compact(idx, idx, r.core.conf, data); err != nil {
@@ -337,6 +377,27 @@ func (s *raftSim) handle(r *simReplica, out raftOutput) {
 		s.net = append(s.net, simMsg{m: proto.Clone(m).(*pb.Message), snapshot: m.GetType() == pb.MessageType_MsgSnap})
 	}
 	for _, e := range out.Apply {
+		if isConfChange(e) {
+			// As raftReplica does: applied to raft whenever handed out, and
+			// a snapshot taken there (raft refuses one whose configuration
+			// does not hold its receiver).
+			if _, err := r.core.applyConfChange(e); err != nil {
+				s.t.Fatalf("replica %d: %v", r.id, err)
+			}
+			r.confWait = 0
+			if s.target != nil && !slices.Contains(confMembers(r.core.conf), r.id) && !slices.Contains(s.target, r.id) {
+				defer s.remove(r) // it applied its own removal
+			}
+			if r.core.status().RaftState == raft.StateLeader {
+				s.confChanges++
+				if confIsTarget(r.core.conf, s.target) {
+					s.reached++
+				}
+			}
+			if e.GetIndex() > r.applier.applied {
+				r.snapAt, r.snapData, r.snapConf = e.GetIndex(), encodeSimState(r.appended), proto.Clone(r.core.conf).(*pb.ConfState)
+			}
+		}
 		if e.GetIndex() <= r.applier.applied {
 			continue // below a snapshot installed meanwhile
 		}
@@ -394,24 +455,29 @@ func (s *raftSim) check() {
 // its way and no write pending.
 func (s *raftSim) converged() bool {
 	leaders := 0
-	for _, r := range s.replicas {
-		if r.write != nil || r.core.rn.HasReady() || !slices.Equal(r.appended, s.replicas[0].appended) || r.applier.applied != s.replicas[0].applier.applied {
+	hs := s.holders()
+	for _, r := range hs {
+		if r.write != nil || r.core.rn.HasReady() || !slices.Equal(r.appended, hs[0].appended) || r.applier.applied != hs[0].applier.applied {
 			return false
 		}
-		if st := r.core.status(); st.RaftState == raft.StateLeader && st.GetCommit() == r.applier.applied {
+		if st := r.core.status(); st.RaftState == raft.StateLeader && st.GetCommit() == r.applier.applied &&
+			(s.target == nil || confIsTarget(r.core.conf, s.target)) {
 			leaders++
 		}
 	}
-	return len(s.net) == 0 && leaders == 1
+	// Replicas removed from the group ask for votes now and then: their
+	// messages are not waited for.
+	return (len(s.net) == 0 || s.target != nil) && leaders == 1
 }
 
 // checkFinal: after healing every replica holds the same log, and every
 // acknowledged publish is in it at its acknowledged offset.
 func (s *raftSim) checkFinal() {
-	want := s.replicas[0].appended
-	for _, r := range s.replicas[1:] {
+	hs := s.holders()
+	want := hs[0].appended
+	for _, r := range hs[1:] {
 		if !slices.Equal(r.appended, want) {
-			s.t.Fatalf("replica %d holds %d entries, replica 1 %d", r.id, len(r.appended), len(want))
+			s.t.Fatalf("replica %d holds %d entries, replica %d %d", r.id, len(r.appended), hs[0].id, len(want))
 		}
 	}
 	at := map[uint64]simAppended{}

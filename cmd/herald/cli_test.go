@@ -82,7 +82,8 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"pub", "orders", "--batch", "0"}, "herald pub: --batch must be at least 1"},
 		{[]string{"pub", "orders", "--bogus"}, "herald pub: unknown flag: --bogus"},
 		{[]string{"stream", "create", "orders", "--retention-age", "soon"}, `herald stream create: invalid argument "soon" for "--retention-age" flag`},
-		{[]string{"stream"}, "herald stream: missing subcommand: create, delete, describe or list"},
+		{[]string{"stream"}, "herald stream: missing subcommand: create, delete, describe, edit or list"},
+		{[]string{"stream", "edit", "orders"}, "herald stream edit: --replicas must be between 1 and 255"},
 		{[]string{"stream", "craete", "orders"}, `herald stream: unknown command "craete"`},
 		{[]string{"sub"}, "herald sub: missing STREAM"},
 		{[]string{"group", "poll", "orders", "--shard", "0"}, "herald group poll: --group is required"},
@@ -418,7 +419,7 @@ func TestContextCommands(t *testing.T) {
 func TestOutputFlagOnPrintingCommands(t *testing.T) {
 	root := newRootCmd(processEnv(strings.NewReader(""), io.Discard, io.Discard))
 	want := map[string]bool{}
-	for _, p := range []string{"stream create", "stream describe", "stream list", "stream delete", "pub", "sub", "read",
+	for _, p := range []string{"stream create", "stream describe", "stream edit", "stream list", "stream delete", "pub", "sub", "read",
 		"group poll", "group dead-letters", "group describe", "group list", "group seek", "group delete", "context ls", "version", "token new",
 		"cluster status"} {
 		want["herald "+p] = true

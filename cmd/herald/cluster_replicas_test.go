@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/supervisors"
+)
+
+// `herald stream edit --replicas` on real node processes: a stream of one
+// replica grows to three while its only node is killed with SIGKILL right
+// after the edit and restarted; the three then carry it through a SIGKILL
+// of its leader; it shrinks back to one. Every acknowledged record is read
+// back from the replica that remains, at its offset.
+func TestClusterStreamEditReplicas(t *testing.T) {
+	dc := startDevCluster(t, "HERALD_RAFT_COMPACT_ENTRIES=100")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dc.cli(t, "stream", "create", "grow", "--shards", "1")
+	cc, err := client.DialCluster(ctx, dc.servers, client.WithCAFile(dc.cas))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "grow"}
+	p := cc.NewProducer(name, 1)
+	next := 0
+	publish := func(n int) {
+		t.Helper()
+		for range n {
+			ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", next)})
+			if err != nil || ack.Offset != uint64(next) {
+				t.Fatalf("publish %d: %+v, %v", next, ack, err)
+			}
+			next++
+		}
+	}
+	publish(300)
+	d, err := nodeDescribe(dc.nodes[0], "grow")
+	if err != nil || len(d.Shard) != 1 || len(d.Shard[0].Replicas) != 1 {
+		t.Fatalf("describe: %+v, %v", d, err)
+	}
+	first := d.Shard[0].Replicas[0]
+
+	var info streamInfoJSON
+	if err := json.Unmarshal([]byte(dc.cli(t, "stream", "edit", "grow", "--replicas", "3", "--output", "json")), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Replicas != 3 {
+		t.Fatalf("stream edit printed %d replicas", info.Replicas)
+	}
+	dc.kill(t, first)
+	dc.nodes[first-1].start(t)
+	publish(50)
+	all := []uint64{1, 2, 3}
+	dc.waitNodes(t, "grow", "three voters with every record", 0, func(s supervisors.ShardDescription) bool {
+		return slices.Equal(s.Voters, all) && len(s.Learners) == 0 && s.Tail == uint64(next)
+	})
+	lead := dc.describe(t, "grow").Replication[0].Leader
+	dc.kill(t, lead)
+	publish(20)
+	dc.nodes[lead-1].start(t)
+
+	dc.cli(t, "stream", "edit", "grow", "--replicas", "1")
+	publish(20)
+	dc.waitNodes(t, "grow", "one voter", 0, func(s supervisors.ShardDescription) bool {
+		return slices.Equal(s.Replicas, []uint64{first}) && (slices.Equal(s.Voters, []uint64{first}) && s.Tail == uint64(next) || len(s.Voters) == 0)
+	})
+	if d, err := nodeDescribe(dc.nodes[first-1], "grow"); err != nil || !slices.Equal(d.Shard[0].Voters, []uint64{first}) {
+		t.Fatalf("node %d: %+v, %v", first, d, err)
+	}
+	c, err := client.Dial(ctx, dc.nodes[first-1].listen, client.WithCAFile(dc.nodes[first-1].dir+"/tls/ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for off := uint64(0); off < uint64(next); {
+		page, err := c.Read(ctx, name, 0, off, uint64(next))
+		if err != nil || len(page.Records) == 0 {
+			t.Fatalf("read node %d from %d: %v", first, off, err)
+		}
+		for _, r := range page.Records {
+			if r.Offset != off || string(r.Payload) != fmt.Sprintf("r%d", off) {
+				t.Fatalf("node %d: record at %d is offset %d %q", first, off, r.Offset, r.Payload)
+			}
+			off++
+		}
+	}
+}

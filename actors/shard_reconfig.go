@@ -150,6 +150,7 @@ type ShardReplaced struct{}
 func (s *shard) onConf(ctx actor.Context, cs *pb.ConfState, index uint64, fresh bool) {
 	s.confWait = 0
 	if fresh {
+		s.cfg.Stats.add(&s.cfg.Stats.RaftConfChanges, 1)
 		s.logger(ctx).Info("shard: raft configuration changed", slog.Uint64("index", index),
 			slog.Any("voters", cs.GetVoters()), slog.Any("learners", cs.GetLearners()))
 		s.snapshotAt(ctx, index, cs)

@@ -36,6 +36,9 @@ type Stats struct {
 	// snapshots this node's replicas installed (their logs fetched in
 	// pages).
 	RaftSnapshotsSent, RaftSnapshotsInstalled atomic.Uint64
+	// RaftConfChanges counts raft configuration changes (a learner added
+	// or promoted, a replica removed) the replicas here applied.
+	RaftConfChanges atomic.Uint64
 	// RaftQuiesced counts the replicated shards' replicas here that are
 	// quiesced now (idle: no ticks, no heartbeats).
 	RaftQuiesced atomic.Int64

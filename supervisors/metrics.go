@@ -87,6 +87,8 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftSnapshotsSent.Load())) })
 	counter("herald.raft.snapshots_installed", "{snapshot}", "Snapshots the replicas here installed, their shard logs fetched in pages.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftSnapshotsInstalled.Load())) })
+	counter("herald.raft.conf_changes", "{change}", "Raft configuration changes (a learner added or promoted, a replica removed) the replicas here applied.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.RaftConfChanges.Load())) })
 	limit := func(key string) metric.ObserveOption { return metric.WithAttributes(attribute.String("limit", key)) }
 	counter("herald.limit.hits", "{refusal}", "Requests, frames or connections refused by a configured limit, by its configuration key.",
 		func(o metric.Int64Observer) {

@@ -62,6 +62,13 @@ func TestClusterStreamEditReplicas(t *testing.T) {
 	dc.waitNodes(t, "grow", "three voters with every record", 0, func(s supervisors.ShardDescription) bool {
 		return slices.Equal(s.Voters, all) && len(s.Learners) == 0 && s.Tail == uint64(next)
 	})
+	for _, n := range dc.nodes {
+		// A new replica applies at least its own promotion after its
+		// snapshot (the restarted one may have applied all before its kill).
+		if got := metric(t, n, "herald_raft_conf_changes_total"); n.id != first && got < 1 {
+			t.Fatalf("node %d applied %v configuration changes", n.id, got)
+		}
+	}
 	lead := dc.describe(t, "grow").Replication[0].Leader
 	dc.kill(t, lead)
 	publish(20)

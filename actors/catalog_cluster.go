@@ -351,26 +351,29 @@ func (c *catalog) proposeReplicas(ctx actor.Context, from *actor.PID, m *SetRepl
 		return
 	}
 	cl := c.cfg.Cluster
-	h, ok := c.streams[nameKey(m.Name)]
+	// A stream this node does not know yet may be one whose create it has
+	// not applied: the entry goes to the log all the same, after the
+	// create, and its apply decides (stream_not_found if there is none).
+	h, known := c.streams[nameKey(m.Name)]
 	switch {
-	case !ok:
+	case cl == nil && !known:
 		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist", m.Name)})
 		return
-	case cl == nil || h.ID < replicatedIDBase:
+	case cl == nil || known && h.ID < replicatedIDBase:
 		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig,
 			"stream %s is this node's own, not a cluster stream: its replicas cannot change (a cluster, --peers, places every durable stream)", m.Name)})
 		return
 	case m.Replicas < 1 || int(m.Replicas) > len(cl.Router.Nodes):
 		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", m.Replicas, len(cl.Router.Nodes))})
 		return
-	case h.Config.Replicas == m.Replicas:
+	case known && h.Config.Replicas == m.Replicas:
 		reply(&LookupStreamResponse{Stream: h})
 		return
 	case c.meta == nil || c.meta.failed() != nil:
 		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader, Message: "the cluster's metadata group is not running on this node yet; retry shortly"}})
 		return
 	}
-	cfg := h.Config
+	var cfg wire.StreamConfig // only Replicas is read at apply
 	cfg.Replicas = m.Replicas
 	c.nextMetaProposal++
 	id := c.nextMetaProposal
@@ -396,27 +399,46 @@ func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, ap
 		}
 	}
 	key := nameKey(me.Name)
-	h, ok := c.streams[key]
-	if !ok || h.ID < replicatedIDBase {
+	n := me.Config.Replicas
+	if n < 1 || int(n) > len(c.cfg.Cluster.Router.Nodes) {
+		// Checked by the proposer; every node refuses it alike.
+		answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", n, len(c.cfg.Cluster.Router.Nodes))})
+		c.writeMetaApplied(ctx, appliedPut)
+		return
+	}
+	var nh *StreamHandle
+	if cr, ok := c.creating[key]; ok && cr.handle.ID >= replicatedIDBase {
+		// Applied right behind the stream's create, which is still being
+		// stored (a node catching up applies both at once): the creation
+		// takes the new count. Its handle is nobody's yet, and its shards
+		// start once it is stored, under the new placement; the record
+		// written below follows the create's in the storage writer.
+		cr.handle.createdReplicas = cmp.Or(cr.handle.createdReplicas, cr.handle.Config.Replicas)
+		cr.handle.Config.Replicas = n
+		nh = cr.handle
+	} else if h, ok := c.streams[key]; ok && h.ID >= replicatedIDBase {
+		nh = h
+		if h.Config.Replicas != n {
+			// A new handle (handles are immutable), with the same shards.
+			nh = &StreamHandle{ID: h.ID, Name: h.Name, Config: h.Config, CreatedUnixNano: h.CreatedUnixNano, Log: h.Log,
+				Shards: h.Shards, Progress: h.Progress, createdReplicas: cmp.Or(h.createdReplicas, h.Config.Replicas)}
+			nh.Config.Replicas = n
+			c.streams[key] = nh
+			ctx.Logger().Info("stream replicas changing", slog.String("stream", key),
+				slog.Uint64("from", uint64(h.Config.Replicas)), slog.Uint64("to", uint64(n)))
+			c.placement(nh)
+			for _, pid := range nh.Shards {
+				ctx.Send(pid, &ShardReplicasChanged{})
+			}
+		}
+		// Equal: applied before (a restart, or a metadata replica started
+		// again after a failed write), or asked twice; the record is
+		// written again all the same, so that storage holds what the
+		// catalog does.
+	} else {
 		answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeStreamNotFound, "stream %s does not exist in the cluster", me.Name)})
 		c.writeMetaApplied(ctx, appliedPut)
 		return
-	}
-	if h.Config.Replicas == me.Config.Replicas {
-		answer(&LookupStreamResponse{Stream: h}) // applied before a restart, or asked twice
-		c.writeMetaApplied(ctx, appliedPut)
-		return
-	}
-	// A new handle (handles are immutable), with the same shards.
-	nh := &StreamHandle{ID: h.ID, Name: h.Name, Config: h.Config, CreatedUnixNano: h.CreatedUnixNano, Log: h.Log,
-		Shards: h.Shards, Progress: h.Progress, createdReplicas: cmp.Or(h.createdReplicas, h.Config.Replicas)}
-	nh.Config.Replicas = me.Config.Replicas
-	c.streams[key] = nh
-	ctx.Logger().Info("stream replicas changing", slog.String("stream", key),
-		slog.Uint64("from", uint64(h.Config.Replicas)), slog.Uint64("to", uint64(nh.Config.Replicas)))
-	c.placement(nh)
-	for _, pid := range nh.Shards {
-		ctx.Send(pid, &ShardReplicasChanged{})
 	}
 	st := storedFrom(nh.ID, nh.Name, nh.Config, nh.CreatedUnixNano)
 	st.CreatedReplicas = nh.createdReplicas
@@ -430,6 +452,22 @@ func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, ap
 		if err != nil {
 			ctx.Logger().Error("catalog: cannot store a stream's new replica count", slog.String("stream", key), slog.Any("error", err))
 			answer(&LookupStreamResponse{Err: storageError(err)})
+			// Later entries must not be recorded applied past this one:
+			// the metadata replica starts again from what storage holds,
+			// and applies it again.
+			if c.meta != nil && c.meta.failed() == nil {
+				c.meta.fail(ctx, fmt.Errorf("storing the replica count of %s: %w", key, err))
+				c.restartMeta(ctx)
+			}
+			return
+		}
+		if _, creating := c.creating[key]; creating {
+			// Answered with the created stream (onPersisted).
+			if w != nil {
+				if cr := c.creating[key]; cr != nil {
+					cr.waiters = append(cr.waiters, w.waiters...)
+				}
+			}
 			return
 		}
 		answer(&LookupStreamResponse{Stream: nh})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"go.etcd.io/raft/v3"
@@ -95,6 +96,19 @@ func (s *raftSim) retarget() {
 	}
 }
 
+// toldRemoved is x hearing from member r that r's configuration does not
+// hold it: it stops if the target does not hold it either and r applied
+// past x's commit index (or x never applied its own addition).
+func (s *raftSim) toldRemoved(x, r *simReplica) {
+	if !x.up || slices.Contains(s.target, x.id) {
+		return
+	}
+	if slices.Contains(confMembers(x.core.conf), x.id) && r.core.rn.Status().Applied < x.core.status().GetCommit() {
+		return
+	}
+	s.remove(x)
+}
+
 // remove stops a replica that left the group, as its shard does.
 func (s *raftSim) remove(r *simReplica) {
 	if r.up {
@@ -112,12 +126,15 @@ func (s *raftSim) drive(r *simReplica) {
 	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 || confIsTarget(r.core.conf, s.target) {
 		return
 	}
-	if r.confWait != 0 && r.applier.applied < r.confWait && r.confTerm == st.GetTerm() {
+	if r.confWait > 0 && r.confTerm == st.GetTerm() {
+		r.confWait--
 		return
 	}
 	progress := map[uint64]confProgress{}
 	for id, pr := range st.Progress {
-		progress[id] = confProgress{Match: pr.Match, Replicating: pr.State == tracker.StateReplicate}
+		// Heard from: up, and the link between them not cut.
+		active := id == r.id || (s.replica(id).up && !s.cut[[2]uint64{id, r.id}])
+		progress[id] = confProgress{Match: pr.Match, Replicating: pr.State == tracker.StateReplicate, Active: active}
 	}
 	step := planConfChange(s.target, r.core.conf, r.id, progress, st.GetCommit())
 	switch {
@@ -130,8 +147,7 @@ func (s *raftSim) drive(r *simReplica) {
 			s.t.Fatalf("replica %d: %v", r.id, err)
 		}
 		if err == nil {
-			last, _ := r.core.log.LastIndex()
-			r.confWait, r.confTerm = last, st.GetTerm()
+			r.confWait, r.confTerm = 20, st.GetTerm()
 			s.handle(r, out)
 		}
 	}

@@ -66,12 +66,14 @@ type simReplica struct {
 	write   *raftPersist
 	// proposed are this replica's proposals not yet applied.
 	proposed map[uint64]bool
-	// confWait and confTerm are the configuration change this replica
-	// proposed last as leader (reconfiguring runs); snapAt is a snapshot
-	// to take at a configuration change once no write is pending.
-	confWait, confTerm, snapAt uint64
-	snapData                   []byte
-	snapConf                   *pb.ConfState
+	// confWait counts the drives this replica waits, as leader, for the
+	// configuration change it proposed last in term confTerm to apply
+	// (reconfiguring runs); snapAt is a snapshot to take at a
+	// configuration change once no write is pending.
+	confWait         int
+	confTerm, snapAt uint64
+	snapData         []byte
+	snapConf         *pb.ConfState
 	// removed is set when the replica left the group (reconfiguring runs):
 	// it is down until a target holds it again.
 	removed bool
@@ -242,15 +244,9 @@ func (s *raftSim) deliver(i int, drop, dup bool) {
 		return
 	}
 	r := s.replica(to)
-	if t := msg.m.GetType(); s.target != nil && (t == pb.MessageType_MsgVote || t == pb.MessageType_MsgPreVote) &&
-		!slices.Contains(confMembers(r.core.conf), from) {
-		// A shard answers a stranger's vote request with ShardRemoved,
-		// and the stranger stops if the target no longer holds it and
-		// the member applied past its log (shard_reconfig.go).
-		x := s.replica(from)
-		if last, _ := x.core.log.LastIndex(); x.up && !slices.Contains(s.target, from) && r.applier.applied >= last {
-			s.remove(x)
-		}
+	if s.target != nil && !slices.Contains(confMembers(r.core.conf), from) && slices.Contains(confMembers(r.core.conf), r.id) {
+		// A member answers a stranger with ShardRemoved (shard_reconfig.go).
+		s.toldRemoved(s.replica(from), r)
 	}
 	s.handle(r, r.core.step(proto.Clone(msg.m).(*pb.Message)))
 }
@@ -381,8 +377,17 @@ func (s *raftSim) handle(r *simReplica, out raftOutput) {
 			// As raftReplica does: applied to raft whenever handed out, and
 			// a snapshot taken there (raft refuses one whose configuration
 			// does not hold its receiver).
+			before := confMembers(r.core.conf)
 			if _, err := r.core.applyConfChange(e); err != nil {
 				s.t.Fatalf("replica %d: %v", r.id, err)
+			}
+			if r.core.status().RaftState == raft.StateLeader {
+				// The leader tells the replicas the change removed.
+				for _, id := range before {
+					if x := s.replica(id); id != r.id && !slices.Contains(confMembers(r.core.conf), id) && !s.cut[[2]uint64{r.id, id}] {
+						defer s.toldRemoved(x, r)
+					}
+				}
 			}
 			r.confWait = 0
 			if s.target != nil && !slices.Contains(confMembers(r.core.conf), r.id) && !slices.Contains(s.target, r.id) {

@@ -41,6 +41,9 @@ type confProgress struct {
 	// Replicating is set when the leader streams entries to it (not
 	// probing, not sending a snapshot).
 	Replicating bool
+	// Active is set when the leader heard from it lately (raft keeps a
+	// dead replica replicating until its link gives up).
+	Active bool
 }
 
 // confStep is the next step towards the target configuration.
@@ -75,7 +78,7 @@ func planConfChange(target []uint64, conf *pb.ConfState, self uint64, progress m
 	}
 	caughtUp := func(id uint64) bool {
 		pr, ok := progress[id]
-		return id == self || (ok && pr.Replicating && pr.Match+promoteWithin >= commit)
+		return id == self || (ok && pr.Active && pr.Replicating && pr.Match+promoteWithin >= commit)
 	}
 	sorted := slices.Sorted(slices.Values(target))
 
@@ -105,10 +108,19 @@ func planConfChange(target []uint64, conf *pb.ConfState, self uint64, progress m
 			return single(pb.ConfChangeType_ConfChangeRemoveNode, id)
 		}
 	}
-	for _, id := range slices.Sorted(slices.Values(voters)) {
-		if id == self || slices.Contains(target, id) {
-			continue
+	// Voters that are down or behind go first: removing one is never less
+	// safe than removing one that is caught up.
+	leaving := slices.DeleteFunc(slices.Sorted(slices.Values(voters)), func(id uint64) bool { return id == self || slices.Contains(target, id) })
+	slices.SortStableFunc(leaving, func(a, b uint64) int {
+		switch ca, cb := caughtUp(a), caughtUp(b); {
+		case ca == cb:
+			return 0
+		case !ca:
+			return -1
 		}
+		return 1
+	})
+	for _, id := range leaving {
 		// Only when the voters left can commit without it: a majority of
 		// them caught up.
 		healthy, left := 0, 0
@@ -123,7 +135,9 @@ func planConfChange(target []uint64, conf *pb.ConfState, self uint64, progress m
 		if 2*healthy > left {
 			return single(pb.ConfChangeType_ConfChangeRemoveNode, id)
 		}
-		return confStep{}
+	}
+	if len(leaving) > 0 {
+		return confStep{} // none can go yet
 	}
 	if slices.Contains(voters, self) && !slices.Contains(target, self) {
 		// Hand over to the target voter furthest along that has caught up

@@ -38,7 +38,7 @@ func applyConf(t *testing.T, conf *pb.ConfState, cc *pb.ConfChangeV2) *pb.ConfSt
 func caughtUpAll(conf *pb.ConfState, commit uint64) map[uint64]confProgress {
 	out := map[uint64]confProgress{}
 	for _, id := range confMembers(conf) {
-		out[id] = confProgress{Match: commit, Replicating: true}
+		out[id] = confProgress{Match: commit, Replicating: true, Active: true}
 	}
 	return out
 }
@@ -55,11 +55,17 @@ func TestPlanConfChangeGrowsThroughLearners(t *testing.T) {
 		conf = applyConf(t, conf, step.Change)
 	}
 	// A learner far behind (or being sent a snapshot) is not promoted.
-	progress := map[uint64]confProgress{2: {Match: 5000, Replicating: true}, 1: {Match: 10}, 3: {Match: 4000, Replicating: true}}
+	progress := map[uint64]confProgress{2: {Match: 5000, Replicating: true, Active: true}, 1: {Match: 10}, 3: {Match: 4000, Replicating: true, Active: true}}
 	if step := planConfChange(target, conf, 2, progress, 5000); step.Change != nil || step.Transfer != 0 {
 		t.Fatalf("promoted a learner behind: %v", step.Change)
 	}
+	// Caught up but not heard from lately (dead, its link not yet given
+	// up): not promoted either.
 	progress[3] = confProgress{Match: 5000 - promoteWithin, Replicating: true}
+	if step := planConfChange(target, conf, 2, progress, 5000); step.Change != nil {
+		t.Fatalf("promoted a learner not heard from: %v", step.Change)
+	}
+	progress[3] = confProgress{Match: 5000 - promoteWithin, Replicating: true, Active: true}
 	step := planConfChange(target, conf, 2, progress, 5000)
 	if step.Change == nil || len(step.Change.Changes) != 1 || step.Change.Changes[0].GetType() != pb.ConfChangeType_ConfChangeAddNode || step.Change.Changes[0].GetNodeId() != 3 {
 		t.Fatalf("step %v, want node 3 promoted", step.Change)
@@ -68,7 +74,7 @@ func TestPlanConfChangeGrowsThroughLearners(t *testing.T) {
 	if step := planConfChange(target, conf, 2, progress, 5000); step.Change != nil {
 		t.Fatalf("step %v while learner 1 is behind", step.Change)
 	}
-	progress[1] = confProgress{Match: 5000, Replicating: true}
+	progress[1] = confProgress{Match: 5000, Replicating: true, Active: true}
 	conf = applyConf(t, conf, planConfChange(target, conf, 2, progress, 5000).Change)
 	if !confIsTarget(conf, target) {
 		t.Fatalf("conf %v, want voters %v", conf, target)
@@ -108,9 +114,21 @@ func TestPlanConfChangeKeepsAQuorum(t *testing.T) {
 	// Removing 3 from {1,2,3} leaves {1,2}: with 2 down, that group could
 	// not commit, so the removal waits.
 	conf := &pb.ConfState{Voters: []uint64{1, 2, 3}}
-	progress := map[uint64]confProgress{1: {Match: 9, Replicating: true}, 2: {Match: 1}, 3: {Match: 9, Replicating: true}}
+	progress := map[uint64]confProgress{1: {Match: 9, Replicating: true, Active: true}, 2: {Match: 1}, 3: {Match: 9, Replicating: true, Active: true}}
 	if step := planConfChange([]uint64{1, 2}, conf, 1, progress, 9); step.Change != nil {
 		t.Fatalf("removed a voter leaving no quorum: %v", step.Change)
+	}
+	// A voter that replicates but was not heard from lately counts as down.
+	progress[2] = confProgress{Match: 9, Replicating: true}
+	if step := planConfChange([]uint64{1, 2}, conf, 1, progress, 9); step.Change != nil {
+		t.Fatalf("removed a voter leaving a dead one in a pair: %v", step.Change)
+	}
+	// Shrinking {1,2,3} to {1} with 3 down: 3 goes first (removing 2
+	// would leave {1,3} without a quorum).
+	progress[2] = confProgress{Match: 9, Replicating: true, Active: true}
+	progress[3] = confProgress{Match: 2}
+	if step := planConfChange([]uint64{1}, conf, 1, progress, 9); step.Change == nil || step.Change.Changes[0].GetNodeId() != 3 {
+		t.Fatalf("step %v, want node 3 (down) removed first", step.Change)
 	}
 	// A joint configuration is left first.
 	joint := &pb.ConfState{Voters: []uint64{1, 2}, VotersOutgoing: []uint64{1, 2, 3}}
@@ -164,6 +182,11 @@ func TestPlanConfChangeModel(t *testing.T) {
 				lag = members[r.IntN(len(members))]
 				if lag != leader {
 					progress[lag] = confProgress{Match: 1}
+					if r.IntN(2) == 0 {
+						// Dead, its link not yet given up: raft still
+						// replicates to it, but it was not heard from.
+						progress[lag] = confProgress{Match: commit, Replicating: true}
+					}
 				}
 			}
 			step := planConfChange(target, conf, leader, progress, commit)

@@ -193,9 +193,9 @@ func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 		t := pm.GetType()
 		switch {
 		case !slices.Contains(confMembers(r.core.conf), pm.GetFrom()):
-			// A replica outside the configuration wakes nobody. One that
-			// asks for votes was removed and may not know it.
-			if (t == pb.MessageType_MsgVote || t == pb.MessageType_MsgPreVote) && r.onStranger != nil {
+			// A replica outside the configuration wakes nobody: it was
+			// removed and may not know it.
+			if r.onStranger != nil {
 				r.onStranger(ctx, pm.GetFrom())
 			}
 		case t != pb.MessageType_MsgHeartbeat && t != pb.MessageType_MsgHeartbeatResp:
@@ -223,7 +223,7 @@ func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 // propose proposes data; errNotLeader on a follower that does not forward.
 func (r *raftReplica) propose(ctx actor.Context, data []byte) error {
 	if r.stopped {
-		return fmt.Errorf("%w: %w", errRaftCoreFailed, r.failedErr)
+		return r.stoppedErr()
 	}
 	r.wake(ctx)
 	out, err := r.core.propose(data)
@@ -237,7 +237,7 @@ func (r *raftReplica) propose(ctx actor.Context, data []byte) error {
 // proposeConfChange proposes a configuration change on the leader.
 func (r *raftReplica) proposeConfChange(ctx actor.Context, cc *pb.ConfChangeV2) error {
 	if r.stopped {
-		return fmt.Errorf("%w: %w", errRaftCoreFailed, r.failedErr)
+		return r.stoppedErr()
 	}
 	r.wake(ctx)
 	out, err := r.core.proposeConfChange(cc)
@@ -247,6 +247,18 @@ func (r *raftReplica) proposeConfChange(ctx actor.Context, cc *pb.ConfChangeV2) 
 	r.handle(ctx, out)
 	return nil
 }
+
+// stoppedErr is a stopped replica's answer to a proposal.
+func (r *raftReplica) stoppedErr() error {
+	if r.failedErr == nil {
+		return errReplicaStopped
+	}
+	return fmt.Errorf("%w: %w", errRaftCoreFailed, r.failedErr)
+}
+
+// errReplicaStopped refuses a proposal on a replica that stopped without
+// failing (it left its group).
+var errReplicaStopped = errors.New("raft: this replica has stopped")
 
 // readIndex asks for the commit index a linearizable read must wait for
 // (answered through onReads, carrying rctx).

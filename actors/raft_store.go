@@ -167,11 +167,11 @@ func loadRaftDurable(log storage.Log, shard storage.ShardKey) (raftDurable, erro
 		case raftKindApplied:
 			// A shard's holds its tail too; the metadata group's, the index
 			// alone.
-			switch len(v) {
-			case 16:
+			switch {
+			case len(v) == 16 && shard != metaGroupKey:
 				d.Applied, d.AppliedTail = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
 				d.HasAppliedTail = true
-			case 8:
+			case len(v) == 8 && shard == metaGroupKey:
 				d.Applied = binary.BigEndian.Uint64(v)
 			default:
 				return fmt.Errorf("raft: applied index of %d bytes", len(v))

@@ -182,11 +182,13 @@ func TestRaftStoreLoadsBothAppliedKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	meta, shard, bad := metaGroupKey, storage.ShardKey{Stream: 9}, storage.ShardKey{Stream: 10}
+	meta, shard, bad, short := metaGroupKey, storage.ShardKey{Stream: 9}, storage.ShardKey{Stream: 10}, storage.ShardKey{Stream: 11}
 	if err := log.Commit(nil, []storage.MetaPut{
 		{Key: raftAppliedKey(meta), Value: binary.BigEndian.AppendUint64(nil, 41)},
 		{Key: raftAppliedKey(shard), Value: binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 7), 300)},
 		{Key: raftAppliedKey(bad), Value: []byte{1, 2, 3}},
+		// A shard's without its tail would turn off the tail check.
+		{Key: raftAppliedKey(short), Value: binary.BigEndian.AppendUint64(nil, 7)},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,5 +200,8 @@ func TestRaftStoreLoadsBothAppliedKeys(t *testing.T) {
 	}
 	if _, err := loadRaftDurable(log, bad); err == nil {
 		t.Fatal("a 3-byte applied key loaded")
+	}
+	if _, err := loadRaftDurable(log, short); err == nil {
+		t.Fatal("a shard's applied key without its tail loaded")
 	}
 }

@@ -119,9 +119,16 @@ type shard struct {
 	nextRead uint64
 	// heard is the tick each peer was last heard from at.
 	heard map[uint64]int
-	// confWait is the index of the configuration change this leader
-	// proposed last, in term confTerm, until it applies (0: none).
-	confWait, confTerm uint64
+	// confUntil is the tick until which this leader waits for the
+	// configuration change it proposed last, in term confTerm, to apply
+	// (0: none); members are the group's replicas as of the last change
+	// applied, and notifyRemoved the replicas a change removed, by the
+	// tick until which this leader tells them so (shard_reconfig.go).
+	confUntil     int
+	confTerm      uint64
+	members0      []uint64
+	notifyRemoved map[uint64]int
+	toldAt        map[uint64]int
 	// confChecked is set once a restart's snapshot was checked against the
 	// configuration (checkRestartSnapshot).
 	confChecked bool
@@ -129,6 +136,8 @@ type shard struct {
 	// shard stops once its last batches are stored (maybeLeave);
 	// replacing once it asked the catalog to start it again.
 	leaving, replacing bool
+	// removed is set once the replica left its group (leaveGroup).
+	removed bool
 }
 
 type stashed struct {

@@ -126,6 +126,7 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 		return
 	}
 	s.replica = r
+	s.members0 = confMembers(r.core.conf)
 	if d.StaleFrom > 0 {
 		var dels []storage.MetaPut
 		for i := d.StaleFrom; i <= d.StaleTo && i >= d.StaleFrom; i++ {
@@ -176,6 +177,12 @@ func (s *shard) inFlight() int { return len(s.core.pending) + len(s.proposals) }
 func (s *shard) proposePublish(ctx actor.Context, m *PublishRequest) {
 	s.replica.wake(ctx) // its status below must be current
 	reject := func(err *wire.Error) { ctx.Send(m.ReplyTo, &PublishRejected{ReqID: m.ReqID, Ack: m.Ack, Err: err}) }
+	if s.removed {
+		target, pref := s.cfg.Raft.target(s.cfg.Key.Shard)
+		reject(&wire.Error{Code: wire.CodeNotLeader, Detail: pref,
+			Message: fmt.Sprintf("this node's replica of shard %d of %s was removed; its replicas are on nodes %v", s.cfg.Key.Shard, s.cfg.Stream, target)})
+		return
+	}
 	if m.Idempotent && m.Sequence == 0 {
 		reject(wire.Errorf(wire.CodeInvalidRequest, "idempotent sequences start at 1"))
 		return
@@ -412,6 +419,7 @@ func (s *shard) onRaftTick(ctx actor.Context) {
 	s.ticks++
 	s.expireReads(ctx, false, nil)
 	s.checkRestartSnapshot(ctx)
+	s.tellRemoved(ctx)
 	s.compactLog(ctx)
 	if s.ticks%compactEvery == 0 {
 		s.proposeCompaction(ctx)

@@ -117,7 +117,7 @@ func (s *shard) leaveGroup(ctx actor.Context, why string) {
 	s.logger(ctx).Info("shard: this replica was removed from its group; it stops, and its records stay on disk", slog.String("why", why))
 	err := &wire.Error{Code: wire.CodeNotLeader, Message: "this node's replica of the shard was removed; look the stream up again"}
 	s.stopReplica(ctx, err)
-	s.leaving = true
+	s.removed, s.leaving = true, true
 	s.maybeLeave(ctx)
 }
 
@@ -146,16 +146,55 @@ type ShardReplaced struct{}
 // onConf learns a configuration change this replica applied at index.
 // Every replica takes a snapshot there (fresh: not one a restart hands out
 // again): a replica added by the change may need one, and raft refuses a
-// snapshot whose configuration does not hold its receiver.
+// snapshot whose configuration does not hold its receiver. A leader tells
+// the replicas the change removed (they may never learn that it
+// committed). Changes a restart hands out again decide nothing: the
+// configuration is not the current one until the last is applied
+// (replayed).
 func (s *shard) onConf(ctx actor.Context, cs *pb.ConfState, index uint64, fresh bool) {
-	s.confWait = 0
-	if fresh {
-		s.cfg.Stats.add(&s.cfg.Stats.RaftConfChanges, 1)
-		s.logger(ctx).Info("shard: raft configuration changed", slog.Uint64("index", index),
-			slog.Any("voters", cs.GetVoters()), slog.Any("learners", cs.GetLearners()))
-		s.snapshotAt(ctx, index, cs)
+	s.confUntil = 0
+	before := s.members0
+	s.members0 = confMembers(cs)
+	if !fresh {
+		return
 	}
-	s.reconcileHosting(ctx)
+	s.cfg.Stats.add(&s.cfg.Stats.RaftConfChanges, 1)
+	s.logger(ctx).Info("shard: raft configuration changed", slog.Uint64("index", index),
+		slog.Any("voters", cs.GetVoters()), slog.Any("learners", cs.GetLearners()))
+	s.snapshotAt(ctx, index, cs)
+	if s.replica.status().RaftState == raft.StateLeader {
+		for _, id := range before {
+			if id != s.cfg.Raft.Self && !slices.Contains(s.members0, id) {
+				if s.notifyRemoved == nil {
+					s.notifyRemoved = map[uint64]int{}
+				}
+				s.notifyRemoved[id] = s.ticks + 4*s.electionTicks()
+				s.sendRemoved(ctx, id)
+			}
+		}
+	}
+	if s.replayed() {
+		s.reconcileHosting(ctx)
+	}
+}
+
+// replayed reports whether raft has applied again every configuration
+// change a restart hands out again: the configuration is current.
+func (s *shard) replayed() bool {
+	return s.replica != nil && s.replica.core.rn.Status().Applied >= s.replica.startApplied
+}
+
+// tellRemoved repeats, every few ticks for a while, the news to the
+// replicas a change removed (a frame may be lost with its link).
+func (s *shard) tellRemoved(ctx actor.Context) {
+	for id, until := range s.notifyRemoved {
+		switch {
+		case s.ticks > until || s.lead != s.cfg.Raft.Self:
+			delete(s.notifyRemoved, id)
+		case s.ticks%5 == 0:
+			s.sendRemoved(ctx, id)
+		}
+	}
 }
 
 // snapshotAt takes a snapshot at index, the entry applied last, whose
@@ -178,10 +217,11 @@ func (s *shard) snapshotAt(ctx actor.Context, index uint64, cs *pb.ConfState) {
 // the entry applied last.
 func (s *shard) checkRestartSnapshot(ctx actor.Context) {
 	r := s.replica
-	if s.confChecked || r == nil || r.core.rn.Status().Applied < r.startApplied {
+	if s.confChecked || r == nil || !s.replayed() {
 		return
 	}
 	s.confChecked = true
+	s.reconcileHosting(ctx) // with the configuration now current
 	snap, err := r.core.log.Snapshot()
 	if err != nil || proto.Equal(snap.GetMetadata().GetConfState(), r.core.conf) || r.applied <= snap.GetMetadata().GetIndex() {
 		return
@@ -196,23 +236,41 @@ func (s *shard) checkRestartSnapshot(ctx actor.Context) {
 // committed (a member that applied past this replica's addition applied
 // its removal too).
 func (s *shard) onRemovedNotice(ctx actor.Context, from uint64, m *peerwire.ShardRemoved) {
-	if s.replica == nil {
+	if s.replica == nil || !s.replayed() {
 		return
 	}
 	target, _ := s.cfg.Raft.target(s.cfg.Key.Shard)
-	last, _ := s.replica.core.log.LastIndex()
-	if slices.Contains(target, s.cfg.Raft.Self) || m.Applied < last {
+	if slices.Contains(target, s.cfg.Raft.Self) {
+		return
+	}
+	// A replica that applied its own addition has a commit index past it:
+	// a member that applied that far applied the addition, and holds it no
+	// longer only because a removal applied since. One that never applied
+	// its addition votes in nothing, and may go.
+	if slices.Contains(confMembers(s.replica.core.conf), s.cfg.Raft.Self) && m.Applied < s.replica.status().GetCommit() {
 		return
 	}
 	s.leaveGroup(ctx, "a member's configuration no longer holds it")
 }
 
-// sendRemoved answers a vote request from a replica this one's
-// configuration does not hold.
+// sendRemoved tells a replica that this one's configuration, as of the
+// index raft applied it at, does not hold it: the answer to any message
+// it sends (once the configuration is current), and a leader's news to the
+// replicas a change removed.
 func (s *shard) sendRemoved(ctx actor.Context, to uint64) {
+	if !s.replayed() || !slices.Contains(s.members0, s.cfg.Raft.Self) {
+		return // only a member whose configuration is current speaks for it
+	}
+	if at, ok := s.toldAt[to]; ok && at == s.ticks {
+		return // once a tick is enough
+	}
+	if s.toldAt == nil {
+		s.toldAt = map[uint64]int{}
+	}
+	s.toldAt[to] = s.ticks
 	if link := s.cfg.Raft.Router.Link(to); link != nil {
 		ctx.Send(link, &PeerSendFrame{Frame: peerwire.AppendShardRemoved(nil, peerwire.ShardRemoved{
-			Group: peerwire.Group{Stream: s.cfg.Key.Stream, Shard: s.cfg.Key.Shard}, Applied: s.replica.applied})})
+			Group: peerwire.Group{Stream: s.cfg.Key.Stream, Shard: s.cfg.Key.Shard}, Applied: s.replica.core.rn.Status().Applied})})
 	}
 }
 
@@ -237,13 +295,16 @@ func (s *shard) driveConfChange(ctx actor.Context) {
 	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
 		return
 	}
-	if s.confWait != 0 && (r.applied < s.confWait && s.confTerm == st.GetTerm()) {
-		return // the last change proposed has not applied yet
+	if s.confUntil != 0 && s.ticks <= s.confUntil && s.confTerm == st.GetTerm() {
+		return // the last change proposed has not applied yet (raft would drop another)
 	}
 	target, _ := s.cfg.Raft.target(s.cfg.Key.Shard)
 	progress := map[uint64]confProgress{}
+	recent := max(2*s.cfg.Raft.HeartbeatTicks, s.electionTicks()/2)
 	for id, pr := range st.Progress {
-		progress[id] = confProgress{Match: pr.Match, Replicating: pr.State == tracker.StateReplicate}
+		heard, ok := s.heard[id]
+		progress[id] = confProgress{Match: pr.Match, Replicating: pr.State == tracker.StateReplicate,
+			Active: id == s.cfg.Raft.Self || (ok && s.ticks-heard <= recent)}
 	}
 	step := planConfChange(target, r.core.conf, s.cfg.Raft.Self, progress, st.GetCommit())
 	switch {
@@ -258,8 +319,7 @@ func (s *shard) driveConfChange(ctx actor.Context) {
 			}
 			return
 		}
-		last, _ := r.core.log.LastIndex()
-		s.confWait, s.confTerm = last, st.GetTerm()
+		s.confUntil, s.confTerm = s.ticks+2*s.electionTicks(), st.GetTerm()
 		s.logger(ctx).Info("shard: proposed a raft configuration change", slog.String("change", describeConfChange(step.Change)),
 			slog.Any("target", target))
 	}

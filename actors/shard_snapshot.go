@@ -212,7 +212,11 @@ func (s *shard) fetchPage(ctx actor.Context) {
 	if lead != 0 && lead != s.cfg.Raft.Self {
 		peers = append(peers, lead)
 	}
-	for _, id := range s.members() {
+	// The snapshot's configuration is the group's as the leader knew it;
+	// this replica's own may be the group's first (a new replica).
+	ids := slices.Concat(confMembers(in.snap.GetMetadata().GetConfState()), s.members())
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
 		if id != s.cfg.Raft.Self && id != lead {
 			peers = append(peers, id)
 		}

@@ -259,9 +259,10 @@ func (c *Client) DeleteStream(ctx context.Context, name StreamName) error {
 // with its new count. The count is the cluster's once this returns; each
 // shard's raft group then moves to it on its own: new replicas join as
 // learners, copy the log, and become voters once caught up; replicas no
-// longer placed leave, the leader last (StreamInfo.Replication shows the
-// progress). A stream of a node without a cluster fails with
-// ErrInvalidConfig.
+// longer placed leave, the leader last. StreamInfo.Replication (for more
+// than one replica) lists the new replicas with their lag; each group's
+// voters and learners are in the node's GET /streams/describe. A stream of
+// a node without a cluster fails with ErrInvalidConfig.
 func (c *Client) SetReplicas(ctx context.Context, name StreamName, replicas int) (StreamInfo, error) {
 	if err := name.Validate(); err != nil {
 		return StreamInfo{}, err

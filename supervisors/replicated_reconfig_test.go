@@ -142,3 +142,45 @@ func voters2(one uint64, n uint64) func(uint64, StreamDescription) bool {
 		return slices.Equal(s.Voters, []uint64{one}) && len(s.Learners) == 0 && s.Tail == n && s.Leader == one
 	}
 }
+
+// A node that was down while a stream was created and its replicas
+// changed applies both metadata entries at once when it comes back (the
+// change lands while the create is still being stored): it takes the new
+// count, becomes one of the replicas, and keeps the count across a
+// restart. Meanwhile the grow waits for it, the other new replica a voter.
+func TestReplicatedReplicasChangedWhileANodeWasDown(t *testing.T) {
+	tc := newTestCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tc.stop(3)
+	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "late"}
+	addrs := tc.nodes[1].Addr() + "," + tc.nodes[2].Addr()
+	cc, err := client.DialCluster(ctx, addrs, client.WithCAFile(tc.nodes[1].CAFile()+","+tc.nodes[2].CAFile()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.SetReplicas(ctx, name, 3); err != nil {
+		t.Fatal(err)
+	}
+	p := cc.NewProducer(name, 9)
+	publishRecords(t, ctx, p, 0, 30)
+	tc.describeAll(name, "two voters, node 3 a learner while it is down", func(id uint64, d StreamDescription) bool {
+		s := d.Shard[0]
+		return len(s.Voters) == 2 && slices.Equal(s.Learners, []uint64{3}) && s.Tail == 30
+	})
+	tc.start(3)
+	all := []uint64{1, 2, 3}
+	tc.describeAll(name, "three voters once node 3 is back", func(id uint64, d StreamDescription) bool {
+		return d.Replicas == 3 && slices.Equal(d.Shard[0].Voters, all) && len(d.Shard[0].Learners) == 0 && d.Shard[0].Tail == 30
+	})
+	tc.stop(3)
+	tc.start(3)
+	tc.describeAll(name, "node 3 keeps the count across a restart", func(id uint64, d StreamDescription) bool {
+		return d.Replicas == 3 && slices.Equal(d.Shard[0].Voters, all) && d.Shard[0].Tail == 30
+	})
+	checkRecords(t, ctx, tc.dial(3), name, 0, 30)
+}

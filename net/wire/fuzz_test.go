@@ -585,6 +585,7 @@ func FuzzDecodeSetReplicas(f *testing.F) {
 	addBodySeeds(f, wire.TypeSetReplicas)
 	f.Add(splitFrame(f, wire.AppendSetReplicas(nil, 1, wire.SetReplicas{Name: nameLong, Replicas: 3})).Body)
 	f.Add([]byte{0, 0, 0, 0})
+	f.Add(splitFrame(f, wire.AppendSetReplicas(nil, 1, wire.SetReplicas{Name: nameABC})).Body)
 	f.Fuzz(checkSetReplicas)
 }
 

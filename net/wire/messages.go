@@ -800,10 +800,7 @@ func AppendSetReplicas(dst []byte, reqID uint64, r SetReplicas) []byte {
 func DecodeSetReplicas(body []byte) (SetReplicas, error) {
 	d := decoder{b: body}
 	r := SetReplicas{Name: d.name(), Replicas: d.u8("replicas")}
-	if d.err == nil && r.Replicas == 0 {
-		d.fail("set_replicas of 0 replicas")
-	}
-	return r, d.end("set_replicas")
+	return r, d.end("set_replicas") // a count out of range is the node's to refuse (invalid_config)
 }
 
 // AppendOK appends an OK frame: the request succeeded and has nothing to say.

@@ -209,6 +209,8 @@ func (c *catalog) Receive(ctx actor.Context) {
 		c.onStreamRequest(ctx, m)
 	case *actor.Terminated:
 		c.onTerminated(ctx, m)
+	case *MetaHandOff:
+		c.metaHandOff(ctx)
 	case *ShardReplaced:
 		if ctx.Sender() != nil && !c.stopping {
 			if c.replaced == nil {

@@ -136,8 +136,10 @@ type shard struct {
 	// shard stops once its last batches are stored (maybeLeave);
 	// replacing once it asked the catalog to start it again.
 	leaving, replacing bool
-	// removed is set once the replica left its group (leaveGroup).
-	removed bool
+	// removed is set once the replica left its group (leaveGroup);
+	// handingOff once its node asked it to hand leadership over for good
+	// (shard_handoff.go).
+	removed, handingOff bool
 }
 
 type stashed struct {
@@ -213,6 +215,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		// For a replica that is not running.
 	case *ShardReplicasChanged:
 		s.onReplicasChanged(ctx)
+	case *ShardHandOff:
+		s.onHandOff(ctx)
 	case *proposalsExpired:
 		if s.replica != nil {
 			s.onProposalsExpired(ctx)

@@ -18,7 +18,7 @@ func (s *shard) busy() bool {
 		(s.core != nil && len(s.core.pending) > 0) {
 		return true
 	}
-	if s.lead == rc.Self && s.reconfiguring() {
+	if s.lead == rc.Self && (s.reconfiguring() || s.handingOff) {
 		return true
 	}
 	_, pref := rc.target(s.cfg.Key.Shard)

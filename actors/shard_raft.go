@@ -424,6 +424,10 @@ func (s *shard) onRaftTick(ctx actor.Context) {
 	if s.ticks%compactEvery == 0 {
 		s.proposeCompaction(ctx)
 	}
+	if s.handingOff {
+		s.handOff(ctx)
+		return // its node stops: no change, no handover to the preferred replica
+	}
 	s.driveConfChange(ctx)
 	_, pref := s.cfg.Raft.target(s.cfg.Key.Shard)
 	if pref == 0 || pref == s.cfg.Raft.Self || s.ticks%transferEvery != 0 || s.reconfiguring() {

@@ -362,3 +362,65 @@ func claimClusterNodeID(log storage.Log, id uint64) error {
 	}
 	return nil
 }
+
+// handOffLeadership asks every replicated shard this node leads, and its
+// metadata replica, to hand leadership to another replica before the node
+// stops (actors/shard_handoff.go), and waits until it leads nothing, for
+// at most three election timeouts (or ctx): publishers are then
+// redirected instead of waiting out an election. A shard with no live
+// replica to take over leads on until the node stops.
+func (n *Node) handOffLeadership(ctx context.Context) {
+	if n.cluster == nil || n.sys == nil || n.children.Catalog == nil {
+		return
+	}
+	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
+	deadline := time.Now().Add(3 * election)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	root := n.sys.Root
+	wait := max(time.Until(deadline), time.Millisecond)
+	res, err := root.RequestFuture(n.children.Catalog, &actors.AllShardsRequest{}, wait).Result()
+	if err != nil {
+		return
+	}
+	shards := res.(*actors.AllShardsResponse).Shards
+	start, leading := time.Now(), n.stats.RaftLeading.Load()
+	// ask asks every group led here to hand over (again: raft abandons a
+	// transfer that does not complete), and reports whether one is still
+	// handing over, or the metadata group is still led here.
+	ask := func() (handing, metaLeads bool) {
+		wait := max(min(time.Until(deadline), drainStepTimeout), time.Millisecond)
+		futures := make([]*actor.Future, 0, len(shards)+1)
+		for _, pid := range shards {
+			futures = append(futures, root.RequestFuture(pid, &actors.ShardHandOff{}, wait))
+		}
+		futures = append(futures, root.RequestFuture(n.children.Catalog, &actors.MetaHandOff{}, wait))
+		for i, f := range futures {
+			if r, err := f.Result(); err == nil {
+				if m, ok := r.(*actors.ShardHandOffResponse); ok {
+					handing = handing || m.Handing
+					metaLeads = metaLeads || (i == len(futures)-1 && m.Leading)
+				}
+			}
+		}
+		return handing, metaLeads
+	}
+	defer func() { n.leadingAtStop.Store(n.stats.RaftLeading.Load()) }()
+	handing, metaLeads := ask()
+	if leading == 0 && !metaLeads {
+		return
+	}
+	metaAtStart := metaLeads
+	for handing && time.Now().Before(deadline) {
+		time.Sleep(election / 10) // polling the handovers: the node is stopping, nothing else waits on this goroutine
+		handing, metaLeads = ask()
+	}
+	if left := n.stats.RaftLeading.Load(); left > 0 {
+		n.logger.Warn("cluster: some leaderships were not handed over before stopping; their shards elect new leaders",
+			slog.Int64("leading", left), slog.Int64("was", leading), slog.Duration("took", time.Since(start)))
+		return
+	}
+	n.logger.Info("cluster: leaderships handed over before stopping", slog.Int64("shards", leading), slog.Bool("metadata", metaAtStart),
+		slog.Duration("took", time.Since(start)))
+}

@@ -133,6 +133,10 @@ type Node struct {
 	cluster  *cluster
 	shutOnce sync.Once
 	shutErr  error
+	// leadingAtStop is how many replicated shards this node still led
+	// once its shutdown had handed leaderships over (-1 until a cluster
+	// node's shutdown sets it).
+	leadingAtStop atomic.Int64
 }
 
 // Start opens storage, builds the actor tree and starts listening. On error
@@ -146,6 +150,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	n := &Node{cfg: cfg, logger: opts.Logger, now: opts.Now, stop: make(chan struct{}), stats: &actors.Stats{},
 		queueTotal: actors.NewBudget(cfg.SubscriberQueueMaxBytesTotal), ringTotal: actors.NewBudget(cfg.ReplayRingMaxBytesTotal),
 		goroutines: &actors.Goroutines{}}
+	n.leadingAtStop.Store(-1)
 	if n.now == nil {
 		n.now = time.Now
 	}
@@ -664,6 +669,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 	if n.quicLn != nil {
 		_ = n.quicLn.Close() // stop accepting; open connections stay
 	}
+	// Leaderships first, while the connections still serve: publishes go
+	// to the new leaders rather than wait for an election.
+	n.handOffLeadership(ctx)
 	start := time.Now()
 	n.drain(ctx)
 	n.logger.Debug("drain finished", slog.Duration("took", time.Since(start)))

@@ -136,6 +136,8 @@ type shard struct {
 	// shard stops once its last batches are stored (maybeLeave);
 	// replacing once it asked the catalog to start it again.
 	leaving, replacing bool
+	// raftGauges are the replica's per-group metrics (nil: no replica).
+	raftGauges *RaftGauges
 	// removed is set once the replica left its group (leaveGroup);
 	// handingOff once its node asked it to hand leadership over for good
 	// (shard_handoff.go).

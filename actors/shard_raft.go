@@ -134,7 +134,11 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 		}
 		ctx.Request(s.cfg.Writer, &MetaWriteRequest{Puts: dels}) // no token: the replica ignores its answer
 	}
-	r.onSnapSent = func() { s.cfg.Stats.add(&s.cfg.Stats.RaftSnapshotsSent, 1) }
+	s.raftGauges = s.cfg.Stats.RaftGroup(s.cfg.Key, s.cfg.Stream.String())
+	r.onSnapSent = func() {
+		s.cfg.Stats.add(&s.cfg.Stats.RaftSnapshotsSent, 1)
+		s.raftGauges.SnapshotsSent.Add(1)
+	}
 	r.onReads = s.onReadStates
 	r.onRemoved = s.onRemovedNotice
 	r.onStranger = s.sendRemoved
@@ -291,6 +295,9 @@ func (s *shard) onSoftState(ctx actor.Context, st raft.SoftState) {
 		s.logger(ctx).Info("shard: raft leader changed", slog.Uint64("leader", st.Lead), slog.Uint64("was", s.lead),
 			slog.Bool("self", st.Lead == s.cfg.Raft.Self), slog.Uint64("term", s.replica.status().GetTerm()))
 		s.cfg.Stats.add(&s.cfg.Stats.RaftLeaderChanges, 1)
+		if s.raftGauges != nil {
+			s.raftGauges.LeaderChanges.Add(1)
+		}
 	}
 	self := s.cfg.Raft.Self
 	switch {
@@ -301,6 +308,7 @@ func (s *shard) onSoftState(ctx actor.Context, st raft.SoftState) {
 		s.cfg.Stats.RaftLeading.Add(-1)
 	}
 	s.lead = st.Lead
+	s.publishRaft()
 	// Reads not confirmed yet are lost with the leader raft asked: they
 	// ask again once a leader is known (answerReads).
 	for _, r := range s.reads {
@@ -417,6 +425,7 @@ func (s *shard) compactLog(ctx actor.Context) {
 // carries out log compactions.
 func (s *shard) onRaftTick(ctx actor.Context) {
 	s.ticks++
+	s.publishRaft()
 	s.expireReads(ctx, false, nil)
 	s.checkRestartSnapshot(ctx)
 	s.tellRemoved(ctx)
@@ -539,6 +548,10 @@ func (s *shard) stopReplica(ctx actor.Context, err *wire.Error) {
 		s.replica.quiet = false
 	}
 	s.replica.stop()
+	if s.raftGauges != nil {
+		s.cfg.Stats.DropRaftGroup(s.cfg.Key, s.raftGauges)
+		s.raftGauges = nil
+	}
 	s.expireReads(ctx, true, err)
 	s.cfg.Raft.Router.Unregister(s.cfg.Key, ctx.Self())
 	if s.lead == s.cfg.Raft.Self {

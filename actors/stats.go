@@ -165,6 +165,7 @@ type labelled struct {
 	streams  sync.Map // stream name → *StreamCounters
 	groups   sync.Map // stream name + "\x00" + group → *GroupGauges
 	progress sync.Map // stream id → []*ShardProgress
+	raft     sync.Map // storage.ShardKey → *RaftGauges (stats_raft.go)
 }
 
 // StreamProgress returns where the shards of stream id publish their

@@ -124,6 +124,34 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		func(o metric.Int64Observer) { o.Observe(u(stats.DeliveredBatches.Load())) })
 	counter("herald.delivered.bytes", "By", "Records bytes written to subscribers' streams.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.DeliveredBytes.Load())) })
+	byRaft := func(read func(g *actors.RaftGauges) uint64) func(o metric.Int64Observer) {
+		return func(o metric.Int64Observer) {
+			stats.EachRaftGroup(func(g *actors.RaftGauges) {
+				o.Observe(u(read(g)), metric.WithAttributes(attribute.String("stream", g.Stream), attribute.Int("shard", int(g.Shard))))
+			})
+		}
+	}
+	gauge("herald.raft.group.term", "{term}", "A replicated shard's raft term as its replica here knows it, by stream and shard (groups held here).",
+		byRaft(func(g *actors.RaftGauges) uint64 { return g.Term.Load() }))
+	gauge("herald.raft.group.commit", "{index}", "A replicated shard's raft commit index at its replica here, by stream and shard.",
+		byRaft(func(g *actors.RaftGauges) uint64 { return g.Commit.Load() }))
+	gauge("herald.raft.group.applied", "{index}", "The last raft index a replicated shard's replica here applied to its shard log, by stream and shard.",
+		byRaft(func(g *actors.RaftGauges) uint64 { return g.Applied.Load() }))
+	gauge("herald.raft.group.leader", "{node}", "The node id a replicated shard's replica here knows as its leader (0: none), by stream and shard.",
+		byRaft(func(g *actors.RaftGauges) uint64 { return g.Leader.Load() }))
+	counter("herald.raft.group.leader_changes", "{change}", "Changes of leader a replicated shard's replica here saw, by stream and shard.",
+		byRaft(func(g *actors.RaftGauges) uint64 { return g.LeaderChanges.Load() }))
+	counter("herald.raft.group.snapshots_sent", "{snapshot}", "Snapshots a replicated shard's replica here sent as leader, by stream and shard.",
+		byRaft(func(g *actors.RaftGauges) uint64 { return g.SnapshotsSent.Load() }))
+	gauge("herald.raft.group.lag", "{entry}", "On a replicated shard's leader here, each replica's raft entries behind the commit index, by stream, shard and replica node id.",
+		func(o metric.Int64Observer) {
+			stats.EachRaftGroup(func(g *actors.RaftGauges) {
+				for id, lag := range g.Lag() {
+					o.Observe(u(lag), metric.WithAttributes(attribute.String("stream", g.Stream), attribute.Int("shard", int(g.Shard)),
+						attribute.Int64("replica", int64(id))))
+				}
+			})
+		})
 	byGroup := func(read func(g *actors.GroupGauges) int64) func(o metric.Int64Observer) {
 		return func(o metric.Int64Observer) {
 			stats.EachGroup(func(g *actors.GroupGauges) {

@@ -407,14 +407,13 @@ func (n *Node) handOffLeadership(ctx context.Context) {
 		return handing, metaLeads
 	}
 	defer func() { n.leadingAtStop.Store(n.stats.RaftLeading.Load()) }()
-	handing, metaLeads := ask()
-	if leading == 0 && !metaLeads {
+	handing, metaAtStart := ask()
+	if leading == 0 && !metaAtStart {
 		return
 	}
-	metaAtStart := metaLeads
 	for handing && time.Now().Before(deadline) {
 		time.Sleep(election / 10) // polling the handovers: the node is stopping, nothing else waits on this goroutine
-		handing, metaLeads = ask()
+		handing, _ = ask()
 	}
 	if left := n.stats.RaftLeading.Load(); left > 0 {
 		n.logger.Warn("cluster: some leaderships were not handed over before stopping; their shards elect new leaders",

@@ -445,6 +445,7 @@ func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, ap
 	value, _ := json.Marshal(st)
 	req := &MetaWriteRequest{Puts: []storage.MetaPut{{Key: append(append([]byte(nil), metaStreamPrefix...), key...), Value: value}, appliedPut}}
 	f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
+	meta := c.meta
 	ctx.ReenterAfter(f, func(res any, err error) {
 		if r, ok := res.(*MetaWriteResponse); ok && err == nil {
 			err = r.Err
@@ -454,8 +455,8 @@ func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, ap
 			answer(&LookupStreamResponse{Err: storageError(err)})
 			// Later entries must not be recorded applied past this one:
 			// the metadata replica starts again from what storage holds,
-			// and applies it again.
-			if c.meta != nil && c.meta.failed() == nil {
+			// and applies it again (not a newer one started meanwhile).
+			if c.meta != nil && c.meta == meta && c.meta.failed() == nil {
 				c.meta.fail(ctx, fmt.Errorf("storing the replica count of %s: %w", key, err))
 				c.restartMeta(ctx)
 			}

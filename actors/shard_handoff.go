@@ -39,7 +39,9 @@ func (s *shard) onHandOff(ctx actor.Context) {
 	handing := false
 	if s.cfg.Raft != nil && s.replica != nil {
 		s.handingOff = true
-		s.replica.wake(ctx)
+		if s.lead == s.cfg.Raft.Self {
+			s.replica.wake(ctx) // a quiet leader must tick to hand over
+		}
 		handing = s.handOff(ctx)
 	}
 	if ctx.Sender() != nil {
@@ -69,8 +71,8 @@ func (s *shard) handOff(ctx actor.Context) (handing bool) {
 	for _, id := range r.core.conf.GetVoters() {
 		pr, ok := st.Progress[id]
 		heard, seen := s.heard[id]
-		if id == s.cfg.Raft.Self || !ok || pr.State != tracker.StateReplicate || !seen || s.ticks-heard > recent {
-			continue
+		if id == s.cfg.Raft.Self || !ok || pr.State != tracker.StateReplicate || !seen || s.ticks-heard > recent || !s.cfg.Raft.Router.Alive(id) {
+			continue // (a peer that just stopped may still look replicating)
 		}
 		if best == 0 || pr.Match > bestMatch {
 			best, bestMatch = id, pr.Match
@@ -84,8 +86,8 @@ func (s *shard) handOff(ctx actor.Context) (handing bool) {
 	return true
 }
 
-// metaHandOff hands the metadata group's leadership to a voter raft
-// replicates to.
+// metaHandOff hands the metadata group's leadership to the voter furthest
+// along whose node is alive.
 func (c *catalog) metaHandOff(ctx actor.Context) {
 	leading, handing := false, false
 	if c.meta != nil && c.meta.failed() == nil {
@@ -93,13 +95,20 @@ func (c *catalog) metaHandOff(ctx actor.Context) {
 		leading = st.RaftState == raft.StateLeader
 		handing = leading && st.LeadTransferee != 0
 		if leading && !handing {
-			for id, pr := range st.Progress {
-				if id != c.cfg.Cluster.Self && pr.State == tracker.StateReplicate && pr.RecentActive && c.cfg.Cluster.Router.Alive(id) {
-					c.meta.wake(ctx)
-					c.meta.handle(ctx, c.meta.core.transferLeader(id))
-					handing = true
-					break
+			best, bestMatch := uint64(0), uint64(0)
+			for _, id := range c.meta.core.conf.GetVoters() {
+				pr, ok := st.Progress[id]
+				if id == c.cfg.Cluster.Self || !ok || pr.State != tracker.StateReplicate || !c.cfg.Cluster.Router.Alive(id) {
+					continue
 				}
+				if best == 0 || pr.Match > bestMatch {
+					best, bestMatch = id, pr.Match
+				}
+			}
+			if best != 0 {
+				c.meta.wake(ctx)
+				c.meta.handle(ctx, c.meta.core.transferLeader(best))
+				handing = true
 			}
 		}
 	}

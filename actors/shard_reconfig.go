@@ -103,7 +103,9 @@ func (s *shard) reconcileHosting(ctx actor.Context) {
 	case wanted && !rc.hosted():
 		s.logger(ctx).Info("shard: this node becomes a replica; starting the shard again as one", slog.Any("replicas", target))
 		s.replace(ctx)
-	case !wanted && s.replica != nil && !slices.Contains(confMembers(s.replica.core.conf), rc.Self):
+	case !wanted && s.replica != nil && s.replayed() && !slices.Contains(confMembers(s.replica.core.conf), rc.Self):
+		// (Only on a current configuration: right after a restart raft's is
+		// its snapshot's until the changes after it are applied again.)
 		s.leaveGroup(ctx, "the group's configuration no longer holds it")
 	}
 }

@@ -54,11 +54,17 @@ func TestReplicatedRollingRestartHandsLeadershipOver(t *testing.T) {
 		}
 	}()
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	timeouts := uint64(0)
+	timeouts, handed := uint64(0), int64(0)
 	for id := uint64(1); id <= 3; id++ {
 		before := count()
 		for count() < before+50 {
-			time.Sleep(10 * time.Millisecond) // let the publisher get ahead (polling another goroutine's progress)
+			select {
+			case <-done:
+				t.Fatalf("the publisher stopped: %v", pubErr)
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(10 * time.Millisecond): // let the publisher get ahead (polling another goroutine's progress)
+			}
 		}
 		n := tc.nodes[id]
 		led := n.stats.RaftLeading.Load()
@@ -67,6 +73,7 @@ func TestReplicatedRollingRestartHandsLeadershipOver(t *testing.T) {
 		mu.Unlock()
 		tc.stop(id)
 		timeouts += n.stats.RaftProposalTimeouts.Load()
+		handed += led
 		if left := n.leadingAtStop.Load(); left != 0 {
 			t.Fatalf("node %d led %d shards, and still %d when it closed", id, led, left)
 		}
@@ -74,6 +81,17 @@ func TestReplicatedRollingRestartHandsLeadershipOver(t *testing.T) {
 		for shard := range 3 {
 			tc.leaderOf(name, shard)
 		}
+		// Back and caught up before the next one stops.
+		tc.describeAll(name, "every replica caught up", func(_ uint64, d StreamDescription) bool {
+			for _, s := range d.Shard {
+				for _, lag := range s.Lag {
+					if lag > 0 {
+						return false
+					}
+				}
+			}
+			return true
+		})
 		mu.Lock()
 		t.Logf("node %d (leading %d shards) restarted; slowest publish meanwhile %v", id, led, slowest.Round(time.Millisecond))
 		mu.Unlock()
@@ -82,6 +100,9 @@ func TestReplicatedRollingRestartHandsLeadershipOver(t *testing.T) {
 	<-done
 	if pubErr != nil {
 		t.Fatal(pubErr)
+	}
+	if handed == 0 {
+		t.Fatal("no node led anything when it stopped: nothing was handed over")
 	}
 	for _, n := range tc.nodes {
 		timeouts += n.stats.RaftProposalTimeouts.Load()
@@ -113,6 +134,8 @@ func TestReplicatedRollingRestartHandsLeadershipOver(t *testing.T) {
 			t.Fatalf("record %s is in the stream %d times", a, seen[a])
 		}
 	}
+	// One more may be in the stream: the publish in flight when the
+	// publisher stopped.
 	if extra := len(seen) - len(acked); extra > 1 {
 		t.Fatalf("%d records in the stream were never acknowledged", extra)
 	}

@@ -609,6 +609,22 @@ func TestClusterRollingRestart(t *testing.T) {
 		took := w.probe(fmt.Sprintf("probe-%d", n.id), shard, stopped)
 		t.Logf("a fresh producer's publish to shard %d was acknowledged %v after the SIGTERM (the node's exit, a stream describe and a dial included)", shard, took.Round(time.Millisecond))
 		n.start(t)
+		// Back and caught up before the next one stops.
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			info := dc.describe(t, "orders")
+			caught := len(info.Replication) == info.Shards
+			for _, r := range info.Replication {
+				for _, rep := range r.Replicas {
+					caught = caught && rep.Lag != nil && *rep.Lag == 0
+				}
+			}
+			if caught {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d did not catch up: %+v", n.id, info.Replication)
+			}
+		}
 	}
 	w.finish(*clusterHistoryDuration)
 	sum := history.Summarize(w.rec.History(), nil)

@@ -120,6 +120,29 @@ func (dc *devCluster) describe(t *testing.T, stream string) streamInfoJSON {
 	return info
 }
 
+// waitCaughtUp waits until every replica of every shard of stream is at
+// its leader's commit index, as each shard's leader describes it.
+func (dc *devCluster) waitCaughtUp(t *testing.T, stream string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info := dc.describe(t, stream)
+		caught := len(info.Replication) == info.Shards
+		for _, r := range info.Replication {
+			for _, rep := range r.Replicas {
+				caught = caught && rep.Lag != nil && *rep.Lag == 0
+			}
+		}
+		if caught {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: replicas did not catch up: %+v", stream, info.Replication)
+		}
+		time.Sleep(100 * time.Millisecond) // polling other processes' state
+	}
+}
+
 // kill sends SIGKILL to node id and waits for it to exit.
 func (dc *devCluster) kill(t *testing.T, id uint64) {
 	t.Helper()
@@ -364,23 +387,7 @@ func (w *clusterWorkload) finish(d time.Duration) {
 		n.waitUp(t, all)
 	}
 	for _, stream := range []string{"orders", "ledger"} {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			info := dc.describe(t, stream)
-			caught := len(info.Replication) == info.Shards
-			for _, r := range info.Replication {
-				for _, rep := range r.Replicas {
-					caught = caught && rep.Lag != nil && *rep.Lag == 0
-				}
-			}
-			if caught {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: replicas did not catch up: %+v", stream, info.Replication)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		dc.waitCaughtUp(t, stream)
 	}
 	// Read every shard back from every node.
 	read := func(name wire.StreamName, shards uint32) map[string]history.Final {
@@ -609,22 +616,7 @@ func TestClusterRollingRestart(t *testing.T) {
 		took := w.probe(fmt.Sprintf("probe-%d", n.id), shard, stopped)
 		t.Logf("a fresh producer's publish to shard %d was acknowledged %v after the SIGTERM (the node's exit, a stream describe and a dial included)", shard, took.Round(time.Millisecond))
 		n.start(t)
-		// Back and caught up before the next one stops.
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			info := dc.describe(t, "orders")
-			caught := len(info.Replication) == info.Shards
-			for _, r := range info.Replication {
-				for _, rep := range r.Replicas {
-					caught = caught && rep.Lag != nil && *rep.Lag == 0
-				}
-			}
-			if caught {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d did not catch up: %+v", n.id, info.Replication)
-			}
-		}
+		dc.waitCaughtUp(t, "orders") // back and caught up before the next one stops
 	}
 	w.finish(*clusterHistoryDuration)
 	sum := history.Summarize(w.rec.History(), nil)

@@ -101,18 +101,8 @@ func TestClusterQuietGroupsFailOverAndLaggardsCatchUpFromSnapshots(t *testing.T)
 	}
 	defer cc.Close()
 	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "idle"}
-	p := cc.NewProducer(name, 1)
 	next := 0
-	publish := func(n int) {
-		t.Helper()
-		for range n {
-			ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", next)})
-			if err != nil || ack.Offset != uint64(next) {
-				t.Fatalf("publish %d: %+v, %v", next, ack, err)
-			}
-			next++
-		}
-	}
+	publish := sequentialPublisher(t, ctx, cc.NewProducer(name, 1), &next)
 	publish(10)
 	dc.waitNodes(t, "idle", "the group quiet everywhere", 0, func(s supervisors.ShardDescription) bool { return s.Quiesced })
 	lead := dc.describe(t, "idle").Replication[0].Leader
@@ -138,19 +128,42 @@ func TestClusterQuietGroupsFailOverAndLaggardsCatchUpFromSnapshots(t *testing.T)
 	if got := metric(t, dc.nodes[down-1], "herald_raft_snapshots_installed_total"); got < 1 {
 		t.Fatalf("node %d caught up with herald_raft_snapshots_installed_total %v", down, got)
 	}
-	c, err := client.Dial(ctx, dc.nodes[down-1].listen, client.WithCAFile(dc.nodes[down-1].dir+"/tls/ca.pem"))
+	readBack(t, ctx, dc.nodes[down-1], name, next)
+}
+
+// sequentialPublisher returns a publish of n records "r<i>" through p,
+// one at a time, each acknowledged at offset i of shard 0; next counts
+// them.
+func sequentialPublisher(t *testing.T, ctx context.Context, p *client.ClusterProducer, next *int) func(n int) {
+	return func(n int) {
+		t.Helper()
+		for range n {
+			ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", *next)})
+			if err != nil || ack.Offset != uint64(*next) {
+				t.Fatalf("publish %d: %+v, %v", *next, ack, err)
+			}
+			*next++
+		}
+	}
+}
+
+// readBack reads shard 0 of name from node n and checks that it holds
+// "r<i>" at every offset i below count.
+func readBack(t *testing.T, ctx context.Context, n *clusterNodeProcess, name wire.StreamName, count int) {
+	t.Helper()
+	c, err := client.Dial(ctx, n.listen, client.WithCAFile(n.dir+"/tls/ca.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for off := uint64(0); off < uint64(next); {
-		page, err := c.Read(ctx, name, 0, off, uint64(next))
+	for off := uint64(0); off < uint64(count); {
+		page, err := c.Read(ctx, name, 0, off, uint64(count))
 		if err != nil || len(page.Records) == 0 {
-			t.Fatalf("read node %d from %d: %v", down, off, err)
+			t.Fatalf("read node %d from %d: %v", n.id, off, err)
 		}
 		for _, r := range page.Records {
 			if r.Offset != off || string(r.Payload) != fmt.Sprintf("r%d", off) {
-				t.Fatalf("node %d: record at %d is offset %d %q", down, off, r.Offset, r.Payload)
+				t.Fatalf("node %d: record at %d is offset %d %q", n.id, off, r.Offset, r.Payload)
 			}
 			off++
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -29,18 +28,8 @@ func TestClusterStreamEditReplicas(t *testing.T) {
 	}
 	defer cc.Close()
 	name := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "grow"}
-	p := cc.NewProducer(name, 1)
 	next := 0
-	publish := func(n int) {
-		t.Helper()
-		for range n {
-			ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", next)})
-			if err != nil || ack.Offset != uint64(next) {
-				t.Fatalf("publish %d: %+v, %v", next, ack, err)
-			}
-			next++
-		}
-	}
+	publish := sequentialPublisher(t, ctx, cc.NewProducer(name, 1), &next)
 	publish(300)
 	d, err := nodeDescribe(dc.nodes[0], "grow")
 	if err != nil || len(d.Shard) != 1 || len(d.Shard[0].Replicas) != 1 {
@@ -87,21 +76,5 @@ func TestClusterStreamEditReplicas(t *testing.T) {
 	if d, err := nodeDescribe(dc.nodes[first-1], "grow"); err != nil || !slices.Equal(d.Shard[0].Voters, []uint64{first}) {
 		t.Fatalf("node %d: %+v, %v", first, d, err)
 	}
-	c, err := client.Dial(ctx, dc.nodes[first-1].listen, client.WithCAFile(dc.nodes[first-1].dir+"/tls/ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for off := uint64(0); off < uint64(next); {
-		page, err := c.Read(ctx, name, 0, off, uint64(next))
-		if err != nil || len(page.Records) == 0 {
-			t.Fatalf("read node %d from %d: %v", first, off, err)
-		}
-		for _, r := range page.Records {
-			if r.Offset != off || string(r.Payload) != fmt.Sprintf("r%d", off) {
-				t.Fatalf("node %d: record at %d is offset %d %q", first, off, r.Offset, r.Payload)
-			}
-			off++
-		}
-	}
+	readBack(t, ctx, dc.nodes[first-1], name, next)
 }

@@ -69,18 +69,37 @@ type nodeProcess struct {
 
 func freePorts(t *testing.T) (udp, tcp string) {
 	t.Helper()
-	u, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.mu.Lock()
+	defer handedOut.mu.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[string]bool{}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		u, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		udp, tcp = u.LocalAddr().String(), l.Addr().String()
+		u.Close()
+		l.Close()
+		// A port closed here may come back from the next call while the
+		// process it was meant for has not bound it yet (two nodes of a
+		// cluster on one port): never hand one out twice.
+		if !handedOut.ports["u"+udp] && !handedOut.ports["t"+tcp] {
+			handedOut.ports["u"+udp], handedOut.ports["t"+tcp] = true, true
+			return udp, tcp
+		}
 	}
-	udp, tcp = u.LocalAddr().String(), l.Addr().String()
-	u.Close()
-	l.Close()
-	return udp, tcp
+}
+
+// handedOut are the ports freePorts returned, by "u" or "t" and address.
+var handedOut struct {
+	mu    sync.Mutex
+	ports map[string]bool
 }
 
 // startNode starts `herald node` on dataDir, with env ("HERALD_KEY=value")

@@ -67,17 +67,7 @@ func (cs *connSession) controlRequest(lane *actor.PID, answers *AnswerMeter, f w
 		if err != nil {
 			return nil, err
 		}
-		if werr := cs.allow(PermManage, req.Name); werr != nil {
-			return wire.AppendError(nil, id, werr), nil
-		}
-		if cs.draining.Load() {
-			return wire.AppendError(nil, id, wire.Errorf(wire.CodeShuttingDown, "node is draining")), nil
-		}
-		h, werr := cs.lookup(&CreateStreamRequest{Name: req.Name, Config: req.Config})
-		if werr != nil {
-			return wire.AppendError(nil, id, werr), nil
-		}
-		return wire.AppendStreamInfo(nil, id, cs.info(h)), nil
+		return cs.changeStream(id, req.Name, &CreateStreamRequest{Name: req.Name, Config: req.Config}), nil
 	case wire.TypeDescribeStream:
 		name, err := wire.DecodeDescribeStream(f.Body)
 		if err != nil {
@@ -141,17 +131,7 @@ func (cs *connSession) controlRequest(lane *actor.PID, answers *AnswerMeter, f w
 		if err != nil {
 			return nil, err
 		}
-		if werr := cs.allow(PermManage, req.Name); werr != nil {
-			return wire.AppendError(nil, id, werr), nil
-		}
-		if cs.draining.Load() {
-			return wire.AppendError(nil, id, wire.Errorf(wire.CodeShuttingDown, "node is draining")), nil
-		}
-		h, werr := cs.lookup(&SetReplicasRequest{Name: req.Name, Replicas: req.Replicas})
-		if werr != nil {
-			return wire.AppendError(nil, id, werr), nil
-		}
-		return wire.AppendStreamInfo(nil, id, cs.info(h)), nil
+		return cs.changeStream(id, req.Name, &SetReplicasRequest{Name: req.Name, Replicas: req.Replicas}), nil
 	case wire.TypeRead:
 		req, err := wire.DecodeRead(f.Body)
 		if err != nil {
@@ -247,6 +227,23 @@ func (cs *connSession) lookup(req any) (*StreamHandle, *wire.Error) {
 		return nil, r.Err
 	}
 	return r.Stream, nil
+}
+
+// changeStream asks the catalog for a change of stream name (a create, a
+// replica count), with the manage permission and not while draining, and
+// answers the stream's info or the error.
+func (cs *connSession) changeStream(id uint64, name wire.StreamName, req any) []byte {
+	if werr := cs.allow(PermManage, name); werr != nil {
+		return wire.AppendError(nil, id, werr)
+	}
+	if cs.draining.Load() {
+		return wire.AppendError(nil, id, wire.Errorf(wire.CodeShuttingDown, "node is draining"))
+	}
+	h, werr := cs.lookup(req)
+	if werr != nil {
+		return wire.AppendError(nil, id, werr)
+	}
+	return wire.AppendStreamInfo(nil, id, cs.info(h))
 }
 
 // info describes a stream with each shard's committed tail.

@@ -60,7 +60,11 @@ func TestReplicatedGroupMetrics(t *testing.T) {
 			// The commit index goes on moving (raft's own entries), so the
 			// gauge is checked against a describe taken after the scrape:
 			// it can only be at or below that.
-			d := tc.describeAll(name, "described after the scrape", func(uint64, StreamDescription) bool { return true })[id].Shard[0]
+			desc, err := n.DescribeStream(ctx, name)
+			if err != nil {
+				t.Fatalf("node %d: describe: %v", id, err)
+			}
+			d := desc.Shard[0]
 			if v := one("herald_raft_group_commit"); v < 20 || v > float64(d.Commit) {
 				problems = append(problems, fmt.Sprintf("commit %v, describe %d", v, d.Commit))
 			}

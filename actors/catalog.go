@@ -439,6 +439,7 @@ func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
 		Now:         c.cfg.Now,
 		Progress:    h.Progress[i],
 		Raft:        c.replicaSet(h, i),
+		Groups:      c.cfg.Groups,
 	})
 	if c.cfg.ShardProps != nil {
 		p = c.cfg.ShardProps(p)

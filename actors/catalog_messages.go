@@ -43,6 +43,10 @@ type StreamHandle struct {
 // the shard published them.
 type ShardProgress struct {
 	Tail, First atomic.Uint64
+	// Leader is the leader a replicated shard's replica here knows of (0:
+	// none known, or no replica here): where a cluster stream's group
+	// requests go, for its shard 0.
+	Leader atomic.Uint64
 }
 
 // Deleted reports whether the handle is stale: the stream has been deleted,

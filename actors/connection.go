@@ -82,6 +82,13 @@ type ConnectionConfig struct {
 	// Goroutines starts the connection's goroutines and those of its
 	// subscriptions; the node waits for them at Close (nil: untracked).
 	Goroutines *Goroutines
+	// Relay relays the group requests of cluster streams whose groups
+	// another node coordinates (connection_relay.go; nil on a single
+	// node).
+	Relay *GroupRelay
+	// relayAccept is set, by the listener, on a connection that arrived
+	// as another node's relay (ConnectionAccepted.Relay).
+	relayAccept *RelayAccept
 }
 
 // connection is the actor of one QUIC connection. Its children own the send

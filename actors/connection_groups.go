@@ -81,7 +81,7 @@ func (cs *connSession) groupRequest(lane *actor.PID, answers *AnswerMeter, f wir
 		if err != nil {
 			return nil, err
 		}
-		return cs.listGroups(lane, answers, id, n), nil
+		return cs.listGroups(lane, answers, f, n), nil
 	case wire.TypeDeleteGroup:
 		req, err := wire.DecodeDeleteGroup(f.Body)
 		if err != nil {
@@ -103,6 +103,11 @@ func (cs *connSession) groupRequest(lane *actor.PID, answers *AnswerMeter, f wir
 	h, werr := cs.groupStream0(name, group, perm)
 	if werr != nil {
 		return wire.AppendError(nil, id, werr), nil
+	}
+	if node, relay := cs.groupRoute(h); relay {
+		answers.Dispatch()
+		cs.relayRequest(node, lane, f)
+		return nil, nil
 	}
 	switch m := msg.(type) {
 	case *GroupPollRequest:
@@ -158,12 +163,17 @@ func (cs *connSession) seekTargets(h *StreamHandle, req wire.GroupSeek) ([]uint3
 
 // listGroups checks a ListGroups and has the groups registry answer it on
 // lane.
-func (cs *connSession) listGroups(lane *actor.PID, answers *AnswerMeter, id uint64, name wire.StreamName) []byte {
+func (cs *connSession) listGroups(lane *actor.PID, answers *AnswerMeter, f wire.Frame, name wire.StreamName) []byte {
+	id := f.Header.RequestID
 	h, werr := cs.groupsStream(name, PermConsume|PermManage, nil)
 	if werr != nil {
 		return wire.AppendError(nil, id, werr)
 	}
 	answers.Dispatch()
+	if node, relay := cs.groupRoute(h); relay {
+		cs.relayRequest(node, lane, f)
+		return nil
+	}
 	cs.root.Send(cs.cfg.Groups, &GroupListRequest{GroupTarget: GroupTarget{Stream: h, ReplyTo: lane, ReqID: id}})
 	return nil
 }
@@ -214,6 +224,13 @@ func (cs *connSession) groupStream(s *quic.Stream, f wire.Frame) error {
 		}
 		refuseStream(s, f.Header.RequestID, werr)
 		return nil
+	}
+	if !cs.draining.Load() {
+		if h, werr := cs.groupStream0(req.Name, req.Group, PermConsume); werr == nil {
+			if node, relay := cs.groupRoute(h); relay {
+				return cs.relayMember(s, f, node)
+			}
+		}
 	}
 	answers := NewAnswerMeter(answerBacklogBytes)
 	pid, werr := cs.startGroupMember(s, f, req, answers)

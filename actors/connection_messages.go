@@ -17,6 +17,10 @@ type Drain struct{}
 // ConnectionAccepted hands a new QUIC connection to the listener actor.
 type ConnectionAccepted struct {
 	Conn *quic.Conn
+	// Relay is set for a connection another node of the cluster opened
+	// to relay its client's group traffic (peerwire.RelayALPN): it opens
+	// with a RelayHello instead of a Hello.
+	Relay *RelayAccept
 }
 
 // openLane asks the connection actor to spawn a writer lane for a stream,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,8 +56,22 @@ type connSession struct {
 	logger *slog.Logger
 
 	// principal is who the connection acts for, set by the handshake
-	// before any request is served and never changed after.
+	// before any request is served and never changed after; token is the
+	// Hello's, kept for the group relays (connection_relay.go), which
+	// pass it on to a node that does not trust the principal they state.
 	principal Principal
+	token     string
+
+	// relayAccept is set when the connection is another node's relay: it
+	// opens with a RelayHello, and its group requests are served here or
+	// refused, never relayed again. Set before the first goroutine.
+	relayAccept *RelayAccept
+	// relays are the connection's relays to the nodes that coordinate the
+	// groups it uses, by node id; the session's goroutines share them.
+	relays struct {
+		sync.Mutex
+		m map[uint64]*relayConn
+	}
 
 	// draining is set by the actor (Drain); the goroutines read it and
 	// refuse new work.
@@ -112,6 +127,8 @@ type sessionConfig struct {
 	Authenticated  *atomic.Int64
 	// Goroutines starts the session's goroutines.
 	Goroutines *Goroutines
+	// Relay dials the group relays (nil on a single node).
+	Relay *GroupRelay
 }
 
 // newConnSession returns the session of the connection actor self for
@@ -125,9 +142,9 @@ func newConnSession(conn *quic.Conn, cfg ConnectionConfig, root *actor.RootConte
 			ReadMaxRecords: cfg.ReadMaxRecords, ReadMaxBytes: cfg.ReadMaxBytes,
 			Stats: cfg.Stats, Tracer: cfg.Tracer, Auth: cfg.Auth,
 			MaxConnections: cfg.MaxConnections, Authenticated: cfg.Authenticated,
-			Goroutines: cfg.Goroutines,
+			Goroutines: cfg.Goroutines, Relay: cfg.Relay,
 		},
-		conn: conn, root: root, self: self, logger: logger,
+		conn: conn, root: root, self: self, logger: logger, relayAccept: cfg.relayAccept,
 	}
 	cs.ctx, cs.cancel = context.WithCancel(context.Background())
 	return cs
@@ -154,6 +171,9 @@ func (cs *connSession) serve() error {
 		return err
 	}
 	_ = control.SetReadDeadline(time.Now().Add(cs.cfg.HandshakeTimeout))
+	if cs.relayAccept != nil {
+		return cs.serveRelay(control)
+	}
 	f, err := wire.ReadFrame(control, cs.cfg.MaxFrameBytes)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -201,7 +221,7 @@ func (cs *connSession) serve() error {
 			slog.String("client", hello.ClientName), slog.String("reason", werr.Message))
 		return refuse(werr)
 	}
-	cs.principal = principal
+	cs.principal, cs.token = principal, hello.Token
 	// Only a connection that authenticated takes one of max_connections:
 	// ones still in their handshake cannot crowd out real clients.
 	if max := cs.cfg.MaxConnections; max > 0 {
@@ -214,8 +234,14 @@ func (cs *connSession) serve() error {
 			return cs.ctx.Err() // the actor has stopped: the connection is closed
 		}
 	}
-	cs.root.Send(lane, &WriteFrame{Frame: wire.AppendWelcome(nil, f.Header.RequestID, wire.Welcome{
-		Version: wire.Version, Features: wire.Features & hello.Features, MaxFrameBytes: cs.cfg.MaxFrameBytes,
+	return cs.welcome(lane, control, answers, f.Header.RequestID, hello.Features)
+}
+
+// welcome answers an accepted Hello (or RelayHello) and serves the
+// connection: its control stream here, its other streams on a goroutine.
+func (cs *connSession) welcome(lane *actor.PID, control *quic.Stream, answers *AnswerMeter, reqID uint64, features uint64) error {
+	cs.root.Send(lane, &WriteFrame{Frame: wire.AppendWelcome(nil, reqID, wire.Welcome{
+		Version: wire.Version, Features: wire.Features & features, MaxFrameBytes: cs.cfg.MaxFrameBytes,
 		PublishWindow: uint32(cs.cfg.PublishWindow), NodeID: cs.cfg.NodeID})})
 	// A drain that began during the handshake did not send GoAway (see
 	// onDrain): send it now, so this client finishes too. Both may send it

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
 )
 
 // GroupCoordinatorConfig configures the coordinator of one (stream, group).
@@ -19,7 +21,14 @@ type GroupCoordinatorConfig struct {
 	// Writer is the storage writer: group state is committed through it, in
 	// order with everything else.
 	Writer *actor.PID
-	Limits GroupLimits
+	// Cluster is set for a cluster stream's group: its state is committed
+	// through the raft group of the stream's shard 0 (GroupStateWrite to
+	// Stream.Shards[0], shard_groups.go) rather than Writer, and the
+	// coordinator serves only while this node's replica of shard 0 leads.
+	// A write that fails stops it (answering with not_leader), so a
+	// coordinator never goes on from state storage may not hold.
+	Cluster bool
+	Limits  GroupLimits
 	// Secret signs cursors.
 	Secret []byte
 	// MaxFrameBytes bounds the frames the coordinator builds.
@@ -111,6 +120,10 @@ type groupCoordinator struct {
 	// deleting when the coordinator took a delete of its group and stops:
 	// it writes nothing more.
 	dropped, deleting bool
+	// lost is why a cluster stream's coordinator stops: this node's
+	// replica of shard 0 no longer leads, or a write through it failed
+	// (members and polls are told, with not_leader, to come again).
+	lost *wire.Error
 	// shardPIDs are the stream's shards, watched: when they stop (the stream
 	// was deleted or the catalog restarted) the coordinator stops too.
 	shardPIDs map[string]bool
@@ -177,6 +190,9 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 	case *groupStreamDropped:
 		g.onStreamDropped()
 		return
+	case *groupLeadershipLost:
+		g.lost = cmp.Or(g.lost, m.err)
+		return
 	case *groupLoaded:
 		g.onLoaded(ctx, m)
 		return
@@ -188,7 +204,7 @@ func (g *groupCoordinator) Receive(ctx actor.Context) {
 	case *picksRead:
 		g.onPicksRead(ctx, m)
 	case *MetaWriteResponse:
-		settle = g.onMetaWriteResponse(m)
+		settle = g.onMetaWriteResponse(ctx, m)
 	case *groupTick:
 		settle = g.onGroupTick(ctx, m)
 	case *actor.Terminated:
@@ -218,12 +234,30 @@ func (g *groupCoordinator) onGroupRequest(ctx actor.Context, msg any) {
 // onMetaWriteResponse runs the answers waiting on the flush the storage
 // writer answered. It reports false for an answer to the failed instance
 // before a restart, which changes nothing.
-func (g *groupCoordinator) onMetaWriteResponse(m *MetaWriteResponse) bool {
+func (g *groupCoordinator) onMetaWriteResponse(ctx actor.Context, m *MetaWriteResponse) bool {
 	if m.Token != g.token {
 		return false // an answer to the failed instance before a restart
 	}
 	g.onFlushed(m.Err)
+	if m.Err != nil && g.cfg.Cluster {
+		g.loseLeadership(ctx, m.Err)
+		return false
+	}
 	return true
+}
+
+// loseLeadership stops a cluster stream's coordinator whose write through
+// shard 0 failed or that could not start there: what it holds in memory
+// may differ from what the group's replicas hold, so it goes, and the next
+// request starts a coordinator that loads the state again after a barrier
+// (here, if this replica still leads, or on the leader).
+func (g *groupCoordinator) loseLeadership(ctx actor.Context, err error) {
+	if g.lost == nil {
+		g.lost = wire.Errorf(wire.CodeNotLeader, "the group's coordinator stopped: %v; retry (join again)", err)
+		g.lost.Detail = groupLeaderHint(g.cfg.Stream)
+		g.log.Info("group: coordinator stops", slog.Any("reason", err))
+	}
+	ctx.Stop(ctx.Self())
 }
 
 // onGroupTick runs the coordinator's timer (onTick). It reports false for
@@ -246,6 +280,10 @@ func (g *groupCoordinator) onStreamDropped() {
 // onRequest dispatches a group request (live, or from the stash once the
 // coordinator is ready); from is its sender.
 func (g *groupCoordinator) onRequest(ctx actor.Context, from *actor.PID, msg any) {
+	if g.lost != nil {
+		g.refuse(ctx, from, msg, g.lost)
+		return
+	}
 	if g.deleting {
 		// Behind the delete it took. The registry holds the group's
 		// requests from the delete on; one that comes here anyway (sent
@@ -296,6 +334,9 @@ func (g *groupCoordinator) settle(ctx actor.Context) {
 }
 
 func (g *groupCoordinator) stopError() *wire.Error {
+	if g.lost != nil {
+		return g.lost
+	}
 	if g.deleting {
 		return wire.Errorf(wire.CodeGroupNotFound, "group %s was deleted from stream %s", g.cfg.Group, g.cfg.Stream.Name)
 	}
@@ -326,9 +367,19 @@ func (g *groupCoordinator) onStarted(ctx actor.Context) {
 	// What an earlier instance (a failed one, or the one the registry
 	// replaced) sent the storage writer is committed before the state is
 	// read: the writer answers this empty write after everything queued.
-	f := ctx.RequestFuture(g.cfg.Writer, &MetaWriteRequest{}, 30*time.Second)
-	ctx.ReenterAfter(f, func(_ any, err error) {
+	// A cluster stream's group: every write an earlier leader's
+	// coordinator committed through shard 0 applied here before the state
+	// is read (the barrier is an empty write through the same raft group).
+	f := ctx.RequestFuture(g.stateTarget(), g.stateWrite(nil), 30*time.Second)
+	ctx.ReenterAfter(f, func(res any, err error) {
 		if g.stopped {
+			return
+		}
+		if r, ok := res.(*MetaWriteResponse); ok && err == nil && r.Err != nil && g.cfg.Cluster {
+			err = r.Err
+		}
+		if err != nil && g.cfg.Cluster {
+			g.loseLeadership(ctx, err)
 			return
 		}
 		if err != nil {
@@ -429,9 +480,9 @@ func (g *groupCoordinator) shutdown(ctx actor.Context, err *wire.Error) {
 	if g.gauges != nil {
 		g.gauges.Members.Store(0)
 	}
-	if g.core != nil && !g.deleting {
+	if g.core != nil && !g.deleting && g.lost == nil {
 		if puts := g.core.flushPuts(); len(puts) > 0 {
-			ctx.Send(g.cfg.Writer, &MetaWriteRequest{Puts: puts})
+			ctx.Send(g.stateTarget(), g.stateWrite(puts))
 		}
 	}
 	if g.timerStop != nil {
@@ -564,7 +615,31 @@ func (g *groupCoordinator) flush(ctx actor.Context) {
 	puts := g.core.flushPuts()
 	g.flushes = append(g.flushes, g.waiting)
 	g.waiting = nil
-	ctx.Request(g.cfg.Writer, &MetaWriteRequest{Puts: puts, Token: g.token})
+	w := g.stateWrite(puts)
+	if r, ok := w.(*GroupStateWrite); ok {
+		r.Token = g.token
+	} else {
+		w.(*MetaWriteRequest).Token = g.token
+	}
+	ctx.Request(g.stateTarget(), w)
+}
+
+// stateTarget is where the group's state is committed: the storage
+// writer, or a cluster stream's shard 0 (its raft group).
+func (g *groupCoordinator) stateTarget() *actor.PID {
+	if g.cfg.Cluster {
+		return g.cfg.Stream.Shards[0]
+	}
+	return g.cfg.Writer
+}
+
+// stateWrite is the write of puts for stateTarget; both answer
+// MetaWriteResponse.
+func (g *groupCoordinator) stateWrite(puts []storage.MetaPut) any {
+	if g.cfg.Cluster {
+		return &GroupStateWrite{Puts: puts}
+	}
+	return &MetaWriteRequest{Puts: puts}
 }
 
 func (g *groupCoordinator) onFlushed(err error) {

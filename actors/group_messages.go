@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/heraldmq/herald/net/wire"
+	"github.com/heraldmq/herald/storage"
 )
 
 // Messages of the groups registry, the group coordinators and the push
@@ -244,6 +245,32 @@ type groupStreamDropped struct{}
 // memberGone is a coordinator's note to itself that a member's actor
 // stopped, queued behind what the member sent before.
 type memberGone struct{ who *actor.PID }
+
+// GroupStateWrite asks shard 0 of a cluster stream to commit group state
+// through its raft group (shard_groups.go): the puts of a coordinator's
+// flush (none: a barrier, answered once everything proposed before has
+// applied). Answered, to the sender, with MetaWriteResponse{Token} once
+// durable on this replica, or with Err (a *wire.Error): not_leader when
+// this replica does not lead, replication_timeout when the write may or
+// may not commit.
+type GroupStateWrite struct {
+	Puts  []storage.MetaPut
+	Token uint64
+}
+
+// GroupLeadership tells the groups registry that this node's replica of
+// the cluster stream's shard 0 started or stopped leading: the stream's
+// coordinators run on that leader only.
+type GroupLeadership struct {
+	Stream  uint64
+	Name    wire.StreamName
+	Leading bool
+}
+
+// groupLeadershipLost tells a coordinator, just before the registry stops
+// it, that this node's replica of its cluster stream's shard 0 stopped
+// leading: members and polls are told err (not_leader) as it stops.
+type groupLeadershipLost struct{ err *wire.Error }
 
 // groupTick is a coordinator's timer message.
 type groupTick struct{ gen uint64 }

@@ -67,6 +67,13 @@ type groups struct {
 	starting map[uint64]*StreamHandle
 	// drops are the stream deletions waiting for coordinators to stop.
 	drops []*groupsDrop
+	// leading marks the cluster streams whose shard 0 this node's replica
+	// leads (GroupLeadership): their coordinators run here, and requests
+	// for the others are refused with not_leader naming the leader.
+	leading map[uint64]bool
+	// catalog finds the handles of streams whose shard 0 started leading
+	// (from GroupsStartAll; nil before it).
+	catalog *actor.PID
 	// token marks this instance's listings (a restarted registry keeps its
 	// pid); stopped is set when it stops or restarts, for the callbacks it
 	// registered before.
@@ -137,6 +144,10 @@ func (r *groups) Receive(ctx actor.Context) {
 		r.onListed(ctx, m)
 	case *GroupsStartAll:
 		r.onStartAll(ctx, m)
+	case *GroupLeadership:
+		r.onLeadership(ctx, m)
+	case *groupKeysListed:
+		r.onGroupKeysListed(ctx, m)
 	case *StreamGroupsDropped:
 		r.onDropped(ctx, ctx.Sender(), m)
 	case *actor.Terminated:
@@ -156,6 +167,7 @@ func (r *groups) onStarted(ctx actor.Context) {
 	r.known = map[uint64]map[string]struct{}{}
 	r.listing = map[uint64][]stashed{}
 	r.starting = map[uint64]*StreamHandle{}
+	r.leading = map[uint64]bool{}
 	r.token = groupTokens.Add(1)
 	r.log = ctx.Logger()
 }
@@ -172,6 +184,10 @@ func (r *groups) route(ctx actor.Context, from *actor.PID, m groupAddressed, liv
 	h, group := m.groupAddress()
 	if h.Deleted() {
 		r.refuse(ctx, from, m, wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", h.Name))
+		return
+	}
+	if werr := r.notCoordinating(h); werr != nil {
+		r.refuse(ctx, from, m, werr)
 		return
 	}
 	k := groupKey{stream: h.ID, group: group}
@@ -230,7 +246,7 @@ func (e *groupEntry) holdIfDelete(m groupAddressed) {
 }
 
 func (r *groups) spawn(ctx actor.Context, h *StreamHandle, group string) *actor.PID {
-	props := NewGroupCoordinatorProps(GroupCoordinatorConfig{Stream: h, Group: group, Writer: r.cfg.Writer,
+	props := NewGroupCoordinatorProps(GroupCoordinatorConfig{Stream: h, Group: group, Writer: r.cfg.Writer, Cluster: groupsClustered(h),
 		Limits: r.cfg.Limits, Secret: r.cfg.Secret, MaxFrameBytes: r.cfg.MaxFrameBytes, Now: r.cfg.Now,
 		AfterFunc: r.cfg.AfterFunc, Stats: r.cfg.Stats, Goroutines: r.cfg.Goroutines})
 	if r.cfg.CoordinatorProps != nil {
@@ -263,6 +279,32 @@ func (r *groups) list(ctx actor.Context, h *StreamHandle) {
 	}
 	r.listing[h.ID] = nil
 	token, stream, log := r.token, h.ID, h.Log
+	self := ctx.Self()
+	if groupsClustered(h) {
+		// The group names are read from this replica's storage once every
+		// group write committed before applied here (a barrier through
+		// shard 0), so a group an earlier leader created is listed.
+		ctx.ReenterAfter(ctx.RequestFuture(h.Shards[0], &GroupStateWrite{}, 30*time.Second), func(res any, err error) {
+			if r.stopped || token != r.token {
+				return
+			}
+			if w, ok := res.(*MetaWriteResponse); ok && err == nil {
+				err = w.Err
+			}
+			if err != nil {
+				ctx.Send(self, &groupsListed{token: token, stream: stream, err: err})
+				return
+			}
+			r.listFrom(ctx, token, stream, log)
+		})
+		return
+	}
+	r.listFrom(ctx, token, stream, log)
+}
+
+// listFrom reads a stream's group names from log in a goroutine;
+// groupsListed brings them back.
+func (r *groups) listFrom(ctx actor.Context, token, stream uint64, log storage.Log) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	if !r.cfg.Goroutines.Go(func() {
 		names, err := listGroups(log, stream)
@@ -301,14 +343,23 @@ func (r *groups) onListed(ctx actor.Context, m *groupsListed) {
 	waiting := r.listing[m.stream]
 	delete(r.listing, m.stream)
 	if m.err != nil {
-		r.log.Error("groups: listing a stream's groups", slog.Uint64("stream", m.stream), slog.Any("error", m.err))
-		code := wire.CodeStorageFailure
-		if errors.Is(m.err, errShuttingDown) {
-			code = wire.CodeShuttingDown
+		werr := wire.Errorf(wire.CodeStorageFailure, "listing the stream's consumer groups failed: %v", m.err)
+		var we *wire.Error
+		switch {
+		case errors.Is(m.err, errShuttingDown):
+			werr.Code = wire.CodeShuttingDown
+		case errors.As(m.err, &we):
+			// A cluster stream's barrier through shard 0 failed: this
+			// replica does not lead (not_leader), or the write timed out.
+			werr = we
+		}
+		if werr.Code != wire.CodeNotLeader {
+			r.log.Error("groups: listing a stream's groups", slog.Uint64("stream", m.stream), slog.Any("error", m.err))
 		}
 		for _, st := range waiting {
-			r.refuse(ctx, st.sender, st.msg, wire.Errorf(code, "listing the stream's consumer groups failed: %v", m.err))
+			r.refuse(ctx, st.sender, st.msg, werr)
 		}
+		delete(r.starting, m.stream)
 		return
 	}
 	if _, ok := r.known[m.stream]; !ok {
@@ -330,6 +381,7 @@ func (r *groups) onListed(ctx actor.Context, m *groupsListed) {
 // onStartAll starts the coordinators of every stored group, once the
 // catalog has loaded its streams.
 func (r *groups) onStartAll(ctx actor.Context, m *GroupsStartAll) {
+	r.catalog = m.Catalog
 	ctx.ReenterAfter(ctx.RequestFuture(m.Catalog, &AllStreamsRequest{}, time.Minute), func(res any, err error) {
 		if r.stopped {
 			return // a restarted registry's: its coordinators would be nobody's
@@ -340,16 +392,72 @@ func (r *groups) onStartAll(ctx actor.Context, m *GroupsStartAll) {
 			return
 		}
 		for _, h := range all.Streams {
-			if !h.Config.Durable || h.Deleted() {
-				continue
+			if !h.Config.Durable || h.Deleted() || r.notCoordinating(h) != nil {
+				continue // a cluster stream's start when its shard 0 leads here
 			}
-			if _, ok := r.known[h.ID]; ok {
-				r.startGroups(ctx, h)
-				continue
-			}
-			r.starting[h.ID] = h
-			r.list(ctx, h)
+			r.startStream(ctx, h)
 		}
+	})
+}
+
+// startStream starts the coordinators of every group of h's stream that
+// has state, listing them first if need be.
+func (r *groups) startStream(ctx actor.Context, h *StreamHandle) {
+	if _, ok := r.known[h.ID]; ok {
+		r.startGroups(ctx, h)
+		return
+	}
+	r.starting[h.ID] = h
+	r.list(ctx, h)
+}
+
+// notCoordinating returns the not_leader error that refuses a request for
+// h's groups here, nil when this node coordinates them: always for a
+// node's own stream, while its replica of shard 0 leads for a cluster
+// stream's.
+func (r *groups) notCoordinating(h *StreamHandle) *wire.Error {
+	if !groupsClustered(h) || r.leading[h.ID] {
+		return nil
+	}
+	lead := groupLeaderHint(h)
+	if lead == 0 {
+		return &wire.Error{Code: wire.CodeNotLeader,
+			Message: fmt.Sprintf("the consumer groups of %s are coordinated by the leader of its shard 0, which is not known here yet; retry shortly", h.Name)}
+	}
+	return &wire.Error{Code: wire.CodeNotLeader, Detail: lead,
+		Message: fmt.Sprintf("node %d coordinates the consumer groups of %s (it leads shard 0)", lead, h.Name)}
+}
+
+// onLeadership starts or stops a cluster stream's coordinators as this
+// node's replica of its shard 0 starts or stops leading. A coordinator
+// that stops tells its members and polls not_leader (they come again, to
+// the new leader); the stream's group names are listed again, after a
+// barrier, when it leads once more.
+func (r *groups) onLeadership(ctx actor.Context, m *GroupLeadership) {
+	if !m.Leading {
+		delete(r.leading, m.Stream)
+		delete(r.known, m.Stream)
+		delete(r.starting, m.Stream)
+		err := &wire.Error{Code: wire.CodeNotLeader, Message: fmt.Sprintf("this node no longer coordinates the consumer groups of %s (it stopped leading shard 0); retry", m.Name)}
+		for k, e := range r.coord {
+			if k.stream != m.Stream || e.pid == nil || e.drop != nil {
+				continue
+			}
+			ctx.Send(e.pid, &groupLeadershipLost{err: err})
+			ctx.Poison(e.pid)
+		}
+		return
+	}
+	r.leading[m.Stream] = true
+	if r.catalog == nil {
+		return // started at GroupsStartAll, or on the first request
+	}
+	ctx.ReenterAfter(ctx.RequestFuture(r.catalog, &LookupStreamRequest{Name: m.Name}, 30*time.Second), func(res any, err error) {
+		l, ok := res.(*LookupStreamResponse)
+		if r.stopped || err != nil || !ok || l.Err != nil || l.Stream == nil || l.Stream.ID != m.Stream || !r.leading[m.Stream] {
+			return
+		}
+		r.startStream(ctx, l.Stream)
 	})
 }
 
@@ -427,6 +535,10 @@ func (r *groups) deleteState(ctx actor.Context, k groupKey, e *groupEntry) {
 		r.deleted(ctx, k, e, nil)
 		return
 	}
+	if groupsClustered(e.handle) {
+		r.deleteClusterState(ctx, k, e)
+		return
+	}
 	req := &DropStreamRequest{Durable: true, MetaPrefixes: [][]byte{groupPrefix(k.stream, k.group)}}
 	ctx.ReenterAfter(ctx.RequestFuture(r.cfg.Writer, req, 30*time.Second), func(res any, err error) {
 		if r.stopped {
@@ -437,6 +549,77 @@ func (r *groups) deleteState(ctx actor.Context, k groupKey, e *groupEntry) {
 		}
 		r.deleted(ctx, k, e, err)
 	})
+}
+
+// groupKeysListed brings the keys of a cluster stream's group, read from
+// this replica's storage, back to the registry.
+type groupKeysListed struct {
+	token uint64
+	key   groupKey
+	keys  [][]byte
+	err   error
+}
+
+// groupDeleteChunk bounds the deletes of one group-state write.
+const groupDeleteChunk = 4096
+
+// deleteClusterState deletes a cluster stream's group through shard 0's
+// raft group, so every replica deletes it: the group's keys are read here
+// (its coordinator stopped and its requests wait, so nothing writes them
+// meanwhile, and every replica holds the same keys at the same index),
+// then deleted by name, a chunk per write.
+func (r *groups) deleteClusterState(ctx actor.Context, k groupKey, e *groupEntry) {
+	token, log := r.token, e.handle.Log
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	if !r.cfg.Goroutines.Go(func() {
+		var keys [][]byte
+		err := log.ScanMeta(groupPrefix(k.stream, k.group), func(key, _ []byte) error {
+			keys = append(keys, append([]byte(nil), key...))
+			return nil
+		})
+		root.Send(self, &groupKeysListed{token: token, key: k, keys: keys, err: err})
+	}) {
+		r.deleted(ctx, k, e, errShuttingDown)
+	}
+}
+
+// onGroupKeysListed deletes the keys of a cluster stream's group, a chunk
+// at a time, through shard 0.
+func (r *groups) onGroupKeysListed(ctx actor.Context, m *groupKeysListed) {
+	e := r.coord[m.key]
+	if m.token != r.token || e == nil || e.deleting == nil || e.pid != nil {
+		return
+	}
+	if m.err != nil {
+		r.deleted(ctx, m.key, e, m.err)
+		return
+	}
+	var next func(keys [][]byte)
+	next = func(keys [][]byte) {
+		if len(keys) == 0 {
+			r.deleted(ctx, m.key, e, nil)
+			return
+		}
+		n := min(len(keys), groupDeleteChunk)
+		puts := make([]storage.MetaPut, n)
+		for i, k := range keys[:n] {
+			puts[i] = storage.MetaPut{Key: k}
+		}
+		ctx.ReenterAfter(ctx.RequestFuture(e.handle.Shards[0], &GroupStateWrite{Puts: puts}, 30*time.Second), func(res any, err error) {
+			if r.stopped {
+				return
+			}
+			if w, ok := res.(*MetaWriteResponse); ok && err == nil {
+				err = w.Err
+			}
+			if err != nil {
+				r.deleted(ctx, m.key, e, err)
+				return
+			}
+			next(keys[n:])
+		})
+	}
+	next(m.keys)
 }
 
 // deleted finishes a group's delete whose state deletion ended with err.
@@ -481,6 +664,10 @@ func (r *groups) onList(ctx actor.Context, m *GroupListRequest) {
 	h := m.Stream
 	if h.Deleted() {
 		r.refuse(ctx, nil, m, wire.Errorf(wire.CodeStreamNotFound, "stream %s was deleted", h.Name))
+		return
+	}
+	if werr := r.notCoordinating(h); werr != nil {
+		r.refuse(ctx, nil, m, werr)
 		return
 	}
 	known, ok := r.known[h.ID]

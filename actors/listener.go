@@ -68,7 +68,9 @@ func (l *listener) onConnectionAccepted(ctx actor.Context, m *ConnectionAccepted
 			fmt.Sprintf("the node has its maximum of %d connections (max_connections), and as many in their handshake", max))
 		return
 	}
-	props := NewConnectionProps(m.Conn, l.cfg)
+	cfg := l.cfg
+	cfg.relayAccept = m.Relay
+	props := NewConnectionProps(m.Conn, cfg)
 	if l.cfg.ConnectionProps != nil {
 		props = l.cfg.ConnectionProps(props)
 	}

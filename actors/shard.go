@@ -60,6 +60,10 @@ type ShardConfig struct {
 	// Raft makes the shard a replica of its raft group (a replicated
 	// stream's shard; shard_raft.go). Nil: the node's own shard.
 	Raft *ShardRaft
+	// Groups is the groups registry: shard 0 of a cluster stream tells it
+	// when its replica starts or stops leading (GroupLeadership), since the
+	// stream's group coordinators run on that leader (nil: nobody).
+	Groups *actor.PID
 }
 
 // shard is the single writer of one shard's log: it assigns offsets, hands
@@ -219,6 +223,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.onReplicasChanged(ctx)
 	case *ShardHandOff:
 		s.onHandOff(ctx)
+	case *GroupStateWrite:
+		s.onGroupStateWrite(ctx, m)
 	case *proposalsExpired:
 		if s.replica != nil {
 			s.onProposalsExpired(ctx)
@@ -358,6 +364,8 @@ func (s *shard) becomeReady(ctx actor.Context, r *TailResponse) {
 			s.onSubscribe(ctx, st.sender, m)
 		case *ShardInfoRequest:
 			s.answerInfo(ctx, st.sender, m)
+		case *GroupStateWrite:
+			ctx.RequestWithCustomSender(ctx.Self(), m, st.sender) // behind the replica's start
 		}
 	}
 }

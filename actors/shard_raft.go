@@ -79,6 +79,24 @@ type proposalWait struct {
 	replyTo  *actor.PID
 	received time.Time
 	deadline time.Time
+	// group marks a group-state write (shard_groups.go): it is answered
+	// with MetaWriteResponse carrying token, not as a publish.
+	group bool
+	token uint64
+}
+
+// reject answers the proposal with err: a publish's lane with
+// PublishRejected, a group-state write's coordinator with
+// MetaWriteResponse.
+func (w *proposalWait) reject(ctx actor.Context, err *wire.Error) {
+	if w.replyTo == nil {
+		return
+	}
+	if w.group {
+		ctx.Send(w.replyTo, &MetaWriteResponse{Err: err, Token: w.token})
+		return
+	}
+	ctx.Send(w.replyTo, &PublishRejected{ReqID: w.reqID, Ack: w.ack, Err: err})
 }
 
 // proposalsExpired is the shard's timer message: the oldest proposal may
@@ -232,6 +250,9 @@ func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
 	if e.GetType() != pb.EntryType_EntryNormal || len(e.GetData()) == 0 {
 		return nil // a new leader's empty entry, or a configuration change: no offset
 	}
+	if e.GetData()[0] == raftEntryGroupState {
+		return s.applyGroupState(ctx, e)
+	}
 	if d := e.GetData(); d[0] == raftEntryCompact {
 		if len(d) != 9 {
 			return fmt.Errorf("raft apply: entry %d: a compaction of %d bytes", e.GetIndex(), len(d))
@@ -251,7 +272,11 @@ func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
 		return fmt.Errorf("raft apply: entry %d: %w", e.GetIndex(), err)
 	}
 	w := s.proposals[p.Proposal]
-	delete(s.proposals, p.Proposal)
+	if w != nil && w.group {
+		w = nil // a group write's id: this entry is an earlier instance's
+	} else {
+		delete(s.proposals, p.Proposal)
+	}
 	m := &PublishRequest{Count: p.Count, Records: p.Records, Conditional: p.HasExpected, ExpectedOffset: p.Expected,
 		Idempotent: p.Idempotent, ProducerID: p.ProducerID, Sequence: p.Sequence}
 	if w != nil {
@@ -304,8 +329,10 @@ func (s *shard) onSoftState(ctx actor.Context, st raft.SoftState) {
 	case s.lead != self && st.Lead == self:
 		s.cfg.Stats.RaftLeading.Add(1)
 		s.ledSince = s.ticks
+		s.tellGroupsLeadership(ctx, true)
 	case s.lead == self && st.Lead != self:
 		s.cfg.Stats.RaftLeading.Add(-1)
+		s.tellGroupsLeadership(ctx, false)
 	}
 	s.lead = st.Lead
 	s.publishRaft()
@@ -461,8 +488,8 @@ func (s *shard) onRaftTick(ctx actor.Context) {
 // answerProposals answers every waiting proposal with err.
 func (s *shard) answerProposals(ctx actor.Context, err *wire.Error) {
 	for _, id := range s.proposalOrder {
-		if w, ok := s.proposals[id]; ok && w.replyTo != nil {
-			ctx.Send(w.replyTo, &PublishRejected{ReqID: w.reqID, Ack: w.ack, Err: err})
+		if w, ok := s.proposals[id]; ok {
+			w.reject(ctx, err)
 		}
 	}
 	clear(s.proposals)
@@ -489,8 +516,12 @@ func (s *shard) onProposalsExpired(ctx actor.Context) {
 		}
 		delete(s.proposals, id)
 		s.cfg.Stats.add(&s.cfg.Stats.RaftProposalTimeouts, 1)
-		ctx.Send(w.replyTo, &PublishRejected{ReqID: w.reqID, Ack: w.ack, Err: &wire.Error{Code: wire.CodeReplicationTimeout,
-			Message: fmt.Sprintf("shard %d of %s: the publish was not committed by a quorum within %s; it may still commit", s.cfg.Key.Shard, s.cfg.Stream, s.cfg.Raft.ProposalTimeout)}})
+		what := "publish"
+		if w.group {
+			what = "group state write"
+		}
+		w.reject(ctx, &wire.Error{Code: wire.CodeReplicationTimeout,
+			Message: fmt.Sprintf("shard %d of %s: the %s was not committed by a quorum within %s; it may still commit", s.cfg.Key.Shard, s.cfg.Stream, what, s.cfg.Raft.ProposalTimeout)})
 	}
 	if len(s.proposalOrder) == 0 {
 		s.proposalOrder = nil
@@ -548,6 +579,9 @@ func (s *shard) stopReplica(ctx actor.Context, err *wire.Error) {
 		s.replica.quiet = false
 	}
 	s.replica.stop()
+	if p := s.cfg.Progress; p != nil {
+		p.Leader.Store(0) // no replica here any more
+	}
 	if s.raftGauges != nil {
 		s.cfg.Stats.DropRaftGroup(s.cfg.Key, s.raftGauges)
 		s.raftGauges = nil
@@ -557,6 +591,7 @@ func (s *shard) stopReplica(ctx actor.Context, err *wire.Error) {
 	if s.lead == s.cfg.Raft.Self {
 		s.cfg.Stats.RaftLeading.Add(-1)
 		s.lead = 0
+		s.tellGroupsLeadership(ctx, false)
 	}
 	s.answerProposals(ctx, err)
 }

@@ -97,8 +97,17 @@ func (s *shard) onReplicasChanged(ctx actor.Context) {
 // the placement it now has.
 func (s *shard) reconcileHosting(ctx actor.Context) {
 	rc := s.cfg.Raft
-	target, _ := rc.target(s.cfg.Key.Shard)
+	target, pref := rc.target(s.cfg.Key.Shard)
 	wanted := slices.Contains(target, rc.Self)
+	if p := s.cfg.Progress; p != nil && s.replica == nil && !rc.hosted() {
+		// No replica here to know the leader: the preferred replica is
+		// where requests that need it go first (it names the leader if it
+		// does not lead).
+		if pref == 0 && len(target) > 0 {
+			pref = target[0]
+		}
+		p.Leader.Store(pref)
+	}
 	switch {
 	case wanted && !rc.hosted():
 		s.logger(ctx).Info("shard: this node becomes a replica; starting the shard again as one", slog.Any("replicas", target))

@@ -61,6 +61,9 @@ func (s *Stats) EachRaftGroup(fn func(g *RaftGauges)) {
 
 // publishRaft publishes the replica's state to its gauges.
 func (s *shard) publishRaft() {
+	if p := s.cfg.Progress; p != nil && s.replica != nil {
+		p.Leader.Store(s.replica.status().Lead)
+	}
 	g := s.raftGauges
 	if g == nil || s.replica == nil {
 		return

@@ -39,7 +39,7 @@ func (c *Client) ListGroups(ctx context.Context, stream StreamName) ([]GroupSumm
 	if err := c.requireGroupAdmin(); err != nil {
 		return nil, err
 	}
-	v, err := c.call(ctx, wire.TypeGroupList, readOnly, func(dst []byte, id uint64) []byte {
+	v, err := c.groupCall(ctx, wire.TypeGroupList, readOnly, func(dst []byte, id uint64) []byte {
 		return wire.AppendListGroups(dst, id, stream)
 	})
 	if err != nil {
@@ -94,7 +94,7 @@ func (g *Group) Delete(ctx context.Context) error {
 		return err
 	}
 	req := wire.DeleteGroup{Name: g.stream, Group: g.name}
-	_, err := g.c.call(ctx, wire.TypeOK, changes, func(dst []byte, id uint64) []byte {
+	_, err := g.c.groupCall(ctx, wire.TypeOK, changes, func(dst []byte, id uint64) []byte {
 		return wire.AppendDeleteGroup(dst, id, req)
 	})
 	return err
@@ -159,7 +159,7 @@ func (g *Group) Seek(ctx context.Context, shard uint32, to SeekTarget) (map[uint
 	if to.kind == wire.SeekToTime {
 		req.UnixNano = unixNanoOf(to.at)
 	}
-	v, err := g.c.call(ctx, wire.TypeShardOffsets, changes, func(dst []byte, id uint64) []byte {
+	v, err := g.c.groupCall(ctx, wire.TypeShardOffsets, changes, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupSeek(dst, id, req)
 	})
 	if err != nil {

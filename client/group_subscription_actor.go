@@ -108,6 +108,13 @@ type groupSubscriptionActor struct {
 	closeRequested bool
 	// stopping is set once the actor is stopping.
 	stopping bool
+
+	// movedPause is the wait before the next join after the node answered
+	// not_leader (the group's coordinator moved, or none is known yet: a
+	// cluster failing over), doubling up to groupRetryMax and reset by an
+	// accepted join; stopRejoin stops the timer of the join to come.
+	movedPause time.Duration
+	stopRejoin func() bool
 }
 
 // newGroupSubscriptionProps returns the props of a group subscription actor.
@@ -142,7 +149,9 @@ func (a *groupSubscriptionActor) Receive(ctx actor.Context) {
 	case *groupAnswerReceived:
 		a.onAnswer(ctx, m)
 	case *groupErrorReceived:
-		a.onNodeError(m)
+		a.onNodeError(ctx, m)
+	case *rejoinDue:
+		a.onRejoinDue(ctx, m)
 	case *groupPushReceived:
 		a.onPush(m)
 	case *groupStreamEnded:
@@ -358,6 +367,7 @@ func (a *groupSubscriptionActor) onAnswer(ctx actor.Context, m *groupAnswerRecei
 			return
 		}
 		a.joined, a.rejoining = true, false
+		a.movedPause = 0
 		if a.member == "" {
 			a.member = m.assignment.Member
 		}
@@ -406,7 +416,7 @@ func (a *groupSubscriptionActor) setAssignment(g wire.GroupAssignment) {
 	})
 }
 
-func (a *groupSubscriptionActor) onNodeError(m *groupErrorReceived) {
+func (a *groupSubscriptionActor) onNodeError(ctx actor.Context, m *groupErrorReceived) {
 	if a.endErr != nil || m.gen != a.gen {
 		return
 	}
@@ -416,6 +426,10 @@ func (a *groupSubscriptionActor) onNodeError(m *groupErrorReceived) {
 			return
 		}
 		// The node refused the join and closes the stream.
+		if isNotLeader(m.err) {
+			a.coordinatorMoved(ctx, m.err)
+			return
+		}
 		if a.s.reconnect && isShuttingDown(m.err) {
 			// It is draining: join on the next connection.
 			a.connectionLost()
@@ -454,6 +468,11 @@ func (a *groupSubscriptionActor) onPush(m *groupPushReceived) {
 func (a *groupSubscriptionActor) onStreamEnded(ctx actor.Context, m *groupStreamEnded) {
 	a.goroutines--
 	if a.endErr == nil && m.gen == a.gen && !a.rejoining {
+		if m.fromNode && isNotLeader(m.err) {
+			a.coordinatorMoved(ctx, m.err)
+			a.maybeStop(ctx)
+			return
+		}
 		if cause, lost := a.streamError(m.err, m.fromNode); lost {
 			a.connectionLost()
 		} else {
@@ -496,6 +515,52 @@ func (a *groupSubscriptionActor) connectionLost() {
 	a.deliveries = nil
 	a.s.log.Debug("herald: group member lost its stream; it rejoins on the next connection",
 		slog.String("group", a.in.join.Group), slog.String("member", a.member), slog.Any("cause", cause))
+}
+
+// coordinatorMoved handles a node's not_leader on the member's stream: the
+// group's coordinator moved (a cluster's failover or handover), or none is
+// known yet. The member joins again on the same connection, as the same
+// member, after a pause (movedPause); deliveries not taken are dropped and
+// acks in flight fail in doubt, as when the connection is lost.
+func (a *groupSubscriptionActor) coordinatorMoved(ctx actor.Context, cause error) {
+	if a.endErr != nil || a.rejoining {
+		return
+	}
+	a.rejoining, a.joined = true, false
+	if a.openCancel != nil {
+		a.openCancel()
+	}
+	if a.stream != nil {
+		closeStream(a.stream)
+		a.stream = nil
+	}
+	for id, req := range a.pending {
+		if req != nil {
+			req.reply <- outcomeUnknown(fmt.Errorf("herald: the group's coordinator moved before it answered the ack: %w", cause))
+		}
+		delete(a.pending, id)
+	}
+	a.deliveries = nil
+	a.movedPause = min(max(2*a.movedPause, groupRetryMin), groupRetryMax)
+	gen, root, self := a.gen, ctx.ActorSystem().Root, ctx.Self()
+	if a.stopRejoin != nil {
+		a.stopRejoin()
+	}
+	a.stopRejoin = time.AfterFunc(a.movedPause, func() { root.Send(self, &rejoinDue{gen: gen}) }).Stop
+	a.s.log.Debug("herald: the group's coordinator moved; the member joins again",
+		slog.String("group", a.in.join.Group), slog.String("member", a.member), slog.Duration("after", a.movedPause), slog.Any("cause", cause))
+}
+
+// onRejoinDue joins again after coordinatorMoved's pause, unless the
+// member ended or rejoined another way meanwhile.
+func (a *groupSubscriptionActor) onRejoinDue(ctx actor.Context, m *rejoinDue) {
+	a.stopRejoin = nil
+	if a.endErr != nil || !a.rejoining || m.gen != a.gen {
+		return
+	}
+	if !a.startStream(ctx) {
+		a.unsubscribe(ErrClosed)
+	}
 }
 
 // onSessionStarted rejoins the group on the client's new session, as the
@@ -699,6 +764,10 @@ func (a *groupSubscriptionActor) maybeStop(ctx actor.Context) {
 
 func (a *groupSubscriptionActor) onStopping() {
 	a.stopping = true
+	if a.stopRejoin != nil {
+		a.stopRejoin()
+		a.stopRejoin = nil
+	}
 	err := a.s.failure()
 	if err == nil {
 		err = ErrSubscriptionClosed

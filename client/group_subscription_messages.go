@@ -125,6 +125,10 @@ type groupStreamEnded struct {
 	fromNode bool
 }
 
+// rejoinDue: the pause after a not_leader is over; the member of stream
+// generation gen joins again.
+type rejoinDue struct{ gen int }
+
 // heartbeatDue: a due time the actor gave the heartbeat goroutine passed.
 type heartbeatDue struct{}
 

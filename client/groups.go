@@ -160,7 +160,7 @@ func (g *Group) Poll(ctx context.Context, shard uint32, max int, wait time.Durat
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "poll wait %v is negative", wait)
 	}
 	req := wire.GroupPoll{Name: g.stream, Group: g.name, Shard: shard, Max: uint32(max), WaitMillis: waitMillis(wait)}
-	v, err := g.c.call(ctx, wire.TypeGroupRecords, changes, func(dst []byte, id uint64) []byte {
+	v, err := g.c.groupCall(ctx, wire.TypeGroupRecords, changes, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupPoll(dst, id, req)
 	})
 	if err != nil {
@@ -303,7 +303,7 @@ func (g *Group) settle(ctx context.Context, nack bool, shard uint32, offsets []u
 // returns the count of the node's GroupDone.
 func (g *Group) sendSettle(ctx context.Context, nack bool, shard uint32, offsets []uint64) (int, error) {
 	req := wire.GroupAck{Name: g.stream, Group: g.name, Shard: shard, Offsets: offsets}
-	v, err := g.c.call(ctx, wire.TypeGroupDone, changes, func(dst []byte, id uint64) []byte {
+	v, err := g.c.groupCall(ctx, wire.TypeGroupDone, changes, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupAck(dst, id, nack, req)
 	})
 	if err != nil {
@@ -343,7 +343,7 @@ func (g *Group) DeadLetters(ctx context.Context, shard uint32, from uint64, limi
 		return nil, false, err
 	}
 	req := wire.GroupDeadLetters{Name: g.stream, Group: g.name, Shard: shard, From: from, Limit: clampUint32(limit)}
-	v, err := g.c.call(ctx, wire.TypeGroupDeadList, readOnly, func(dst []byte, id uint64) []byte {
+	v, err := g.c.groupCall(ctx, wire.TypeGroupDeadList, readOnly, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupDeadLetters(dst, id, req)
 	})
 	if err != nil {
@@ -387,7 +387,7 @@ func (g *Group) selectDead(ctx context.Context, discard bool, shard uint32, offs
 		return 0, err
 	}
 	req := wire.GroupSelect{Name: g.stream, Group: g.name, Shard: shard, Offsets: offsets}
-	v, err := g.c.call(ctx, wire.TypeGroupDone, changes, func(dst []byte, id uint64) []byte {
+	v, err := g.c.groupCall(ctx, wire.TypeGroupDone, changes, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupSelect(dst, id, discard, req)
 	})
 	if err != nil {
@@ -479,7 +479,7 @@ func (g *Group) Describe(ctx context.Context) (GroupInfo, error) {
 		return GroupInfo{}, err
 	}
 	req := wire.DescribeGroup{Name: g.stream, Group: g.name}
-	v, err := g.c.call(ctx, wire.TypeGroupInfo, readOnly, func(dst []byte, id uint64) []byte {
+	v, err := g.c.groupCall(ctx, wire.TypeGroupInfo, readOnly, func(dst []byte, id uint64) []byte {
 		return wire.AppendDescribeGroup(dst, id, req)
 	})
 	if err != nil {

@@ -292,7 +292,7 @@ func (g *Group) acksRequestBytes(batch []*pendingAck) int {
 // replies to each with its own entry's outcome.
 func (g *Group) settleRequest(ctx context.Context, batch []*pendingAck) {
 	req := g.acksRequest(batch)
-	v, err := g.c.call(ctx, wire.TypeGroupAcksDone, changes, func(dst []byte, id uint64) []byte {
+	v, err := g.c.groupCall(ctx, wire.TypeGroupAcksDone, changes, func(dst []byte, id uint64) []byte {
 		return wire.AppendGroupAcks(dst, id, req)
 	})
 	var outs []wire.GroupAckOutcome

@@ -224,6 +224,12 @@ func protocolViolation(format string, args ...any) *wire.Error {
 // isShuttingDown reports whether err is the node's shutting_down: it is
 // draining and applied nothing of the request; with reconnect, what it
 // refused goes to the next connection.
+// isNotLeader reports whether err is the node's not_leader.
+func isNotLeader(err error) bool {
+	var we *wire.Error
+	return errors.As(err, &we) && we.Code == wire.CodeNotLeader
+}
+
 func isShuttingDown(err error) bool {
 	var we *wire.Error
 	return errors.As(err, &we) && we.Code == wire.CodeShuttingDown

@@ -18,6 +18,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/heraldmq/herald/actors"
+	"github.com/heraldmq/herald/net/peerwire"
 	"github.com/heraldmq/herald/net/transport"
 	"github.com/heraldmq/herald/storage"
 )
@@ -64,12 +65,51 @@ func (n *Node) clusterCatalog() *actors.CatalogCluster {
 // seen down (and raft told) within seconds.
 func peerQUIC() *quic.Config {
 	return &quic.Config{
-		HandshakeIdleTimeout:  5 * time.Second,
-		MaxIdleTimeout:        5 * time.Second,
-		KeepAlivePeriod:       time.Second,
-		MaxIncomingStreams:    4,
+		HandshakeIdleTimeout: 5 * time.Second,
+		MaxIdleTimeout:       5 * time.Second,
+		KeepAlivePeriod:      time.Second,
+		// A peer link opens one stream; a group relay one per push
+		// member it relays (and its control stream).
+		MaxIncomingStreams:    4096,
 		MaxIncomingUniStreams: -1,
 	}
+}
+
+// relayQUIC is the QUIC configuration of the group relays this node
+// dials: a coordinating node that dies is noticed within two election
+// timeouts (its members join again through the next leader).
+func relayQUIC(election time.Duration) *quic.Config {
+	idle := max(2*election, time.Second)
+	return &quic.Config{
+		HandshakeIdleTimeout:  5 * time.Second,
+		MaxIdleTimeout:        idle,
+		KeepAlivePeriod:       idle / 4,
+		MaxIncomingStreams:    -1,
+		MaxIncomingUniStreams: -1,
+	}
+}
+
+// groupRelay is the dialler of this node's group relays (nil for a
+// single node): the relays reach a peer's cluster listener, under the peer
+// TLS, with peerwire.RelayALPN.
+func (n *Node) groupRelay() *actors.GroupRelay {
+	c := n.cluster
+	if c == nil {
+		return nil
+	}
+	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
+	return &actors.GroupRelay{Self: c.self, Timeout: n.cfg.HandshakeTimeout,
+		Dial: func(ctx context.Context, node uint64) (*quic.Conn, error) {
+			addr, ok := c.peers[node]
+			if !ok || node == c.self {
+				return nil, fmt.Errorf("node %d is not a peer", node)
+			}
+			ua, err := net.ResolveUDPAddr("udp", addr)
+			if err != nil {
+				return nil, fmt.Errorf("peer address %q: %w", addr, err)
+			}
+			return c.tr.Dial(ctx, ua, c.tls.RelayClient(), relayQUIC(election))
+		}}
 }
 
 // bindCluster opens the peer socket (before anything else starts, like
@@ -155,6 +195,16 @@ func (n *Node) acceptPeers() {
 		conn, err := c.ln.Accept(context.Background())
 		if err != nil {
 			return
+		}
+		if conn.ConnectionState().TLS.NegotiatedProtocol == peerwire.RelayALPN {
+			// Another node relays its client's group traffic: served as a
+			// client connection acting for that client.
+			ra := &actors.RelayAccept{Self: c.self, Known: func(id uint64) bool { _, ok := c.peers[id]; return ok }}
+			if c.tls.Authenticated {
+				ra.CheckIdentity = c.tls.CheckPeerIdentity
+			}
+			n.sys.Root.Send(n.children.Listener, &actors.ConnectionAccepted{Conn: conn, Relay: ra})
+			continue
 		}
 		c.wg.Add(1)
 		go func() {

@@ -331,6 +331,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 			SubscriptionProps:   opts.SubscriptionProps,
 			ConnectionProps:     opts.ConnectionProps,
 			Goroutines:          n.goroutines,
+			Relay:               n.groupRelay(),
 		},
 		groups: actors.GroupsConfig{
 			Limits: actors.GroupLimits{

@@ -60,6 +60,8 @@ func (t Type) String() string {
 		return "peer_raft"
 	case TypeShard:
 		return "peer_shard"
+	case TypeRelayHello:
+		return "peer_relay_hello"
 	}
 	return fmt.Sprintf("peer_type_0x%02x", uint8(t))
 }
@@ -90,7 +92,7 @@ func ReadFrame(r io.Reader, maxBody uint32) (Type, []byte, error) {
 	if h[5] != 0 || h[6] != 0 || h[7] != 0 {
 		return t, nil, malformed("reserved header bytes are not zero")
 	}
-	if t != TypeHello && t != TypeRaft && t != TypeShard {
+	if t != TypeHello && t != TypeRaft && t != TypeShard && t != TypeRelayHello {
 		return t, nil, malformed("unknown frame type %s", t)
 	}
 	if n > maxBody {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -96,7 +97,14 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendRaft(nil, []Message{{Group: Group{Stream: 3, Shard: 1}, Data: []byte("x")}})[HeaderSize:])
 	f.Add(AppendHello(nil, Hello{Version: 1, From: 1, To: 2})[HeaderSize:])
 	f.Add([]byte{})
+	f.Add(AppendRelayHello(nil, RelayHello{Version: Version, From: 2, To: 1, Token: "t",
+		Principal: RelayPrincipal{Name: "n", Tenant: "acme", Perms: 5, Namespaces: []string{"shop"}}})[HeaderSize:])
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if h, err := DecodeRelayHello(b); err == nil {
+			if again := AppendRelayHello(nil, h)[HeaderSize:]; !bytes.Equal(again, b) {
+				t.Fatalf("relay hello %x decoded and encoded as %x", b, again)
+			}
+		}
 		if msgs, err := DecodeRaft(b); err == nil {
 			if again := AppendRaft(nil, msgs)[HeaderSize:]; !bytes.Equal(again, b) {
 				t.Fatalf("%x decoded and encoded as %x", b, again)
@@ -109,4 +117,35 @@ func FuzzDecode(f *testing.F) {
 		}
 		_, _, _ = ReadFrame(bytes.NewReader(b), 1<<16)
 	})
+}
+
+func TestRelayHelloRoundTrip(t *testing.T) {
+	for _, h := range []RelayHello{
+		{Version: Version, From: 1, To: 3},
+		{Version: Version, From: 2, To: 1, Token: "secret", Principal: RelayPrincipal{Name: "app", Tenant: "acme", Perms: 7, Namespaces: []string{"shop", "ops"}}},
+		{Version: Version, From: 9, To: 4, Principal: RelayPrincipal{Any: true, Perms: 15}},
+	} {
+		frame := AppendRelayHello(nil, h)
+		typ, body, err := ReadFrame(bytes.NewReader(frame), 1<<16)
+		if err != nil || typ != TypeRelayHello {
+			t.Fatalf("read %v: %s %v", h, typ, err)
+		}
+		got, err := DecodeRelayHello(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.From != h.From || got.To != h.To || got.Token != h.Token || got.Principal.Name != h.Principal.Name ||
+			got.Principal.Tenant != h.Principal.Tenant || got.Principal.Any != h.Principal.Any || got.Principal.Perms != h.Principal.Perms ||
+			strings.Join(got.Principal.Namespaces, ",") != strings.Join(h.Principal.Namespaces, ",") {
+			t.Fatalf("round trip of %+v gave %+v", h, got)
+		}
+		for cut := range len(body) {
+			if _, err := DecodeRelayHello(body[:cut]); err == nil {
+				t.Fatalf("%+v cut to %d bytes decoded", h, cut)
+			}
+		}
+	}
+	if _, err := DecodeRelayHello(AppendRelayHello(nil, RelayHello{From: 0, To: 1})[HeaderSize:]); err == nil {
+		t.Fatal("a relay hello from node 0 decoded")
+	}
 }

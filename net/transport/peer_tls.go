@@ -27,10 +27,19 @@ import (
 // PeerTLS is the TLS a node speaks to its peers with: Server for the
 // connections it accepts, Client for those it dials.
 type PeerTLS struct {
+	// Server offers both the peer protocol and the group relays
+	// (peerwire.RelayALPN); Client speaks the peer protocol.
 	Server, Client *tls.Config
 	// Authenticated is false in development mode: traffic is encrypted,
 	// and a peer is whoever answers at the address.
 	Authenticated bool
+}
+
+// RelayClient is Client for a group relay connection (peerwire.RelayALPN).
+func (p PeerTLS) RelayClient() *tls.Config {
+	c := p.Client.Clone()
+	c.NextProtos = []string{peerwire.RelayALPN}
+	return c
 }
 
 // ErrNoClusterCA is a cluster certificate and key without a cluster CA, or
@@ -71,7 +80,7 @@ func ClusterTLS(caFile, certFile, keyFile string) (PeerTLS, error) {
 	}
 	server := &tls.Config{
 		Certificates: []tls.Certificate{pair},
-		NextProtos:   []string{peerwire.ALPN},
+		NextProtos:   []string{peerwire.ALPN, peerwire.RelayALPN},
 		MinVersion:   tls.VersionTLS13,
 		// The chain is checked by verify: Go's own check of a client
 		// certificate would demand the client-auth usage of every chain.
@@ -141,7 +150,7 @@ func DevPeerTLS() (PeerTLS, error) {
 		return PeerTLS{}, fmt.Errorf("transport: create peer certificate: %w", err)
 	}
 	pair := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	server := &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{peerwire.ALPN},
+	server := &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{peerwire.ALPN, peerwire.RelayALPN},
 		MinVersion: tls.VersionTLS13, ClientAuth: tls.RequireAnyClientCert}
 	client := &tls.Config{Certificates: []tls.Certificate{pair}, NextProtos: []string{peerwire.ALPN},
 		MinVersion: tls.VersionTLS13, ServerName: DefaultServerName, InsecureSkipVerify: true}

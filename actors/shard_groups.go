@@ -5,11 +5,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/heraldmq/herald/net/peerwire"
 	"github.com/heraldmq/herald/net/wire"
 	"github.com/heraldmq/herald/storage"
 )
@@ -242,3 +246,195 @@ func groupLeaderHint(h *StreamHandle) uint64 {
 // shard 0's raft group: a cluster stream (every durable stream of a
 // cluster has at least one replica).
 func groupsClustered(h *StreamHandle) bool { return h.Config.Durable && h.Config.Replicas >= 1 }
+
+// The group state of a replica of shard 0 that installs a raft snapshot.
+// A snapshot holds the shard's tail and producers, not its records, and
+// not the stream's group state either: the installing replica fetches the
+// records in pages (shard_snapshot.go), then the group state, from the
+// other replicas. It first deletes its own group state of the stream (what
+// it held from before: behind the snapshot, and maybe of groups deleted
+// since), then writes the pages of another replica's, each read once that
+// replica had stored every entry up to its Applied, which must be at least
+// the snapshot's index. The pages may be later than the snapshot, and read
+// at different times: raft then hands the entries after the snapshot to
+// this replica, which applies them again over that state. Every group-state
+// entry puts or deletes whole keys, so after them each key holds what the
+// newest entry wrote, as on the other replicas. No coordinator reads a
+// follower's group state meanwhile (it runs on the leader only).
+
+// groupStatePageBytes bounds a group-state page's keys and values.
+const groupStatePageBytes = 1 << 20
+
+// installsGroupState reports whether an install of this shard fetches
+// group state: shard 0 of a cluster stream, on a node with groups.
+func (s *shard) installsGroupState() bool {
+	return s.cfg.Key.Shard == 0 && s.cfg.Groups != nil && s.cfg.Durable
+}
+
+// groupStateInstall is the group-state part of a snapshot install.
+type groupStateInstall struct {
+	// dropped is set once this replica's own group state of the stream is
+	// deleted; done once every page is written; busy while a drop or a
+	// page's write is on its way; after is the last key written.
+	dropped, done, busy bool
+	after               []byte
+}
+
+// continueGroupState takes the install's group-state part a step further:
+// the drop of this replica's own state, then a page at a time.
+func (s *shard) continueGroupState(ctx actor.Context) {
+	in := s.install
+	gi := &in.groups
+	if gi.busy {
+		return
+	}
+	if !gi.dropped {
+		gi.busy = true
+		f := ctx.RequestFuture(s.cfg.Writer, &DropStreamRequest{Durable: true, MetaPrefixes: [][]byte{GroupStreamPrefix(s.cfg.Key.Stream)}}, 30*time.Second)
+		ctx.ReenterAfter(f, func(res any, err error) {
+			if s.install != in {
+				return
+			}
+			gi.busy = false
+			if err = writeErr(res, err); err != nil {
+				s.failInstallStep(ctx, fmt.Errorf("raft: installing the snapshot at index %d: deleting this replica's group state: %w", in.snap.GetMetadata().GetIndex(), err))
+				return
+			}
+			gi.dropped = true
+			s.continueInstall(ctx)
+		})
+		return
+	}
+	to := s.installPeer()
+	if to == 0 {
+		return
+	}
+	if in.token == 0 {
+		in.token = rand.Uint64() >> 1
+	}
+	in.token++
+	in.fetching = true
+	if link := s.cfg.Raft.Router.Link(to); link != nil {
+		ctx.Send(link, &PeerSendFrame{Frame: peerwire.AppendGroupStateFetch(nil, peerwire.GroupStateFetch{
+			Group: peerwire.Group{Stream: s.cfg.Key.Stream, Shard: s.cfg.Key.Shard}, Token: in.token,
+			After: gi.after, MaxBytes: groupStatePageBytes})})
+	}
+	s.armInstallTimer(ctx, snapshotFetchTimeout)
+}
+
+// writeErr is the error of a write answered with res (MetaWriteResponse)
+// or err.
+func writeErr(res any, err error) error {
+	if err != nil {
+		return err
+	}
+	if r, ok := res.(*MetaWriteResponse); ok {
+		return r.Err
+	}
+	return fmt.Errorf("unexpected answer %T to a write", res)
+}
+
+// failInstallStep fails the install with err: the running replica fails
+// (its parent starts it again from storage), a resumed install refuses.
+func (s *shard) failInstallStep(ctx actor.Context, err error) {
+	if s.replica != nil {
+		s.replica.fail(ctx, err)
+		s.afterRaft(ctx)
+		return
+	}
+	s.failInstall(ctx, err)
+}
+
+// onGroupStatePage writes a page of another replica's group state.
+func (s *shard) onGroupStatePage(ctx actor.Context, from uint64, p *peerwire.GroupStatePage) {
+	in := s.install
+	if in == nil || !in.fetching || p.Token != in.token || !in.groups.dropped {
+		return // late, or for an install that ended
+	}
+	in.fetching = false
+	if in.stop != nil {
+		in.stop()
+		in.stop = nil
+	}
+	idx := in.snap.GetMetadata().GetIndex()
+	if p.Applied < idx || (p.More && len(p.Entries) == 0) {
+		// That replica is behind the snapshot: another one, shortly (the
+		// timeout turns to the next).
+		in.fetching = true
+		s.armInstallTimer(ctx, snapshotRetryBehind)
+		return
+	}
+	prefix := GroupStreamPrefix(s.cfg.Key.Stream)
+	puts := make([]storage.MetaPut, 0, len(p.Entries))
+	for _, e := range p.Entries {
+		if !bytes.HasPrefix(e.Key, prefix) || bytes.Compare(e.Key, in.groups.after) <= 0 {
+			s.failInstallStep(ctx, fmt.Errorf("raft: installing the snapshot at index %d: node %d's group state page holds key %x, not after %x under %x",
+				idx, from, e.Key, in.groups.after, prefix))
+			return
+		}
+		puts = append(puts, storage.MetaPut{Key: e.Key, Value: e.Value})
+	}
+	gi := &in.groups
+	gi.busy = true
+	ctx.ReenterAfter(ctx.RequestFuture(s.cfg.Writer, &MetaWriteRequest{Puts: puts}, 30*time.Second), func(res any, err error) {
+		if s.install != in {
+			return
+		}
+		gi.busy = false
+		if err = writeErr(res, err); err != nil {
+			s.failInstallStep(ctx, fmt.Errorf("raft: installing the snapshot at index %d: writing group state: %w", idx, err))
+			return
+		}
+		if len(puts) > 0 {
+			gi.after = puts[len(puts)-1].Key
+		}
+		gi.done = !p.More
+		in.attempt = 0
+		s.continueInstall(ctx)
+	})
+}
+
+// serveGroupStateFetch answers another replica's fetch of the stream's
+// group state with a page read off the actor, once every write of the
+// entries applied here so far is stored (the page's Applied).
+func (s *shard) serveGroupStateFetch(ctx actor.Context, from uint64, f *peerwire.GroupStateFetch) {
+	if s.core == nil || s.cfg.Raft == nil || !s.cfg.Raft.hosted() || s.failed != nil || s.install != nil || s.replica == nil || s.cfg.Key.Shard != 0 {
+		return // the fetcher asks another replica
+	}
+	link := s.cfg.Raft.Router.Link(from)
+	if link == nil {
+		return
+	}
+	applied := s.replica.applied
+	log, root, prefix := s.cfg.Log, ctx.ActorSystem().Root, GroupStreamPrefix(s.cfg.Key.Stream)
+	maxBytes := int(min(max(f.MaxBytes, 64<<10), 4<<20))
+	after := bytes.Clone(f.After)
+	logger := s.logger(ctx)
+	ctx.ReenterAfter(ctx.RequestFuture(s.cfg.Writer, &MetaWriteRequest{}, 30*time.Second), func(res any, err error) {
+		if writeErr(res, err) != nil {
+			return
+		}
+		s.cfg.Raft.Goroutines.Go(func() {
+			page := peerwire.GroupStatePage{Group: peerwire.Group{Stream: s.cfg.Key.Stream, Shard: s.cfg.Key.Shard}, Token: f.Token, Applied: applied}
+			size := 0
+			errFull := errors.New("page full")
+			err := log.ScanMeta(prefix, func(k, v []byte) error {
+				if bytes.Compare(k, after) <= 0 {
+					return nil
+				}
+				if size > 0 && size+len(k)+len(v) > maxBytes {
+					page.More = true
+					return errFull
+				}
+				size += len(k) + len(v)
+				page.Entries = append(page.Entries, peerwire.GroupStateEntry{Key: bytes.Clone(k), Value: bytes.Clone(v)})
+				return nil
+			})
+			if err != nil && !errors.Is(err, errFull) {
+				logger.Warn("shard: reading group state for a replica's snapshot", slog.Uint64("replica", from), slog.Any("error", err))
+				return
+			}
+			root.Send(link, &PeerSendFrame{Frame: peerwire.AppendGroupStatePage(nil, page)})
+		})
+	})
+}

@@ -131,6 +131,9 @@ type shardInstall struct {
 	marked      bool
 	finishToken uint64
 	started     time.Time
+	// groups is the install's group-state part (shard 0 of a cluster
+	// stream: shard_groups.go).
+	groups groupStateInstall
 }
 
 // installTimeout is the install's timer message.
@@ -194,6 +197,10 @@ func (s *shard) continueInstall(ctx actor.Context) {
 		return
 	}
 	if in.next >= in.data.tail {
+		if s.installsGroupState() && !in.groups.done {
+			s.continueGroupState(ctx)
+			return
+		}
 		s.finishInstall(ctx)
 		return
 	}
@@ -203,6 +210,28 @@ func (s *shard) continueInstall(ctx actor.Context) {
 // fetchPage asks a replica for the page at in.next: the leader first, then
 // the others in turn, one at a time.
 func (s *shard) fetchPage(ctx actor.Context) {
+	in := s.install
+	to := s.installPeer()
+	if to == 0 {
+		return
+	}
+	if in.token == 0 {
+		in.token = rand.Uint64() >> 1
+	}
+	in.token++
+	in.fetching = true
+	if link := s.cfg.Raft.Router.Link(to); link != nil {
+		ctx.Send(link, &PeerSendFrame{Frame: peerwire.AppendShardFetch(nil, peerwire.ShardFetch{
+			Group: peerwire.Group{Stream: s.cfg.Key.Stream, Shard: s.cfg.Key.Shard}, Token: in.token,
+			From: in.next, To: in.data.tail, MaxBytes: snapshotPageBytes})})
+	}
+	s.armInstallTimer(ctx, snapshotFetchTimeout)
+}
+
+// installPeer is the replica to fetch the install's next page from: the
+// leader first, then the others in turn (attempt counts the tries), or 0
+// when there is none.
+func (s *shard) installPeer() uint64 {
 	in := s.install
 	var peers []uint64
 	lead := uint64(0)
@@ -222,20 +251,9 @@ func (s *shard) fetchPage(ctx actor.Context) {
 		}
 	}
 	if len(peers) == 0 {
-		return
+		return 0
 	}
-	to := peers[in.attempt%len(peers)]
-	if in.token == 0 {
-		in.token = rand.Uint64() >> 1
-	}
-	in.token++
-	in.fetching = true
-	if link := s.cfg.Raft.Router.Link(to); link != nil {
-		ctx.Send(link, &PeerSendFrame{Frame: peerwire.AppendShardFetch(nil, peerwire.ShardFetch{
-			Group: peerwire.Group{Stream: s.cfg.Key.Stream, Shard: s.cfg.Key.Shard}, Token: in.token,
-			From: in.next, To: in.data.tail, MaxBytes: snapshotPageBytes})})
-	}
-	s.armInstallTimer(ctx, snapshotFetchTimeout)
+	return peers[in.attempt%len(peers)]
 }
 
 func (s *shard) armInstallTimer(ctx actor.Context, d time.Duration) {
@@ -274,6 +292,10 @@ func (s *shard) onShardInbound(ctx actor.Context, m *ShardInbound) {
 		s.serveFetch(ctx, m.From, m.Msg.Fetch)
 	case m.Msg.Page != nil:
 		s.onPage(ctx, m.From, m.Msg.Page)
+	case m.Msg.GroupStateFetch != nil:
+		s.serveGroupStateFetch(ctx, m.From, m.Msg.GroupStateFetch)
+	case m.Msg.GroupStatePage != nil:
+		s.onGroupStatePage(ctx, m.From, m.Msg.GroupStatePage)
 	}
 }
 

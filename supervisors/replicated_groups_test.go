@@ -3,13 +3,17 @@ package supervisors
 import (
 	"context"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/heraldmq/herald/actors"
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/storage"
 )
 
 // groupLedger records what a cluster group test's consumers settled, and
@@ -277,4 +281,97 @@ func TestReplicatedGroupSurvivesItsCoordinator(t *testing.T) {
 		}
 	}
 	t.Logf("%d records settled, %d of them more than once (at-least-once across the failover)", len(ledger.settled), dup)
+}
+
+// consumeGroup polls shard 0 of name for group and acks what it gets,
+// until n records were settled.
+func consumeGroup(t *testing.T, ctx context.Context, c *client.Client, name client.StreamName, group string, n int) {
+	t.Helper()
+	g := c.Group(name, group)
+	for got := 0; got < n; {
+		recs, err := g.Poll(ctx, 0, min(50, n-got), time.Second)
+		if err != nil {
+			t.Fatalf("poll %s: %v", group, err)
+		}
+		if _, err := g.Ack(ctx, recs...); err != nil {
+			t.Fatalf("ack %s: %v", group, err)
+		}
+		got += len(recs)
+	}
+}
+
+// groupState reads the group keys node stored for stream id, the node
+// stopped.
+func (tc *testCluster) groupState(node, id uint64) map[string]string {
+	tc.t.Helper()
+	log, err := storage.OpenBadger(storage.DefaultBadgerOptions(filepath.Join(tc.dirs[node], "badger")))
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	defer log.Close()
+	out := map[string]string{}
+	if err := log.ScanMeta(actors.GroupStreamPrefix(id), func(k, v []byte) error {
+		out[string(k)] = string(v)
+		return nil
+	}); err != nil {
+		tc.t.Fatal(err)
+	}
+	return out
+}
+
+// A replica of shard 0 that was down while the group state changed and
+// the raft log was compacted past it installs a snapshot, and fetches the
+// group state with the records: it ends up holding what the other replicas
+// hold, a group deleted meanwhile deleted with it (so it can coordinate
+// the groups the moment it leads).
+func TestReplicatedGroupStateComesWithASnapshot(t *testing.T) {
+	tc := newTestClusterWith(t, func(c *Config) { c.RaftCompactEntries = 50 })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cc, name := tc.replicatedStream(ctx, "gsnap", 1)
+	p := cc.NewProducer(name, 5)
+	publishRecords(t, ctx, p, 0, 60)
+	lead := tc.leaderOf(name, 0)
+	down := lead%3 + 1
+	c := tc.dial(lead)
+	consumeGroup(t, ctx, c, name, "kept", 20)
+	consumeGroup(t, ctx, c, name, "gone", 10)
+	tc.stop(down)
+
+	publishRecords(t, ctx, p, 60, 300)
+	consumeGroup(t, ctx, c, name, "kept", 200)
+	consumeGroup(t, ctx, c, name, "fresh", 30)
+	if err := c.Group(name, "gone").Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tc.describeAll(name, "raft logs compacted past the stopped replica", func(_ uint64, d StreamDescription) bool {
+		return d.Shard[0].Tail == 360 && d.Shard[0].RaftFirst > 150
+	})
+	n := tc.start(down)
+	tc.describeAll(name, "the restarted replica caught up", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 360 })
+	if got := n.stats.RaftSnapshotsInstalled.Load(); got == 0 {
+		t.Fatalf("node %d caught up without installing a snapshot", down)
+	}
+	consumeGroup(t, ctx, c, name, "kept", 10) // a group write after the install
+	var applied uint64
+	d := tc.describeAll(name, "every replica applied the same", func(_ uint64, d StreamDescription) bool {
+		if applied == 0 || d.Shard[0].Applied > applied {
+			applied = d.Shard[0].Applied
+			return false
+		}
+		return d.Shard[0].Applied == applied
+	})
+	id := d[down].ID
+	other := down%3 + 1
+	tc.stop(down)
+	tc.stop(other)
+	got, want := tc.groupState(down, id), tc.groupState(other, id)
+	if len(want) == 0 || !maps.Equal(got, want) {
+		t.Fatalf("node %d stored %d group keys, node %d %d", down, len(got), other, len(want))
+	}
+	for k := range got {
+		if strings.Contains(k, "gone") {
+			t.Fatalf("node %d kept key %q of the deleted group", down, k)
+		}
+	}
 }

@@ -30,9 +30,9 @@ import (
 const ALPN = "herald-peer/1"
 
 // Version is the protocol version a Hello carries (2: Shard frames; 3: the
-// Shard frame's removed kind; a node
-// refuses a peer of another version, so a cluster runs one version).
-const Version = 3
+// Shard frame's removed kind; 4: the group state kinds and the group relays;
+// a node refuses a peer of another version, so a cluster runs one version).
+const Version = 4
 
 // HeaderSize is a frame header's size.
 const HeaderSize = 8

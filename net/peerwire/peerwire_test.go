@@ -99,6 +99,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(AppendRelayHello(nil, RelayHello{Version: Version, From: 2, To: 1, Token: "t",
 		Principal: RelayPrincipal{Name: "n", Tenant: "acme", Perms: 5, Namespaces: []string{"shop"}}})[HeaderSize:])
+	f.Add(AppendGroupStatePage(nil, GroupStatePage{Group: Group{Stream: 1}, Token: 2, Applied: 3, More: true,
+		Entries: []GroupStateEntry{{Key: []byte("Ga"), Value: []byte("v")}}})[HeaderSize:])
+	f.Add(AppendGroupStateFetch(nil, GroupStateFetch{Group: Group{Stream: 1}, Token: 2, After: []byte("Ga")})[HeaderSize:])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if h, err := DecodeRelayHello(b); err == nil {
 			if again := AppendRelayHello(nil, h)[HeaderSize:]; !bytes.Equal(again, b) {
@@ -113,6 +116,11 @@ func FuzzDecode(f *testing.F) {
 		if h, err := DecodeHello(b); err == nil {
 			if again := AppendHello(nil, h)[HeaderSize:]; !bytes.Equal(again, b) {
 				t.Fatalf("hello %x decoded and encoded as %x", b, again)
+			}
+		}
+		if m, err := DecodeShard(b); err == nil && m.GroupStatePage != nil {
+			if again := AppendGroupStatePage(nil, *m.GroupStatePage)[HeaderSize:]; !bytes.Equal(again, b) {
+				t.Fatalf("group state page %x decoded and encoded as %x", b, again)
 			}
 		}
 		_, _, _ = ReadFrame(bytes.NewReader(b), 1<<16)

@@ -16,6 +16,9 @@ import (
 //	kind 3, ShardQuiesce: term u64 | commit u64
 //	kind 4, ShardWake: nothing more
 //	kind 5, ShardRemoved: applied u64
+//	kind 6, GroupStateFetch: token u64 | max bytes u32 | after length u16 | after
+//	kind 7, GroupStatePage: token u64 | applied u64 | more u8 | count u32 |
+//	                        count × (key length u16 | key | value length u32 | value)
 //	kind 2, ShardPage:  token u64 | first u64 | tail u64 | count u32 |
 //	                    count × (base u64 | records u32 | timestamp i64 |
 //	                             length u32 | records)
@@ -46,7 +49,136 @@ const (
 	KindQuiesce    ShardKind = 3
 	KindWake       ShardKind = 4
 	KindRemoved    ShardKind = 5
+	// KindGroupStateFetch and KindGroupStatePage carry the consumer-group
+	// state a cluster stream keeps in its shard 0's raft group, to a
+	// replica of shard 0 installing a snapshot (the state is not in the
+	// snapshot, as the records are not).
+	KindGroupStateFetch ShardKind = 6
+	KindGroupStatePage  ShardKind = 7
 )
+
+// GroupStateFetch asks a replica of a cluster stream's shard 0 for a page
+// of the stream's consumer-group state: the keys after After (from the
+// first, when empty), at most MaxBytes of keys and values.
+type GroupStateFetch struct {
+	Group    Group
+	Token    uint64
+	After    []byte
+	MaxBytes uint32
+}
+
+// GroupStateEntry is one key of the group state and its value.
+type GroupStateEntry struct {
+	Key, Value []byte
+}
+
+// GroupStatePage answers a GroupStateFetch: Applied is the raft index the
+// serving replica had stored when it read the page (every entry up to it
+// is in the page's state), More that keys follow the last.
+type GroupStatePage struct {
+	Group   Group
+	Token   uint64
+	Applied uint64
+	More    bool
+	Entries []GroupStateEntry
+}
+
+// AppendGroupStateFetch appends a Shard frame carrying f:
+//
+//	token u64 | max bytes u32 | after length u16 | after
+func AppendGroupStateFetch(dst []byte, f GroupStateFetch) []byte {
+	dst = appendShardHead(dst, shardHead+8+4+2+len(f.After), f.Group, KindGroupStateFetch)
+	dst = binary.BigEndian.AppendUint64(dst, f.Token)
+	dst = binary.BigEndian.AppendUint32(dst, f.MaxBytes)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(f.After)))
+	return append(dst, f.After...)
+}
+
+// AppendGroupStatePage appends a Shard frame carrying p:
+//
+//	token u64 | applied u64 | more u8 | count u32 |
+//	count × (key length u16 | key | value length u32 | value)
+func AppendGroupStatePage(dst []byte, p GroupStatePage) []byte {
+	n := shardHead + 8 + 8 + 1 + 4
+	for _, e := range p.Entries {
+		n += 2 + len(e.Key) + 4 + len(e.Value)
+	}
+	dst = appendShardHead(dst, n, p.Group, KindGroupStatePage)
+	dst = binary.BigEndian.AppendUint64(dst, p.Token)
+	dst = binary.BigEndian.AppendUint64(dst, p.Applied)
+	var more byte
+	if p.More {
+		more = 1
+	}
+	dst = append(dst, more)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(p.Entries)))
+	for _, e := range p.Entries {
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(e.Key)))
+		dst = append(dst, e.Key...)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(e.Value)))
+		dst = append(dst, e.Value...)
+	}
+	return dst
+}
+
+func decodeGroupStateFetch(g Group, b []byte) (ShardMessage, error) {
+	if len(b) < 8+4+2 {
+		return ShardMessage{}, malformed("group state fetch of %d bytes", len(b))
+	}
+	f := &GroupStateFetch{Group: g, Token: binary.BigEndian.Uint64(b), MaxBytes: binary.BigEndian.Uint32(b[8:])}
+	n := int(binary.BigEndian.Uint16(b[12:]))
+	if len(b) != 14+n {
+		return ShardMessage{}, malformed("group state fetch of %d bytes, after key of %d", len(b), n)
+	}
+	f.After = b[14 : 14+n : 14+n]
+	return ShardMessage{GroupStateFetch: f}, nil
+}
+
+func decodeGroupStatePage(g Group, b []byte) (ShardMessage, error) {
+	if len(b) < 8+8+1+4 {
+		return ShardMessage{}, malformed("group state page of %d bytes", len(b))
+	}
+	p := &GroupStatePage{Group: g, Token: binary.BigEndian.Uint64(b), Applied: binary.BigEndian.Uint64(b[8:])}
+	switch b[16] {
+	case 0:
+	case 1:
+		p.More = true
+	default:
+		return ShardMessage{}, malformed("group state page more flag %d", b[16])
+	}
+	n := binary.BigEndian.Uint32(b[17:])
+	b = b[21:]
+	if uint64(n)*6 > uint64(len(b)) {
+		return ShardMessage{}, malformed("group state page of %d entries in %d bytes", n, len(b))
+	}
+	p.Entries = make([]GroupStateEntry, 0, n)
+	var last []byte
+	for i := range n {
+		if len(b) < 2 {
+			return ShardMessage{}, malformed("group state entry %d cut short", i)
+		}
+		kl := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+kl+4 {
+			return ShardMessage{}, malformed("group state entry %d cut short", i)
+		}
+		e := GroupStateEntry{Key: b[2 : 2+kl : 2+kl]}
+		vl := binary.BigEndian.Uint32(b[2+kl:])
+		b = b[2+kl+4:]
+		if uint64(vl) > uint64(len(b)) {
+			return ShardMessage{}, malformed("group state entry %d of a %d-byte value, %d left", i, vl, len(b))
+		}
+		e.Value, b = b[:vl:vl], b[vl:]
+		if i > 0 && string(e.Key) <= string(last) {
+			return ShardMessage{}, malformed("group state entry %d out of key order", i)
+		}
+		last = e.Key
+		p.Entries = append(p.Entries, e)
+	}
+	if len(b) != 0 {
+		return ShardMessage{}, malformed("%d bytes after the last group state entry", len(b))
+	}
+	return ShardMessage{GroupStatePage: p}, nil
+}
 
 // ShardRemoved tells a replica that the sender's configuration, as of the
 // sender's applied index Applied, does not hold it.
@@ -175,11 +307,13 @@ func AppendShardPage(dst []byte, p ShardPage) []byte {
 // ShardMessage is a decoded Shard frame: exactly one of Fetch, Page,
 // Quiesce, Wake and Removed.
 type ShardMessage struct {
-	Fetch   *ShardFetch
-	Page    *ShardPage
-	Quiesce *ShardQuiesce
-	Wake    *ShardWake
-	Removed *ShardRemoved
+	Fetch           *ShardFetch
+	Page            *ShardPage
+	Quiesce         *ShardQuiesce
+	Wake            *ShardWake
+	Removed         *ShardRemoved
+	GroupStateFetch *GroupStateFetch
+	GroupStatePage  *GroupStatePage
 }
 
 // Group is the shard the message is for.
@@ -193,6 +327,10 @@ func (m ShardMessage) Group() Group {
 		return m.Wake.Group
 	case m.Removed != nil:
 		return m.Removed.Group
+	case m.GroupStateFetch != nil:
+		return m.GroupStateFetch.Group
+	case m.GroupStatePage != nil:
+		return m.GroupStatePage.Group
 	}
 	return m.Page.Group
 }
@@ -231,6 +369,10 @@ func DecodeShard(b []byte) (ShardMessage, error) {
 			return ShardMessage{}, malformed("shard removed of %d bytes, want %d", len(b), removedSize)
 		}
 		return ShardMessage{Removed: &ShardRemoved{Group: g, Applied: binary.BigEndian.Uint64(b[13:])}}, nil
+	case KindGroupStateFetch:
+		return decodeGroupStateFetch(g, b[shardHead:])
+	case KindGroupStatePage:
+		return decodeGroupStatePage(g, b[shardHead:])
 	case KindShardPage:
 		if len(b) < pageHead {
 			return ShardMessage{}, malformed("shard page of %d bytes", len(b))

@@ -78,3 +78,53 @@ func TestShardRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Group state fetches and pages round-trip; bad ones are refused.
+func TestGroupStateRoundTrip(t *testing.T) {
+	g := Group{Stream: 7, Shard: 0}
+	f := GroupStateFetch{Group: g, Token: 5, After: []byte("G\x00key"), MaxBytes: 1 << 20}
+	p := GroupStatePage{Group: g, Token: 5, Applied: 1 << 40, More: true, Entries: []GroupStateEntry{
+		{Key: []byte("Ga"), Value: []byte("1")}, {Key: []byte("Gb"), Value: []byte{}}, {Key: []byte("Gc"), Value: bytes.Repeat([]byte{9}, 70000)},
+	}}
+	for _, frame := range [][]byte{AppendGroupStateFetch(nil, f), AppendGroupStatePage(nil, p),
+		AppendGroupStateFetch(nil, GroupStateFetch{Group: g}), AppendGroupStatePage(nil, GroupStatePage{Group: g})} {
+		typ, body, err := ReadFrame(bytes.NewReader(frame), DefaultMaxFrameBytes)
+		if err != nil || typ != TypeShard {
+			t.Fatalf("frame %v, %v", typ, err)
+		}
+		m, err := DecodeShard(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Group() != g {
+			t.Fatalf("group %+v", m.Group())
+		}
+		switch {
+		case m.GroupStateFetch != nil:
+			if again := AppendGroupStateFetch(nil, *m.GroupStateFetch); !bytes.Equal(again, frame) {
+				t.Fatalf("fetch %+v did not round-trip", m.GroupStateFetch)
+			}
+		case m.GroupStatePage != nil:
+			if again := AppendGroupStatePage(nil, *m.GroupStatePage); !bytes.Equal(again, frame) {
+				t.Fatalf("page %+v did not round-trip", m.GroupStatePage)
+			}
+		default:
+			t.Fatalf("decoded %+v", m)
+		}
+	}
+	body := func(frame []byte) []byte { return frame[HeaderSize:] }
+	bad := map[string][]byte{
+		"fetch cut":    body(AppendGroupStateFetch(nil, f))[:20],
+		"fetch long":   append(body(AppendGroupStateFetch(nil, f)), 0),
+		"page cut":     func() []byte { b := body(AppendGroupStatePage(nil, p)); return b[:len(b)-1] }(),
+		"page extra":   append(body(AppendGroupStatePage(nil, p)), 0),
+		"more flag":    func() []byte { b := body(AppendGroupStatePage(nil, p)); b[shardHead+16] = 2; return b }(),
+		"out of order": body(AppendGroupStatePage(nil, GroupStatePage{Group: g, Entries: []GroupStateEntry{{Key: []byte("b")}, {Key: []byte("a")}}})),
+		"repeated key": body(AppendGroupStatePage(nil, GroupStatePage{Group: g, Entries: []GroupStateEntry{{Key: []byte("a")}, {Key: []byte("a")}}})),
+	}
+	for name, b := range bad {
+		if _, err := DecodeShard(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}

@@ -47,6 +47,10 @@ type ShardProgress struct {
 	// none known, or no replica here): where a cluster stream's group
 	// requests go, for its shard 0.
 	Leader atomic.Uint64
+	// Remote, for a cluster stream's shard this node holds no replica of,
+	// lists the nodes that do (nil when one runs here): where a group
+	// coordinator here reads the shard's records (shard_remote.go).
+	Remote atomic.Pointer[[]uint64]
 }
 
 // Deleted reports whether the handle is stale: the stream has been deleted,

@@ -40,6 +40,9 @@ type GroupCoordinatorConfig struct {
 	Stats     *Stats
 	// Goroutines starts the coordinator's storage reads (nil: untracked).
 	Goroutines *Goroutines
+	// Remote reads the shards of a cluster stream this node holds no
+	// replica of from their replicas (nil: a single node).
+	Remote *RemoteShards
 }
 
 // groupCoordinator owns one consumer group on one stream: the committed

@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -109,6 +111,29 @@ type batchReader interface {
 	Read(shard storage.ShardKey, from uint64, maxBatches, maxBytes int) ([]storage.Batch, error)
 }
 
+// shardReader reads a stream's shards for its coordinator: from this
+// node's log, or, for a cluster stream's shard this node holds no replica
+// of, from the shard's replicas.
+type shardReader struct {
+	h      *StreamHandle
+	remote *RemoteShards
+}
+
+// remoteReadTimeout bounds a read from a shard's replicas.
+const remoteReadTimeout = 10 * time.Second
+
+// Read implements batchReader.
+func (r shardReader) Read(key storage.ShardKey, from uint64, maxBatches, maxBytes int) ([]storage.Batch, error) {
+	if r.remote != nil && int(key.Shard) < len(r.h.Progress) {
+		if reps := r.h.Progress[key.Shard].Remote.Load(); reps != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+			defer cancel()
+			return r.remote.Read(ctx, *reps, key, from, maxBytes)
+		}
+	}
+	return r.h.Log.Read(key, from, maxBatches, maxBytes)
+}
+
 // serve hands work to whoever waits for it: polls first (in arrival order),
 // then hungry members; polls whose wait is over are answered empty; and it
 // watches the tails of shards someone still waits on.
@@ -184,10 +209,10 @@ func (g *groupCoordinator) startRead(ctx actor.Context, r *groupRead, shards []u
 		return g.claimRead(ctx, r, recs, used, gone)
 	}
 	g.readSeq++
-	id, token := g.readSeq, g.token
+	id, token, remote := g.readSeq, g.token, g.cfg.Remote
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	if !g.cfg.Goroutines.Go(func() {
-		recs, used, gone, last, err := readPicks(h.Log, h, picks, budget, maxRanges)
+		recs, used, gone, last, err := readPicks(shardReader{h: h, remote: remote}, h, picks, budget, maxRanges)
 		root.Send(self, &picksRead{token: token, id: id, recs: recs, used: used, gone: gone, last: last, err: err})
 	}) {
 		return false // the node is stopping

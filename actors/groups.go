@@ -33,6 +33,9 @@ type GroupsConfig struct {
 	// Goroutines starts the registry's and the coordinators' storage reads
 	// (nil: untracked).
 	Goroutines *Goroutines
+	// Remote reads the shards of cluster streams this node holds no
+	// replica of (nil: a single node).
+	Remote *RemoteShards
 	// CoordinatorProps, if set, wraps coordinator props (tests add
 	// middleware).
 	CoordinatorProps func(*actor.Props) *actor.Props
@@ -248,7 +251,7 @@ func (e *groupEntry) holdIfDelete(m groupAddressed) {
 func (r *groups) spawn(ctx actor.Context, h *StreamHandle, group string) *actor.PID {
 	props := NewGroupCoordinatorProps(GroupCoordinatorConfig{Stream: h, Group: group, Writer: r.cfg.Writer, Cluster: groupsClustered(h),
 		Limits: r.cfg.Limits, Secret: r.cfg.Secret, MaxFrameBytes: r.cfg.MaxFrameBytes, Now: r.cfg.Now,
-		AfterFunc: r.cfg.AfterFunc, Stats: r.cfg.Stats, Goroutines: r.cfg.Goroutines})
+		AfterFunc: r.cfg.AfterFunc, Stats: r.cfg.Stats, Goroutines: r.cfg.Goroutines, Remote: r.cfg.Remote})
 	if r.cfg.CoordinatorProps != nil {
 		props = r.cfg.CoordinatorProps(props)
 	}

@@ -27,6 +27,8 @@ type RaftRouter struct {
 	undelivered atomic.Uint64
 	// alive are the peers whose links heard from them lately.
 	alive map[uint64]bool
+	// fetches are the pages goroutines wait for (Fetch), by token.
+	fetches fetchWaiters
 }
 
 // NewRaftRouter makes the router of node self in a cluster of nodes.
@@ -130,6 +132,9 @@ type ShardInbound struct {
 // DeliverShard routes a Shard frame from peer from (a link's
 // DeliverShard).
 func (r *RaftRouter) DeliverShard(from uint64, m peerwire.ShardMessage) {
+	if m.Page != nil && r.fetches.deliver(m.Page) {
+		return
+	}
 	r.mu.RLock()
 	pid := r.groups[m.Group()]
 	r.mu.RUnlock()

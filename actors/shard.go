@@ -146,6 +146,12 @@ type shard struct {
 	// handingOff once its node asked it to hand leadership over for good
 	// (shard_handoff.go).
 	removed, handingOff bool
+	// A stub's view of its replicas' tail (shard_remote.go): a question is
+	// out (remotePolling), the timer of the next (remoteTimer), and which
+	// replica to ask (remoteAttempt, turning on a failure).
+	remotePolling bool
+	remoteTimer   func() bool
+	remoteAttempt int
 }
 
 type stashed struct {
@@ -225,6 +231,10 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.onHandOff(ctx)
 	case *GroupStateWrite:
 		s.onGroupStateWrite(ctx, m)
+	case *remoteTailRead:
+		s.onRemoteTailRead(ctx, m)
+	case *remoteTailPoll:
+		s.onRemoteTailPoll(ctx)
 	case *proposalsExpired:
 		if s.replica != nil {
 			s.onProposalsExpired(ctx)
@@ -604,6 +614,7 @@ func (s *shard) onWatchTail(ctx actor.Context, from *actor.PID, m *WatchTail) {
 		s.watchers = map[string]tailWatcher{}
 	}
 	s.watchers[from.Id] = tailWatcher{pid: from, after: m.After}
+	s.pollRemoteTail(ctx) // a stub learns the tail from a replica
 }
 
 type tailWatcher struct {
@@ -901,6 +912,9 @@ func (s *shard) pump(ctx actor.Context, sub *subState) {
 // outcome is unknown and its subscriptions to subscribe again.
 func (s *shard) onRestarting(ctx actor.Context) {
 	defer s.releaseRing()
+	if s.remoteTimer != nil {
+		s.remoteTimer()
+	}
 	if s.tombstoneTimer != nil {
 		s.tombstoneTimer.Stop() // the new instance arms its own
 	}
@@ -939,6 +953,9 @@ func (s *shard) releaseRing() {
 // its mailbox when it is stopped are dropped).
 func (s *shard) onStopping(ctx actor.Context) {
 	defer s.releaseRing()
+	if s.remoteTimer != nil {
+		s.remoteTimer()
+	}
 	if s.tombstoneTimer != nil {
 		s.tombstoneTimer.Stop()
 	}

@@ -144,6 +144,7 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 		return
 	}
 	s.replica = r
+	s.publishRemote(nil) // its records are here
 	s.members0 = confMembers(r.core.conf)
 	if d.StaleFrom > 0 {
 		var dels []storage.MetaPut

@@ -107,6 +107,7 @@ func (s *shard) reconcileHosting(ctx actor.Context) {
 			pref = target[0]
 		}
 		p.Leader.Store(pref)
+		s.publishRemote(target)
 	}
 	switch {
 	case wanted && !rc.hosted():

@@ -196,11 +196,13 @@ func (s *shard) continueInstall(ctx actor.Context) {
 	if in == nil || !in.marked || in.fetching || in.finishToken != 0 || len(s.core.pending) > 0 || s.failed != nil {
 		return
 	}
+	if s.installsGroupState() && !in.groups.done {
+		// The group state first: the shard's tail, which readers see,
+		// then reaches the snapshot's only as the install ends.
+		s.continueGroupState(ctx)
+		return
+	}
 	if in.next >= in.data.tail {
-		if s.installsGroupState() && !in.groups.done {
-			s.continueGroupState(ctx)
-			return
-		}
 		s.finishInstall(ctx)
 		return
 	}

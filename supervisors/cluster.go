@@ -89,6 +89,15 @@ func relayQUIC(election time.Duration) *quic.Config {
 	}
 }
 
+// remoteShards reads, for the group coordinators, the shards this node
+// holds no replica of (nil for a single node).
+func (n *Node) remoteShards() *actors.RemoteShards {
+	if n.cluster == nil {
+		return nil
+	}
+	return &actors.RemoteShards{Router: n.cluster.router}
+}
+
 // groupRelay is the dialler of this node's group relays (nil for a
 // single node): the relays reach a peer's cluster listener, under the peer
 // TLS, with peerwire.RelayALPN.

@@ -351,6 +351,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 			Stats:            n.stats,
 			CoordinatorProps: opts.CoordinatorProps,
 			Goroutines:       n.goroutines,
+			Remote:           n.remoteShards(),
 		},
 		wrapCatalog: opts.CatalogProps,
 		wrapWriter:  opts.WriterProps,

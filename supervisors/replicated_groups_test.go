@@ -349,9 +349,7 @@ func TestReplicatedGroupStateComesWithASnapshot(t *testing.T) {
 	})
 	n := tc.start(down)
 	tc.describeAll(name, "the restarted replica caught up", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 360 })
-	if got := n.stats.RaftSnapshotsInstalled.Load(); got == 0 {
-		t.Fatalf("node %d caught up without installing a snapshot", down)
-	}
+	waitInstalled(t, n, down)
 	consumeGroup(t, ctx, c, name, "kept", 10) // a group write after the install
 	var applied uint64
 	d := tc.describeAll(name, "every replica applied the same", func(_ uint64, d StreamDescription) bool {
@@ -372,6 +370,118 @@ func TestReplicatedGroupStateComesWithASnapshot(t *testing.T) {
 	for k := range got {
 		if strings.Contains(k, "gone") {
 			t.Fatalf("node %d kept key %q of the deleted group", down, k)
+		}
+	}
+}
+
+// A group's coordinator runs on the leader of its stream's shard 0, which
+// need not hold every shard (two replicas on three nodes): it learns the
+// other shards' tails from their replicas and reads their records there,
+// so a push member and a poller still get every record of every shard.
+func TestReplicatedGroupReadsShardsItsCoordinatorDoesNotHold(t *testing.T) {
+	tc := newTestCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cc := tc.dialCluster(ctx)
+	const shards = 4
+	var name client.StreamName
+	var coord uint64
+	var remote []uint32
+	for i := 0; len(remote) == 0; i++ {
+		if i == 6 {
+			t.Fatal("six streams of two replicas each had every shard on shard 0's leader")
+		}
+		name = client.StreamName{Tenant: "default", Namespace: "default", Stream: fmt.Sprintf("spread-%d", i)}
+		if _, err := cc.CreateStream(ctx, name, client.StreamConfig{Shards: shards, Durable: true, Replicas: 2}); err != nil {
+			t.Fatal(err)
+		}
+		// Shard 0's leader, as its replicas see it once it is the
+		// preferred one (the nodes without a replica know no leader).
+		coord = 0
+		d := tc.describeAll(name, "shard 0's preferred leader", func(id uint64, d StreamDescription) bool {
+			s0 := d.Shard[0]
+			if !slices.Contains(s0.Replicas, id) {
+				return true
+			}
+			if s0.Leader == 0 || s0.Leader != s0.Preferred || (coord != 0 && coord != s0.Leader) {
+				return false
+			}
+			coord = s0.Leader
+			return true
+		})[coord]
+		for _, s := range d.Shard {
+			if !slices.Contains(s.Replicas, coord) {
+				remote = append(remote, s.Shard)
+			}
+		}
+	}
+	t.Logf("node %d coordinates %s and holds no replica of shards %v", coord, name, remote)
+	p := cc.NewProducer(name, 8)
+	published := map[[2]uint64]bool{}
+	for i := range 200 {
+		ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)}, client.WithKey(fmt.Appendf(nil, "k%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		published[[2]uint64{uint64(ack.Shard), ack.Offset}] = true
+	}
+	ledger := newGroupLedger()
+	c := tc.dial(coord)
+	m, err := c.Group(name, "all").Subscribe(ctx, client.WithMember("m"), client.WithWindow(30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	done := make(chan error, 1)
+	mctx, mcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer mcancel()
+	go func() {
+		for len(ledger.missing(published)) > 0 {
+			d, err := m.Next(mctx)
+			if err != nil {
+				done <- err
+				return
+			}
+			if err := m.Ack(ctx, d); err != nil {
+				done <- err
+				return
+			}
+			ledger.acked(d.Records)
+		}
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("member: %v (missing %v)", err, ledger.missing(published))
+	}
+	// The poller's group, on a shard held elsewhere, with a record
+	// published after the poll began to wait (the stub's watch).
+	g := c.Group(name, "pull")
+	waited := make(chan []client.GroupRecord, 1)
+	go func() {
+		var got []client.GroupRecord
+		for len(got) < len(published)/shards/4 && ctx.Err() == nil {
+			recs, err := g.Poll(ctx, remote[0], 100, 2*time.Second)
+			if err != nil {
+				break
+			}
+			if _, err := g.Ack(ctx, recs...); err != nil {
+				break
+			}
+			got = append(got, recs...)
+		}
+		waited <- got
+	}()
+	got := <-waited
+	if len(got) == 0 {
+		t.Fatalf("a poll of shard %d (held on other nodes) got nothing", remote[0])
+	}
+	info, err := c.Group(name, "all").Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range info.Shards {
+		if s.Committed != s.Tail || (slices.Contains(remote, s.Shard) && s.Tail == 0) {
+			t.Fatalf("shard %d: committed %d of tail %d", s.Shard, s.Committed, s.Tail)
 		}
 	}
 }

@@ -591,9 +591,7 @@ func TestReplicatedFollowerCatchesUpFromASnapshot(t *testing.T) {
 	})
 	n := tc.start(down)
 	tc.describeAll(name, "440 records everywhere", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 440 })
-	if got := n.stats.RaftSnapshotsInstalled.Load(); got == 0 {
-		t.Fatalf("node %d caught up without installing a snapshot", down)
-	}
+	waitInstalled(t, n, down)
 	checkRecords(t, ctx, tc.dial(down), name, 0, 440)
 	publish(440, 20)
 	tc.describeAll(name, "460 records everywhere", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 460 })
@@ -689,9 +687,7 @@ func TestReplicatedSnapshotInstallResumesAfterARestart(t *testing.T) {
 	slow.Store(false)
 	n = tc.start(down)
 	tc.describeAll(name, "every record everywhere", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == total })
-	if got := n.stats.RaftSnapshotsInstalled.Load(); got == 0 {
-		t.Fatalf("node %d did not finish the install", down)
-	}
+	waitInstalled(t, n, down)
 	c := tc.dial(down)
 	next := uint64(0)
 	for next < total {
@@ -847,5 +843,17 @@ func publishRecords(t *testing.T, ctx context.Context, p *client.ClusterProducer
 		if ack, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "r%d", i)}); err != nil || ack.Offset != uint64(i) {
 			t.Fatalf("publish %d: %+v, %v", i, ack, err)
 		}
+	}
+}
+
+// waitInstalled waits until node n (id) counts an installed snapshot: its
+// last write follows the pages that bring the shard's tail.
+func waitInstalled(t *testing.T, n *Node, id uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); n.stats.RaftSnapshotsInstalled.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d caught up without installing a snapshot", id)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

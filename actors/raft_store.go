@@ -217,3 +217,9 @@ func loadRaftDurable(log storage.Log, shard storage.ShardKey) (raftDurable, erro
 	}
 	return d, nil
 }
+
+// ShardAppliedKey is the metadata key a replicated shard stores its
+// applied raft index and tail under (16 bytes: index u64, tail u64), written
+// with every batch it applies: its tail is the shard log's tail once the
+// commit that wrote it is durable. Tests check a replica's storage with it.
+func ShardAppliedKey(shard storage.ShardKey) []byte { return raftAppliedKey(shard) }

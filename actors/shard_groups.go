@@ -23,11 +23,13 @@ import (
 // and what a single node's coordinator writes through the storage writer
 // (cursors, settled offsets, attempts, dead letters, the membership
 // generation) it proposes to shard 0 instead (GroupStateWrite). The entry
-// takes no offset. Every replica of shard 0 writes its puts together with
-// the applied index, as it writes a publish's batch, so every replica holds
-// the same group state at the same index, and the leader answers the
-// coordinator once its own write is durable: after a quorum made the entry
-// durable and the leader applied it. A new leader's coordinator loads the
+// takes no offset. Every replica of shard 0 writes its puts when it
+// applies it, so every replica holds the same group state at the same
+// index, and the leader answers the coordinator once its own write is
+// durable: after a quorum made the entry durable and the leader applied
+// it. A replica that crashes applies again every entry above the index its
+// last batch stored, these among them: each puts or deletes whole keys, in
+// order, and ends where it did. A new leader's coordinator loads the
 // group's state from its own storage after an empty GroupStateWrite (a
 // barrier) applied: every entry an earlier leader committed applied before
 // it, so a failover never moves a committed cursor back and never skips a
@@ -211,9 +213,13 @@ func (s *shard) applyGroupState(ctx actor.Context, e *pb.Entry) error {
 	} else {
 		delete(s.proposals, g.Proposal)
 	}
-	puts := append(g.Puts, storage.MetaPut{Key: raftAppliedKey(s.cfg.Key),
-		Value: binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, e.GetIndex()), s.core.tail)})
-	req := &MetaWriteRequest{Puts: puts}
+	// Not with the applied index: the storage writer puts a commit's
+	// appends (each with the index of its publish) before its metadata
+	// writes, so this entry's index could be stored over a later publish's.
+	// After a crash the entries above the stored index apply again, these
+	// among them: each puts or deletes whole keys, in order, and ends where
+	// it did.
+	req := &MetaWriteRequest{Puts: g.Puts}
 	if w != nil && w.replyTo != nil {
 		req.Token = w.token
 		ctx.RequestWithCustomSender(s.cfg.Writer, req, w.replyTo)

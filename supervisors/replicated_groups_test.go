@@ -2,12 +2,14 @@ package supervisors
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -483,5 +485,98 @@ func TestReplicatedGroupReadsShardsItsCoordinatorDoesNotHold(t *testing.T) {
 		if s.Committed != s.Tail || (slices.Contains(remote, s.Shard) && s.Tail == 0) {
 			t.Fatalf("shard %d: committed %d of tail %d", s.Shard, s.Committed, s.Tail)
 		}
+	}
+}
+
+// slowCommits makes every commit of the shard log take a while, as a busy
+// disk would, so that what applies meanwhile goes into the next commit
+// together; after each commit it checks that every replicated shard the
+// commit appended to stored its applied index with its log's tail.
+type slowCommits struct {
+	storage.Log
+	bad *atomic.Int64
+}
+
+func (l slowCommits) Commit(a []storage.Append, m []storage.MetaPut) error {
+	time.Sleep(15 * time.Millisecond)
+	if err := l.Log.Commit(a, m); err != nil {
+		return err
+	}
+	for _, ap := range a {
+		v, err := l.GetMeta(actors.ShardAppliedKey(ap.Shard))
+		if err != nil || len(v) != 16 {
+			continue // not a replicated shard's, or none applied yet
+		}
+		if tail, err := l.Tail(ap.Shard); err == nil && binary.BigEndian.Uint64(v[8:]) != tail {
+			l.bad.Add(1)
+		}
+	}
+	return nil
+}
+
+// Group writes and publishes that apply side by side on shard 0 leave
+// every replica able to start again: a group-state entry's write is not
+// the shard's applied index (stored with the batches alone), or one
+// committed beside a later publish could be stored over that publish's
+// (a commit writes its appends before its metadata), and the restarted
+// replica would refuse to start on a log longer than its applied index
+// says. Slow commits make the two share commits.
+func TestReplicatedGroupWritesBesidePublishesSurviveRestarts(t *testing.T) {
+	slow := map[uint64]func(storage.Log) storage.Log{}
+	var bad atomic.Int64
+	for id := uint64(1); id <= 3; id++ {
+		slow[id] = func(l storage.Log) storage.Log { return slowCommits{Log: l, bad: &bad} }
+	}
+	tc := newTestCluster(t, slow)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cc, name := tc.replicatedStream(ctx, "mixed", 1)
+	lead := tc.leaderOf(name, 0)
+	const producers, each = 4, 60
+	var wg sync.WaitGroup
+	for i := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := cc.NewProducer(name, uint64(20+i))
+			for j := range each {
+				if _, err := p.Publish(ctx, [][]byte{fmt.Appendf(nil, "p%d-%d", i, j)}); err != nil {
+					t.Errorf("publish: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	c := tc.dial(lead)
+	for _, group := range []string{"g1", "g2", "g3"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := c.Group(name, group)
+			for n := 0; n < producers*each && ctx.Err() == nil; {
+				recs, err := g.Poll(ctx, 0, 3, 20*time.Millisecond)
+				if err != nil || len(recs) == 0 {
+					continue
+				}
+				if _, err := g.Ack(ctx, recs...); err == nil {
+					n += len(recs)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := bad.Load(); n > 0 {
+		t.Fatalf("%d commits stored a shard's applied index with a tail other than its log's", n)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		tc.stop(id)
+		tc.start(id)
+		tc.describeAll(name, fmt.Sprintf("node %d's replica running again", id), func(_ uint64, d StreamDescription) bool {
+			return d.Shard[0].Tail == producers*each && d.Shard[0].Leader != 0 && d.Shard[0].Applied > 0
+		})
+	}
+	info, err := tc.dial(tc.leaderOf(name, 0)).Group(name, "g1").Describe(ctx)
+	if err != nil || info.Shards[0].Committed != producers*each {
+		t.Fatalf("after the restarts the group committed %+v (%v), want %d", info.Shards, err, producers*each)
 	}
 }

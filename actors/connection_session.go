@@ -29,9 +29,9 @@ import (
 //     the node waits for them in Close, the actor never does.
 //   - The fields above principal are set by newConnSession, before the
 //     first goroutine starts, and never reassigned.
-//   - principal is written once by the handshake goroutine, before it
-//     starts the goroutines that read it (the go statement orders the write
-//     before their reads); the actor never reads it.
+//   - principal and features are written once by the handshake goroutine,
+//     before it starts the goroutines that read them (the go statement
+//     orders the write before their reads); the actor never reads them.
 //   - draining, welcomed and place are shared with the actor and touched
 //     only through their atomics; their comments say who writes them.
 //   - conn is shared too: quic.Conn is safe for concurrent use, and the
@@ -57,6 +57,9 @@ type connSession struct {
 	// principal is who the connection acts for, set by the handshake
 	// before any request is served and never changed after.
 	principal Principal
+	// features are the features both sides announced, set by the
+	// handshake with principal (and under the same contract).
+	features uint64
 
 	// draining is set by the actor (Drain); the goroutines read it and
 	// refuse new work.
@@ -202,6 +205,7 @@ func (cs *connSession) serve() error {
 		return refuse(werr)
 	}
 	cs.principal = principal
+	cs.features = wire.Features & hello.Features
 	// Only a connection that authenticated takes one of max_connections:
 	// ones still in their handshake cannot crowd out real clients.
 	if max := cs.cfg.MaxConnections; max > 0 {
@@ -215,7 +219,7 @@ func (cs *connSession) serve() error {
 		}
 	}
 	cs.root.Send(lane, &WriteFrame{Frame: wire.AppendWelcome(nil, f.Header.RequestID, wire.Welcome{
-		Version: wire.Version, Features: wire.Features & hello.Features, MaxFrameBytes: cs.cfg.MaxFrameBytes,
+		Version: wire.Version, Features: cs.features, MaxFrameBytes: cs.cfg.MaxFrameBytes,
 		PublishWindow: uint32(cs.cfg.PublishWindow), NodeID: cs.cfg.NodeID})})
 	// A drain that began during the handshake did not send GoAway (see
 	// onDrain): send it now, so this client finishes too. Both may send it

@@ -182,6 +182,10 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 	if !c.session().subscribeQueue {
 		o.queue = 0
 	}
+	replica, err := c.replica()
+	if err != nil {
+		return nil, err
+	}
 	shards := []uint32{o.shard}
 	if !o.oneShard {
 		info, err := c.describe(ctx, name)
@@ -213,7 +217,7 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 	resumes := new(atomic.Int64)
 	spawn := &subscriptionSpawnRequest{
 		init: &subscriptionInit{name: name, shards: starts, queue: o.queue, autoResume: o.autoResume,
-			resumes: resumes, stopped: stopped},
+			replica: replica, resumes: resumes, stopped: stopped},
 		reply: make(chan subscriptionSpawned, 1),
 	}
 	c.send(c.conn, spawn)

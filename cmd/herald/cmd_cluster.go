@@ -96,7 +96,7 @@ A node without peers answers that it is not a cluster (exit status 1).`,
 				if len(g.Lag) > 0 {
 					var parts []string
 					for _, id := range slices.Sorted(maps.Keys(g.Lag)) {
-						parts = append(parts, fmt.Sprintf("%d:%d", id, g.Lag[id]))
+						parts = append(parts, groupLagText(g, id))
 					}
 					lag = strings.Join(parts, " ")
 				}

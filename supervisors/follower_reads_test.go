@@ -175,6 +175,16 @@ func TestFollowerReads(t *testing.T) {
 	if ev, err := subOnce.Next(ctx); !errors.Is(err, client.ErrReplicaBehind) {
 		t.Fatalf("the cut-off follower's subscription: %+v, %v; want replica_behind", ev, err)
 	}
+	for {
+		b := series(scrapeSeries(t, tc.nodes[follower]), "herald_raft_group_behind", `stream="default/default/follow"`)
+		if len(b) == 1 && b[`herald_raft_group_behind{shard="0",stream="default/default/follow"}`] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cut-off follower's behind gauge: %v", b)
+		}
+		time.Sleep(20 * time.Millisecond) // the gauges follow raft's ticks
+	}
 	d, err := tc.nodes[follower].DescribeStream(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -256,5 +266,160 @@ func TestClusterSubscriptionMovesWhenItsNodeStops(t *testing.T) {
 	}
 	if sub.Moves() < 2 {
 		t.Fatalf("%d moves, want one per shard at least", sub.Moves())
+	}
+}
+
+// On a shard's leader, each replica's lag is known in records and records
+// bytes as well as in raft entries: a follower that is down lacks exactly
+// the records published meanwhile, and their bytes, in describe, in the
+// StreamInfo a client gets and in the per-group metrics; once it is back
+// and caught up, it lacks nothing.
+func TestReplicaLagInRecordsAndBytes(t *testing.T) {
+	tc := newTestCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cc, name := tc.replicatedStream(ctx, "lagging", 1)
+	publishRecords(t, ctx, cc.NewProducer(name, 4), 0, 10)
+	lead := tc.leaderOf(name, 0)
+	down := tc.followersOf(lead)[0]
+	tc.describeAll(name, "every replica caught up", func(_ uint64, d StreamDescription) bool { return d.Shard[0].Tail == 10 })
+	tc.stop(down)
+	streamLabel := `stream="default/default/lagging"`
+	bytesBefore := series(scrapeSeries(t, tc.nodes[lead]), "herald_publish_bytes_total", streamLabel)
+	p := cc.NewProducer(name, 5)
+	const batches, perBatch = 25, 3
+	for i := range batches {
+		payloads := make([][]byte, perBatch)
+		for j := range payloads {
+			payloads[j] = fmt.Appendf(nil, "record %d of batch %d, padded to a few dozen bytes", j, i)
+		}
+		if _, err := p.Publish(ctx, payloads); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bytes float64
+	for s, v := range series(scrapeSeries(t, tc.nodes[lead]), "herald_publish_bytes_total", streamLabel) {
+		bytes = v - bytesBefore[s]
+	}
+	if bytes <= 0 {
+		t.Fatalf("the leader counted %v bytes published", bytes)
+	}
+	wantRecords := uint64(batches * perBatch)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, err := tc.nodes[lead].DescribeStream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := d.Shard[0]
+		all := scrapeSeries(t, tc.nodes[lead])
+		replica := fmt.Sprintf(`replica="%d"`, down)
+		metricRecords := series(all, "herald_raft_group_lag_records", streamLabel, replica)
+		metricBytes := series(all, "herald_raft_group_lag_bytes", streamLabel, replica)
+		var problems []string
+		if s.LagRecords[down] != wantRecords || float64(s.LagBytes[down]) != bytes || s.Lag[down] < batches {
+			problems = append(problems, fmt.Sprintf("describe: lag %d entries, %d records, %d bytes; want %d+, %d, %v", s.Lag[down], s.LagRecords[down], s.LagBytes[down], batches, wantRecords, bytes))
+		}
+		for _, up := range tc.followersOf(lead) {
+			if s.LagRecords[up] != 0 || s.LagBytes[up] != 0 {
+				problems = append(problems, fmt.Sprintf("replica %d, up, lacks %d records, %d bytes", up, s.LagRecords[up], s.LagBytes[up]))
+			}
+		}
+		for _, v := range metricRecords {
+			if v != float64(wantRecords) {
+				problems = append(problems, fmt.Sprintf("metric lag_records %v", v))
+			}
+		}
+		for _, v := range metricBytes {
+			if v != bytes {
+				problems = append(problems, fmt.Sprintf("metric lag_bytes %v, want %v", v, bytes))
+			}
+		}
+		if len(metricRecords) != 1 || len(metricBytes) != 1 {
+			problems = append(problems, fmt.Sprintf("lag series: %v %v", metricRecords, metricBytes))
+		}
+		if len(problems) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(problems)
+		}
+		time.Sleep(50 * time.Millisecond) // the gauges follow raft's ticks
+	}
+	// A client that announced follower_reads gets the same from the
+	// leader's StreamInfo.
+	info, err := cc.DescribeStream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := info.Replication[0]
+	if !r.LagDetail || r.Leader != lead {
+		t.Fatalf("replication %+v: want the leader's, with lag detail", r)
+	}
+	for _, rs := range r.Replicas {
+		if rs.Node == down && (rs.LagRecords != wantRecords || float64(rs.LagBytes) != bytes) {
+			t.Fatalf("StreamInfo: replica %d lacks %d records, %d bytes; want %d, %v", down, rs.LagRecords, rs.LagBytes, wantRecords, bytes)
+		}
+	}
+	tc.start(down)
+	tc.describeAll(name, "the replica back and caught up", func(id uint64, d StreamDescription) bool {
+		s := d.Shard[0]
+		return s.Tail == 10+wantRecords && (id != lead || (s.LagRecords[down] == 0 && s.LagBytes[down] == 0))
+	})
+}
+
+// A follower's subscriber keeps up under load from several publishers at
+// once: it gets every record once, in order, and the follower never takes
+// itself for behind (no subscription ended, no read refused).
+func TestFollowerSubscriberKeepsUpUnderLoad(t *testing.T) {
+	tc := newTestCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cc, name := tc.replicatedStream(ctx, "busy", 1)
+	lead := tc.leaderOf(name, 0)
+	follower := tc.followersOf(lead)[0]
+	sub, err := tc.dialWith(follower, client.WithoutReconnect()).Subscribe(ctx, name, client.WithStartEarliest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	const publishers, batches, perBatch = 8, 150, 16
+	errs := make(chan error, publishers)
+	for w := range publishers {
+		go func() {
+			p := cc.NewProducer(name, uint64(100+w))
+			for i := range batches {
+				payloads := make([][]byte, perBatch)
+				for j := range payloads {
+					payloads[j] = fmt.Appendf(nil, "w%d-%d-%d", w, i, j)
+				}
+				if _, err := p.Publish(ctx, payloads); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	const total = publishers * batches * perBatch
+	seen := map[string]bool{}
+	for off := range uint64(total) {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("record %d: %v", off, err)
+		}
+		if ev.Offset != off || seen[string(ev.Payload)] {
+			t.Fatalf("record %d: offset %d %q (a gap or a duplicate)", off, ev.Offset, ev.Payload)
+		}
+		seen[string(ev.Payload)] = true
+	}
+	for range publishers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := tc.nodes[follower].stats
+	if ended, refused := st.SubscriptionsEnded.Load(), st.ReplicaBehind.Load(); ended != 0 || refused != 0 {
+		t.Fatalf("the follower took itself for behind under load: %d subscriptions ended, %d refused", ended, refused)
 	}
 }

@@ -61,7 +61,10 @@ type ReadPage struct {
 // stream. Read the next page from page.Next; stop when page.Next reaches end
 // or page.Tail. A start below the shard's first retained offset, or beyond
 // its tail, fails with ErrOffsetOutOfRange (whose Detail says where the
-// shard is).
+// shard is). On a replicated stream the replica WithReplica chose serves
+// the page: a follower behind its leader fails it with ErrReplicaBehind,
+// and one asked for the leader with ErrNotLeader naming it (their Detail:
+// the leader's node id).
 func (c *Client) Read(ctx context.Context, name StreamName, shard uint32, start, end uint64, opts ...ReadOption) (ReadPage, error) {
 	if err := name.Validate(); err != nil {
 		return ReadPage{}, err

@@ -176,8 +176,10 @@ func TestFollowerReads(t *testing.T) {
 		t.Fatalf("the cut-off follower's subscription: %+v, %v; want replica_behind", ev, err)
 	}
 	for {
-		b := series(scrapeSeries(t, tc.nodes[follower]), "herald_raft_group_behind", `stream="default/default/follow"`)
-		if len(b) == 1 && b[`herald_raft_group_behind{shard="0",stream="default/default/follow"}`] == 1 {
+		all := scrapeSeries(t, tc.nodes[follower])
+		b := series(all, "herald_raft_group_behind", `stream="default/default/follow"`)
+		if len(b) == 1 && b[`herald_raft_group_behind{shard="0",stream="default/default/follow"}`] == 1 &&
+			all["herald_raft_replica_behind_total"] >= 1 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -72,7 +72,7 @@ func known(v uint64) *uint64 {
 }
 
 // replicaLagText is a replica's lag as describe prints it: "?" where
-// unknown, "0", or "5 entries, 320 records, 40KiB".
+// unknown, "0", or "5 entries, 320 records, 40960 bytes".
 func replicaLagText(r client.ShardReplication, rs client.ReplicaState) string {
 	switch {
 	case rs.Lag == client.LagUnknown:
@@ -82,7 +82,7 @@ func replicaLagText(r client.ShardReplication, rs client.ReplicaState) string {
 	case rs.Lag == 0 && rs.LagRecords == 0:
 		return "0"
 	}
-	return fmt.Sprintf("%d entries, %d records, %s", rs.Lag, rs.LagRecords, formatSize(int64(min(rs.LagBytes, 1<<62))))
+	return fmt.Sprintf("%d entries, %d records, %d bytes", rs.Lag, rs.LagRecords, rs.LagBytes)
 }
 
 func replicationJSONOf(info client.StreamInfo) []shardReplicationJSON {
@@ -129,11 +129,11 @@ func writeReplicatedShards(w io.Writer, info client.StreamInfo) error {
 
 // groupLagText is one replica's lag in `herald cluster status`'s LAG
 // column: "id:entries", and the records and bytes it lacks when the node
-// gave them ("2:5/320r/40KiB").
+// gave them ("2:5/320r/40960B": entries, records, bytes).
 func groupLagText(g supervisors.GroupStatus, id uint64) string {
 	rec, ok := g.LagRecords[id]
 	if !ok || (g.Lag[id] == 0 && rec == 0) {
 		return fmt.Sprintf("%d:%d", id, g.Lag[id])
 	}
-	return fmt.Sprintf("%d:%d/%dr/%s", id, g.Lag[id], rec, formatSize(int64(min(g.LagBytes[id], 1<<62))))
+	return fmt.Sprintf("%d:%d/%dr/%dB", id, g.Lag[id], rec, g.LagBytes[id])
 }

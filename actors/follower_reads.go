@@ -16,20 +16,23 @@ import "fmt"
 //     within an election timeout (CheckQuorum), and is then a follower
 //     that knows no leader.
 //   - A follower that knows no leader (an election is under way) refuses
-//     new reads and subscriptions. Its live subscriptions go on: a leader
-//     change completes within an election timeout or two, and they go on
-//     under the new leader, unless the silence rule below ends them.
+//     new subscriptions. What may wait out the election does: a range read
+//     (its read index is asked once a leader is known) and a subscription
+//     served already (a leader change completes within an election timeout
+//     or two, and it goes on under the new leader), unless the silence
+//     rule below ends them.
 //   - A follower that has heard nothing from a leader for more than
 //     MaxSilenceTicks raft ticks (an election timeout) is cut off or has
-//     lost its leader: it refuses new reads and ends its live
-//     subscriptions. Ticks are the replica's raft clock, which stops while
-//     its group is quiet (raft_quiesce.go): a quiet group's leader told it
-//     that it holds everything committed, and the node pair's link, which
-//     beats all along, wakes it when the leader's node goes silent.
+//     lost its leader: it refuses reads and subscriptions and ends those it
+//     serves. Ticks are the replica's raft clock, which stops while its
+//     group is quiet (raft_quiesce.go): a quiet group's leader told it that
+//     it holds everything committed, and the node pair's link, which beats
+//     all along, wakes it when the leader's node goes silent. A replica
+//     that starts counts its silence from its start.
 //   - A follower whose applied index is more than MaxLagEntries raft
 //     entries behind the highest commit index its leader sent it (in
-//     appends and heartbeats, this term) is lagging: it refuses new reads
-//     and ends its live subscriptions (0: no bound).
+//     appends and heartbeats, this term) is lagging: it refuses reads and
+//     subscriptions and ends those it serves (0: no bound).
 
 // followerRule is the rule, with its two bounds.
 type followerRule struct {
@@ -48,8 +51,8 @@ type replicaView struct {
 	// Lead is the leader the replica knows (0: none, an election is under
 	// way).
 	Lead uint64
-	// Silence is how many ticks ago the replica last heard from a leader;
-	// negative when it never has (since it started).
+	// Silence is how many ticks ago the replica last heard from a leader
+	// (or started); negative when it never has.
 	Silence int
 	// Applied is the replica's applied index; LeaderCommit the highest
 	// commit index its leader sent it in the current term.
@@ -69,9 +72,10 @@ const (
 	behindLagging
 )
 
-// behind says whether a replica with view v may serve: a new read or
-// subscription (live false), or one it already serves (live true).
-func (r followerRule) behind(v replicaView, live bool) behindReason {
+// behind says whether a replica with view v may serve: a new
+// subscription (waits false), or what may wait out an election (waits
+// true): a range read, or a subscription it serves already.
+func (r followerRule) behind(v replicaView, waits bool) behindReason {
 	switch {
 	case v.Leading:
 		return behindNot
@@ -79,7 +83,7 @@ func (r followerRule) behind(v replicaView, live bool) behindReason {
 		return behindSilent
 	case r.MaxLagEntries > 0 && v.LeaderCommit > v.Applied && v.LeaderCommit-v.Applied > r.MaxLagEntries:
 		return behindLagging
-	case v.Lead == 0 && !live:
+	case v.Lead == 0 && !waits:
 		return behindNoLeader
 	}
 	return behindNot

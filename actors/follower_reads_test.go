@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -11,7 +12,7 @@ func TestFollowerRule(t *testing.T) {
 	tests := []struct {
 		name       string
 		v          replicaView
-		admit, end behindReason // for a new read or subscription; for a live subscription
+		admit, end behindReason // for a new subscription; for a range read or a subscription served already
 	}{
 		{"leader", replicaView{Leading: true, Lead: 1, Silence: -1, Applied: 5, LeaderCommit: 5000}, behindNot, behindNot},
 		{"fresh follower", replicaView{Lead: 1, Silence: 1, Applied: 50, LeaderCommit: 52}, behindNot, behindNot},
@@ -29,10 +30,10 @@ func TestFollowerRule(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := rule.behind(tc.v, false); got != tc.admit {
-				t.Errorf("new request: %d (%s), want %d", got, rule.describe(got, tc.v, "100ms"), tc.admit)
+				t.Errorf("new subscription: %d (%s), want %d", got, rule.describe(got, tc.v, "100ms"), tc.admit)
 			}
 			if got := rule.behind(tc.v, true); got != tc.end {
-				t.Errorf("live subscription: %d (%s), want %d", got, rule.describe(got, tc.v, "100ms"), tc.end)
+				t.Errorf("a read, or a subscription served: %d (%s), want %d", got, rule.describe(got, tc.v, "100ms"), tc.end)
 			}
 		})
 	}
@@ -53,27 +54,34 @@ func TestFollowerRule(t *testing.T) {
 }
 
 // TestApplyMarks checks the marks against a model that remembers every
-// batch: the lag in records and bytes at any raft index the marks cover is
-// exact, and below the first mark held it is the lag from there (at least
-// what is shown).
+// batch: the lag in records and bytes at a raft index the marks cover is
+// exact while they were never thinned, and never less than the true lag
+// once they were; below the first mark held it is never more.
 func TestApplyMarks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	type batch struct{ index, records, bytes uint64 }
-	for run := range 20 {
-		t.Run(fmt.Sprint(run), func(t *testing.T) {
-			var a applyMarks
+	for run := range 40 {
+		// Even runs never reach the limit; odd ones thin their marks.
+		limit := 0
+		if run%2 == 1 {
+			limit = 16 + rng.IntN(48)
+		}
+		t.Run(fmt.Sprintf("%d limit %d", run, limit), func(t *testing.T) {
+			a := applyMarks{limit: limit}
 			start, tail := uint64(1+rng.IntN(50)), uint64(rng.IntN(1000))
 			a.reset(start, tail)
 			var model []batch
 			index := start
-			checked := 0
+			checked, thinned := 0, false
 			for step := range 3000 {
 				switch r := rng.IntN(10); {
 				case r < 6: // a batch applies (after entries that take no offset)
 					index += 1 + uint64(rng.IntN(3))
 					b := batch{index: index, records: 1 + uint64(rng.IntN(64)), bytes: 1 + uint64(rng.IntN(4096))}
 					tail += b.records
+					n := len(a.marks)
 					a.add(b.index, tail, int(b.bytes))
+					thinned = thinned || len(a.marks) <= n
 					model = append(model, b)
 				case r < 8: // a trim to some replica's match
 					least := start + uint64(rng.IntN(int(index-start)+1))
@@ -98,23 +106,28 @@ func TestApplyMarks(t *testing.T) {
 						}
 					}
 					gotRec, gotBytes := a.lag(match)
-					_, exact := a.at(match)
-					if exact && (gotRec != wantRec || gotBytes != wantBytes) {
+					_, covered := a.at(match)
+					switch {
+					case covered && !thinned && (gotRec != wantRec || gotBytes != wantBytes):
 						t.Fatalf("step %d: lag at %d = %d records %d bytes, want %d and %d", step, match, gotRec, gotBytes, wantRec, wantBytes)
+					case covered && (gotRec < wantRec || gotBytes < wantBytes):
+						t.Fatalf("step %d: lag at %d = %d records %d bytes, less than %d and %d", step, match, gotRec, gotBytes, wantRec, wantBytes)
+					case !covered && (gotRec > wantRec || gotBytes > wantBytes):
+						t.Fatalf("step %d: lag below the marks at %d = %d records %d bytes, more than %d and %d", step, match, gotRec, gotBytes, wantRec, wantBytes)
 					}
-					if !exact && (gotRec > wantRec || gotBytes > wantBytes) {
-						t.Fatalf("step %d: inexact lag at %d = %d records %d bytes, more than %d and %d", step, match, gotRec, gotBytes, wantRec, wantBytes)
-					}
-					if exact {
+					if covered {
 						checked++
 					}
 				}
-				if len(a.marks) > maxMarks {
-					t.Fatalf("step %d: %d marks", step, len(a.marks))
+				if len(a.marks) > cmp.Or(limit, maxMarks) {
+					t.Fatalf("step %d: %d marks, limit %d", step, len(a.marks), limit)
 				}
 			}
 			if checked == 0 {
-				t.Fatal("no exact lag was checked")
+				t.Fatal("no covered lag was checked")
+			}
+			if limit > 0 && !thinned {
+				t.Fatal("the marks were never thinned")
 			}
 			// A replica holding everything lacks nothing.
 			if r, b := a.lag(index); r != 0 || b != 0 {
@@ -122,21 +135,22 @@ func TestApplyMarks(t *testing.T) {
 			}
 		})
 	}
-	// The cap: a replica that holds nothing of what was applied since the
-	// marks began is counted from the oldest mark kept.
+	// Past the limit the marks are thinned, not dropped: a replica that
+	// holds nothing of what was applied since they began is still counted
+	// in full.
 	var a applyMarks
 	a.reset(10, 0)
-	for i := range uint64(maxMarks + 100) {
+	for i := range uint64(3 * maxMarks) {
 		a.add(11+i, i+1, 1)
 	}
-	if len(a.marks) != maxMarks {
-		t.Fatalf("%d marks held, want %d", len(a.marks), maxMarks)
+	if len(a.marks) > maxMarks {
+		t.Fatalf("%d marks held, limit %d", len(a.marks), maxMarks)
 	}
-	if r, _ := a.lag(10); r != maxMarks {
-		t.Fatalf("lag below the marks: %d records, want the %d held", r, maxMarks)
+	if r, b := a.lag(10); r != 3*maxMarks || b != 3*maxMarks {
+		t.Fatalf("lag from the start: %d records %d bytes, want %d", r, b, 3*maxMarks)
 	}
-	if _, exact := a.at(10); exact {
-		t.Fatal("a lag below the marks held is exact")
+	if r, _ := a.lag(10 + 3*maxMarks - 5); r != 5 {
+		t.Fatalf("lag of the newest 5 batches: %d", r)
 	}
 	// A reset (a snapshot installed) starts afresh and keeps the bytes total.
 	total := a.last().bytes

@@ -813,7 +813,7 @@ func (s *shard) onSubscribe(ctx actor.Context, from *actor.PID, m *SubscribeShar
 	if from == nil {
 		return
 	}
-	if werr := s.refuseNew(m.Replica); werr != nil {
+	if werr := s.refuseNew(m.Replica, false); werr != nil {
 		ctx.Send(from, &SubscribeShardResponse{Err: werr, Tail: s.core.committed})
 		return
 	}

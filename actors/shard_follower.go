@@ -7,6 +7,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
 
+	"github.com/heraldmq/herald/net/peerwire"
 	"github.com/heraldmq/herald/net/wire"
 )
 
@@ -33,6 +34,8 @@ type followerState struct {
 	// marks are the batches applied lately, for the replicas' lag in
 	// records and bytes (shard_lag.go).
 	marks applyMarks
+	// nudgedAt is the tick this follower last asked its leader to wake.
+	nudgedAt int
 }
 
 // ReplicaLag is one replica's lag behind its shard's leader, as the leader
@@ -41,8 +44,9 @@ type ReplicaLag struct {
 	// Entries is how many raft entries the replica's log is behind the
 	// leader's commit index; Records and Bytes how many records, and
 	// records bytes, the leader applied to the shard log that the
-	// replica's log does not hold (at least that many when it is behind
-	// every batch the leader still remembers: shard_lag.go).
+	// replica's log does not hold (read off the leader's apply marks,
+	// shard_lag.go: exact for a replica a few batches behind, coarser for
+	// one far behind).
 	Entries, Records, Bytes uint64
 }
 
@@ -50,7 +54,9 @@ type ReplicaLag struct {
 // starts: its marks begin at what the shard applied.
 func (s *shard) startFollowerReads(r *raftReplica) {
 	r.onLeaderMsg = s.onLeaderMsg
-	s.follow = followerState{}
+	// Its silence counts from its start: a follower that starts hears its
+	// leader's heartbeat (or elects one) within an election timeout.
+	s.follow = followerState{heardAt: s.ticks, heard: true, nudgedAt: s.ticks}
 	s.follow.marks.reset(r.applied, s.core.tail)
 }
 
@@ -87,9 +93,10 @@ func (s *shard) replicaView() replicaView {
 }
 
 // refuseRead says why this replica may not serve a read or subscription
-// that asks for replica (nil: it may); live is set for one it serves
-// already. A shard that is not replicated serves everything.
-func (s *shard) refuseRead(replica wire.Replica, live bool) *wire.Error {
+// that asks for replica (nil: it may); waits is set for what may wait out
+// an election (a range read, a subscription served already). A shard that
+// is not replicated serves everything.
+func (s *shard) refuseRead(replica wire.Replica, waits bool) *wire.Error {
 	rc := s.cfg.Raft
 	switch {
 	case rc == nil:
@@ -117,7 +124,7 @@ func (s *shard) refuseRead(replica wire.Replica, live bool) *wire.Error {
 	}
 	v := s.replicaView()
 	rule := s.followerRule()
-	why := rule.behind(v, live)
+	why := rule.behind(v, waits)
 	if why == behindNot {
 		return nil
 	}
@@ -128,8 +135,8 @@ func (s *shard) refuseRead(replica wire.Replica, live bool) *wire.Error {
 
 // refuseNew is refuseRead for a new read or subscription, counted when
 // it is refused as replica_behind.
-func (s *shard) refuseNew(replica wire.Replica) *wire.Error {
-	werr := s.refuseRead(replica, false)
+func (s *shard) refuseNew(replica wire.Replica, waits bool) *wire.Error {
+	werr := s.refuseRead(replica, waits)
 	if werr != nil && werr.Code == wire.CodeReplicaBehind {
 		s.cfg.Stats.add(&s.cfg.Stats.ReplicaBehind, 1)
 	}
@@ -144,10 +151,12 @@ func (s *shard) checkServing(ctx actor.Context) {
 	if s.replica == nil || s.core == nil || s.cfg.Raft == nil {
 		return
 	}
-	if s.replica.status().RaftState == raft.StateLeader {
+	if st := s.replica.status(); st.RaftState == raft.StateLeader {
 		// A leader hears itself: once it steps down (a handover, or cut
 		// off from its quorum), its silence counts from when it last led.
 		s.follow.heardAt, s.follow.heard = s.ticks, true
+	} else {
+		s.nudgeLeader(ctx, st.Lead)
 	}
 	var refusal [2]*wire.Error
 	var checked [2]bool
@@ -178,6 +187,25 @@ func (s *shard) checkServing(ctx actor.Context) {
 			resp.Err = werr
 			ctx.Send(r.to, resp)
 		}
+	}
+}
+
+// nudgeLeader asks a leader this follower has not heard from for half an
+// election timeout to wake, when the node pair's link says the leader's
+// node is alive. A quiet group's follower woken for a reason of its own
+// (a publish it refuses) ticks while its leader, still quiet, sends no
+// heartbeat: without the nudge it would take that silence for a loss and
+// refuse reads (and raft would stand for election). Woken, the leader
+// heartbeats, and quiesces the group again once it is idle.
+func (s *shard) nudgeLeader(ctx actor.Context, lead uint64) {
+	rc, f := s.cfg.Raft, &s.follow
+	half := max(s.electionTicks()/2, 1)
+	if lead == 0 || lead == rc.Self || rc.Router == nil || !f.heard || s.ticks-f.heardAt < half || s.ticks-f.nudgedAt < half || !rc.Router.Alive(lead) {
+		return
+	}
+	if link := rc.Router.Link(lead); link != nil {
+		f.nudgedAt = s.ticks
+		ctx.Send(link, &PeerSendFrame{Frame: peerwire.AppendShardWake(nil, peerwire.ShardWake{Group: peerwire.Group{Stream: s.cfg.Key.Stream, Shard: s.cfg.Key.Shard}})})
 	}
 }
 

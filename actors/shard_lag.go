@@ -1,6 +1,9 @@
 package actors
 
-import "sort"
+import (
+	"cmp"
+	"sort"
+)
 
 // Replication lag in records and bytes. raft's progress says, on the
 // leader, which raft index each replica's log holds (Match); what that
@@ -16,17 +19,20 @@ import "sort"
 // The marks are bounded. On the leader they are trimmed, on each raft
 // tick, to the least Match of its replicas (marks below it are needed by
 // no one); a follower keeps its last followerMarks, for the replicas it may
-// come to lead; and nobody keeps more than maxMarks. A replica behind the
-// first mark held (it was behind before this replica started, or before
-// the marks it had to drop) is counted from the first mark: its lag in
-// records and bytes is then at least what is shown, and its lag in
-// entries, which raft knows exactly, says how far behind it is.
+// come to lead. Nobody keeps more than maxMarks: past it, every other mark
+// of the older half is dropped (thinned), so that a replica down for long
+// is still covered, at a coarser grain: its lag is then at most a few
+// batches more than it is, never less. A replica behind the first mark
+// (it was behind before this replica started or installed a snapshot, or
+// before a follower dropped its oldest marks) is counted from there: its
+// lag in records and bytes is then at least what is shown. Either way its
+// lag in entries, which raft knows exactly, says how far behind it is.
 
 const (
 	// followerMarks is how many marks a follower keeps.
 	followerMarks = 256
-	// maxMarks is how many marks anyone keeps.
-	maxMarks = 16384
+	// maxMarks is how many marks anyone keeps (48 KiB).
+	maxMarks = 2048
 )
 
 // applyMark is the shard after the batch applied at raft index index: its
@@ -41,8 +47,11 @@ type applyMarks struct {
 	// base is the shard before the first mark (at the index the replica
 	// started at, installed a snapshot at, or the last mark dropped).
 	base applyMark
-	// marks are the batches applied since base, in index order.
+	// marks are the batches applied since base, in index order (thinned
+	// where there were more than limit).
 	marks []applyMark
+	// limit bounds the marks (0: maxMarks).
+	limit int
 }
 
 // reset starts the marks afresh at index, with the shard's tail there.
@@ -63,14 +72,26 @@ func (a *applyMarks) last() applyMark {
 // which the shard's tail is tail.
 func (a *applyMarks) add(index, tail uint64, size int) {
 	a.marks = append(a.marks, applyMark{index: index, tail: tail, bytes: a.last().bytes + uint64(size)})
-	if len(a.marks) > maxMarks {
-		a.drop(len(a.marks) - maxMarks)
+	if limit := cmp.Or(a.limit, maxMarks); len(a.marks) > limit {
+		a.thin()
 	}
 }
 
-// at is the shard after every batch applied at or below index; exact is
-// false when index is below the first mark held (at is then the base).
-func (a *applyMarks) at(index uint64) (m applyMark, exact bool) {
+// thin drops every other mark of the older half, the first kept.
+func (a *applyMarks) thin() {
+	half := len(a.marks) / 2
+	kept := a.marks[:0]
+	for i := 0; i < half; i += 2 {
+		kept = append(kept, a.marks[i])
+	}
+	a.marks = append(kept, a.marks[half:]...)
+}
+
+// at is the shard after the last batch held applied at or below index;
+// covered is false when index is below the first mark held (at is then
+// the base). Where the marks were thinned, at may be before the batches
+// up to index: the lag it gives is then somewhat more than the true one.
+func (a *applyMarks) at(index uint64) (m applyMark, covered bool) {
 	i := sort.Search(len(a.marks), func(i int) bool { return a.marks[i].index > index })
 	if i > 0 {
 		return a.marks[i-1], true
@@ -88,7 +109,7 @@ func (a *applyMarks) lag(match uint64) (records, bytes uint64) {
 
 // trim drops the marks no replica needs: those a replica whose log holds
 // the entries up to least would not look at, keeping at most keep (keep
-// <= 0: no bound but maxMarks).
+// <= 0: no bound but the limit, by thinning).
 func (a *applyMarks) trim(least uint64, keep int) {
 	n := sort.Search(len(a.marks), func(i int) bool { return a.marks[i].index > least })
 	if keep > 0 {

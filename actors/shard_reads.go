@@ -45,7 +45,7 @@ type tailRead struct {
 func (s *shard) linearizableInfo(ctx actor.Context, to *actor.PID, replica wire.Replica) {
 	// Not hosted here, failed, removed, installing a snapshot, not the
 	// leader asked for, or a follower behind its leader.
-	if werr := s.refuseNew(replica); werr != nil {
+	if werr := s.refuseNew(replica, true); werr != nil {
 		resp := s.info()
 		resp.Err = werr
 		ctx.Send(to, resp)

@@ -26,8 +26,9 @@ type RaftGauges struct {
 	// LeaderChanges the changes of leader it saw.
 	SnapshotsSent, LeaderChanges atomic.Uint64
 	// Behind is 1 while this replica, a follower, is behind its leader by
-	// the follower-read rule (follower_reads.go): it refuses reads and
-	// subscriptions as replica_behind.
+	// the follower-read rule (follower_reads.go: silent, lagging, or
+	// installing a snapshot): it refuses reads and subscriptions as
+	// replica_behind. An election alone does not set it.
 	Behind atomic.Int64
 }
 
@@ -77,7 +78,7 @@ func (s *shard) publishRaft() {
 	g.Applied.Store(s.replica.applied)
 	g.Leader.Store(st.Lead)
 	behind := int64(0)
-	if s.followerRule().behind(s.replicaView(), false) != behindNot || s.install != nil {
+	if s.followerRule().behind(s.replicaView(), true) != behindNot || s.install != nil {
 		behind = 1
 	}
 	g.Behind.Store(behind)

@@ -425,3 +425,42 @@ func TestFollowerSubscriberKeepsUpUnderLoad(t *testing.T) {
 		t.Fatalf("the follower took itself for behind under load: %d subscriptions ended, %d refused", ended, refused)
 	}
 }
+
+// A quiet group's follower that wakes for a reason of its own (a publish
+// it refuses, sent to it by mistake) does not take its quiet leader's
+// silence for a loss: it asks the leader to wake, hears its heartbeats,
+// and keeps serving its subscribers; the group then goes quiet again.
+func TestQuietFollowerWokenAloneStaysFresh(t *testing.T) {
+	tc := newTestCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cc, name := tc.replicatedStream(ctx, "calm", 1)
+	publishRecords(t, ctx, cc.NewProducer(name, 2), 0, 5)
+	lead := tc.leaderOf(name, 0)
+	follower := tc.followersOf(lead)[0]
+	sub, err := tc.dialWith(follower, client.WithoutReconnect()).Subscribe(ctx, name, client.WithStartEarliest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	receiveInOrder(t, "the follower's subscriber", func() (client.Event, error) { return sub.Next(ctx) }, 0, 5)
+	quiet := func(what string) {
+		t.Helper()
+		tc.describeAll(name, what, func(_ uint64, d StreamDescription) bool { return d.Shard[0].Quiesced })
+	}
+	quiet("the group quiet")
+	misdirected := tc.dialWith(follower)
+	for range 5 {
+		if _, err := misdirected.Publish(ctx, name, []byte("to a follower")); !errors.Is(err, client.ErrNotLeader) {
+			t.Fatalf("a publish to a follower: %v, want not_leader", err)
+		}
+		// Three election timeouts (300 ms each) of the follower awake.
+		time.Sleep(900 * time.Millisecond)
+		if ended, refused := tc.nodes[follower].stats.SubscriptionsEnded.Load(), tc.nodes[follower].stats.ReplicaBehind.Load(); ended != 0 || refused != 0 {
+			t.Fatalf("the woken follower took itself for behind: %d subscriptions ended, %d refused", ended, refused)
+		}
+	}
+	quiet("the group quiet again")
+	publishRecords(t, ctx, cc.NewProducer(name, 3), 5, 5)
+	receiveInOrder(t, "the follower's subscriber", func() (client.Event, error) { return sub.Next(ctx) }, 5, 10)
+}

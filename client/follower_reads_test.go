@@ -221,3 +221,89 @@ func TestSubscriptionBehindWithoutReconnect(t *testing.T) {
 		t.Fatalf("Next = %v, want a *ShardError of ErrReplicaBehind", err)
 	}
 }
+
+// clusterOfTwo is two scripted nodes, ids 1 and 2, each holding orders,
+// and a ClusterClient of both (node 1 first) with opts.
+func clusterOfTwo(t *testing.T, opts ...Option) (a, b *testServer, dial func() *ClusterClient) {
+	a, b = newTestServer(t), newTestServer(t)
+	for i, srv := range []*testServer{a, b} {
+		srv.welcome.NodeID = strconv.Itoa(i + 1)
+		srv.addStream(orders, wire.StreamConfig{Shards: 1, Durable: true, Replicas: 2})
+	}
+	return a, b, func() *ClusterClient {
+		a.start()
+		b.start()
+		cc, err := DialCluster(testCtx(t), a.addr+","+b.addr, append([]Option{WithTLSConfig(a.clientTLS), WithLogger(testLogger())}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		return cc
+	}
+}
+
+// nextCluster reads offsets from..to-1 from sub, in order.
+func nextCluster(t *testing.T, sub *ClusterSubscription, from, to uint64) {
+	t.Helper()
+	ctx := testCtx(t)
+	for want := from; want < to; want++ {
+		ev, err := sub.Next(ctx)
+		if err != nil || ev.Offset != want || string(ev.Payload) != "p"+strconv.FormatUint(want, 10) {
+			t.Fatalf("Next = %d %q, %v; want %d", ev.Offset, ev.Payload, err, want)
+		}
+	}
+}
+
+// TestClusterSubscriptionMovesOffABehindReplica: a ClusterSubscription's
+// shard that its replica ends with replica_behind moves to the other
+// node, from the offset after its last record; Close stops it.
+func TestClusterSubscriptionMovesOffABehindReplica(t *testing.T) {
+	a, b, dial := clusterOfTwo(t)
+	behindNode(t, a, func(int, wire.Subscribe) (uint64, int, bool, bool) { return 0, 3, false, true })
+	asked := make(chan wire.Subscribe, 4)
+	behindNode(t, b, func(_ int, s wire.Subscribe) (uint64, int, bool, bool) {
+		asked <- s
+		return 3, 3, false, false
+	})
+	cc := dial()
+	sub, err := cc.Subscribe(testCtx(t), orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextCluster(t, sub, 0, 6)
+	if s := <-asked; s.Start != wire.StartOffset || s.Offset != 3 || s.Replica != wire.ReplicaNearest {
+		t.Fatalf("moved with %+v, want offset 3 of the nearest replica", s)
+	}
+	if by, moves := sub.ServedBy()[0], sub.Moves(); by != 2 || moves != 1 {
+		t.Fatalf("served by node %d after %d moves, want node 2 after 1", by, moves)
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Next(testCtx(t)); !errors.Is(err, ErrSubscriptionClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+}
+
+// TestClusterSubscriptionFollowsTheLeader: asked for the leader, a
+// follower refuses naming it, and the ClusterClient subscribes there.
+func TestClusterSubscriptionFollowsTheLeader(t *testing.T) {
+	a, b, dial := clusterOfTwo(t, WithReplica(ReplicaLeader))
+	subNode(t, a, func(s wire.Subscribe) (wire.Subscribed, *wire.Error) {
+		if s.Replica != wire.ReplicaLeader {
+			t.Errorf("node 1 asked for %v", s.Replica)
+		}
+		return wire.Subscribed{}, &wire.Error{Code: wire.CodeNotLeader, Detail: 2, Message: "node 2 leads shard 0"}
+	}, func(*quic.Stream) {})
+	behindNode(t, b, func(_ int, s wire.Subscribe) (uint64, int, bool, bool) { return 0, 4, false, false })
+	cc := dial()
+	sub, err := cc.Subscribe(testCtx(t), orders, WithStartEarliest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	nextCluster(t, sub, 0, 4)
+	if by := sub.ServedBy()[0]; by != 2 {
+		t.Fatalf("served by node %d, want the leader, 2", by)
+	}
+}

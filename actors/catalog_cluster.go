@@ -41,6 +41,8 @@ type CatalogCluster struct {
 	// CompactEntries is each replicated shard's raft log compaction step
 	// (ShardRaft.CompactEntries).
 	CompactEntries uint64
+	// FollowerMaxLag is ShardRaft.FollowerMaxLag.
+	FollowerMaxLag uint64
 }
 
 // metaGroupKey names the metadata group: stream id 0 is never a stream's.
@@ -277,7 +279,7 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 	return &ShardRaft{Self: cl.Self, Replicas: reps[i], Preferred: pref[i], Bootstrap: p.bootstrap[i], Targets: p.targets,
 		Router: cl.Router, Tick: cl.Tick,
 		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout, CompactEntries: cl.CompactEntries,
-		Goroutines: c.cfg.Goroutines}
+		Goroutines: c.cfg.Goroutines, FollowerMaxLag: cl.FollowerMaxLag}
 }
 
 // placement is where a replicated stream's shards live (rendezvous

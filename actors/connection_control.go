@@ -161,7 +161,7 @@ func (cs *connSession) read(id uint64, req wire.Read) []byte {
 	}
 	// The tail a read reports is linearizable on a replicated shard: no
 	// older than the read (shard_reads.go).
-	res, err := cs.root.RequestFuture(h.Shards[req.Shard], &ShardInfoRequest{Linearizable: true}, cs.cfg.RequestTimeout).Result()
+	res, err := cs.root.RequestFuture(h.Shards[req.Shard], &ShardInfoRequest{Linearizable: true, Replica: req.Replica}, cs.cfg.RequestTimeout).Result()
 	if err != nil {
 		return wire.AppendError(nil, id, wire.Errorf(wire.CodeInternal, "shard: %v", err))
 	}
@@ -261,7 +261,7 @@ func (cs *connSession) info(h *StreamHandle) wire.StreamInfo {
 			if r, ok := res.(*ShardInfoResponse); ok {
 				info.Tails[i] = r.Tail
 				if info.Replication != nil {
-					info.Replication[i] = replicationOf(r)
+					info.Replication[i] = replicationOf(r, cs.features&wire.FeatureFollowerReads != 0)
 				}
 			}
 		}

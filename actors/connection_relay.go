@@ -601,6 +601,8 @@ func (cs *connSession) serveRelay(control *quic.Stream) error {
 		}
 		cs.principal = principal
 	}
-	cs.token = hello.Token
-	return cs.welcome(lane, control, answers, 0, wire.Features)
+	// The relaying node copies group frames only: every feature of this
+	// version is its.
+	cs.token, cs.features = hello.Token, wire.Features
+	return cs.welcome(lane, control, answers, 0)
 }

@@ -30,9 +30,9 @@ import (
 //     the node waits for them in Close, the actor never does.
 //   - The fields above principal are set by newConnSession, before the
 //     first goroutine starts, and never reassigned.
-//   - principal is written once by the handshake goroutine, before it
-//     starts the goroutines that read it (the go statement orders the write
-//     before their reads); the actor never reads it.
+//   - principal and features are written once by the handshake goroutine,
+//     before it starts the goroutines that read them (the go statement
+//     orders the write before their reads); the actor never reads them.
 //   - draining, welcomed and place are shared with the actor and touched
 //     only through their atomics; their comments say who writes them.
 //   - conn is shared too: quic.Conn is safe for concurrent use, and the
@@ -61,6 +61,9 @@ type connSession struct {
 	// pass it on to a node that does not trust the principal they state.
 	principal Principal
 	token     string
+	// features are the features both sides announced, set by the
+	// handshake with principal (and under the same contract).
+	features uint64
 
 	// relayAccept is set when the connection is another node's relay: it
 	// opens with a RelayHello, and its group requests are served here or
@@ -222,6 +225,7 @@ func (cs *connSession) serve() error {
 		return refuse(werr)
 	}
 	cs.principal, cs.token = principal, hello.Token
+	cs.features = wire.Features & hello.Features
 	// Only a connection that authenticated takes one of max_connections:
 	// ones still in their handshake cannot crowd out real clients.
 	if max := cs.cfg.MaxConnections; max > 0 {
@@ -234,14 +238,14 @@ func (cs *connSession) serve() error {
 			return cs.ctx.Err() // the actor has stopped: the connection is closed
 		}
 	}
-	return cs.welcome(lane, control, answers, f.Header.RequestID, hello.Features)
+	return cs.welcome(lane, control, answers, f.Header.RequestID)
 }
 
 // welcome answers an accepted Hello (or RelayHello) and serves the
 // connection: its control stream here, its other streams on a goroutine.
-func (cs *connSession) welcome(lane *actor.PID, control *quic.Stream, answers *AnswerMeter, reqID uint64, features uint64) error {
+func (cs *connSession) welcome(lane *actor.PID, control *quic.Stream, answers *AnswerMeter, reqID uint64) error {
 	cs.root.Send(lane, &WriteFrame{Frame: wire.AppendWelcome(nil, reqID, wire.Welcome{
-		Version: wire.Version, Features: wire.Features & features, MaxFrameBytes: cs.cfg.MaxFrameBytes,
+		Version: wire.Version, Features: cs.features, MaxFrameBytes: cs.cfg.MaxFrameBytes,
 		PublishWindow: uint32(cs.cfg.PublishWindow), NodeID: cs.cfg.NodeID})})
 	// A drain that began during the handshake did not send GoAway (see
 	// onDrain): send it now, so this client finishes too. Both may send it

@@ -55,6 +55,10 @@ type raftReplica struct {
 	// the answers to ReadIndex requests.
 	onSnapSent func()
 	onReads    func(actor.Context, []raft.ReadState)
+	// onLeaderMsg hears of each message a leader sent this replica (an
+	// append, a heartbeat, a snapshot), with its term and commit index,
+	// before it is stepped (nil: nothing; follower_reads.go).
+	onLeaderMsg func(term, commit uint64)
 	// quiet is set while the group is quiesced: raft does not tick
 	// (raft_quiesce.go). alive says whether a peer's node is heard from
 	// (nil: the group never quiesces); busy whether the owner has
@@ -191,8 +195,9 @@ func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 			return true
 		}
 		t := pm.GetType()
+		member := slices.Contains(confMembers(r.core.conf), pm.GetFrom())
 		switch {
-		case !slices.Contains(confMembers(r.core.conf), pm.GetFrom()):
+		case !member:
 			// A replica outside the configuration wakes nobody: it was
 			// removed and may not know it.
 			if r.onStranger != nil {
@@ -202,6 +207,10 @@ func (r *raftReplica) receive(ctx actor.Context, msg any) bool {
 			// Anything but the heartbeats a quiet group still answers (the
 			// last ones cross the quiesce on the wire) wakes it.
 			r.wake(ctx)
+		}
+		if r.onLeaderMsg != nil && (t == pb.MessageType_MsgApp || t == pb.MessageType_MsgHeartbeat || t == pb.MessageType_MsgSnap) &&
+			member && pm.GetTerm() >= r.core.status().GetTerm() {
+			r.onLeaderMsg(pm.GetTerm(), pm.GetCommit())
 		}
 		r.handle(ctx, r.core.step(pm))
 	case *MetaWriteResponse:

@@ -142,6 +142,8 @@ type shard struct {
 	leaving, replacing bool
 	// raftGauges are the replica's per-group metrics (nil: no replica).
 	raftGauges *RaftGauges
+	// follow is the follower-read bookkeeping (shard_follower.go).
+	follow followerState
 	// removed is set once the replica left its group (leaveGroup);
 	// handingOff once its node asked it to hand leadership over for good
 	// (shard_handoff.go).
@@ -419,7 +421,7 @@ func (s *shard) answerInfo(ctx actor.Context, to *actor.PID, m *ShardInfoRequest
 		return
 	}
 	if m.Linearizable && s.cfg.Raft != nil {
-		s.linearizableInfo(ctx, to)
+		s.linearizableInfo(ctx, to, m.Replica)
 		return
 	}
 	ctx.Send(to, s.info())
@@ -830,6 +832,10 @@ func (s *shard) onSubscribe(ctx actor.Context, from *actor.PID, m *SubscribeShar
 	if from == nil {
 		return
 	}
+	if werr := s.refuseNew(m.Replica, false); werr != nil {
+		ctx.Send(from, &SubscribeShardResponse{Err: werr, Tail: s.core.committed})
+		return
+	}
 	next, werr := s.core.resolveStart(m.Start, m.Offset)
 	if werr != nil && s.replica != nil && m.Start == wire.StartOffset && m.Offset > s.core.committed {
 		// A replica behind the one a subscription read from (it resumes
@@ -843,7 +849,7 @@ func (s *shard) onSubscribe(ctx actor.Context, from *actor.PID, m *SubscribeShar
 		return
 	}
 	sub := s.core.addSub(from, next, m.Capacity, m.MaxBytes)
-	sub.inEntries, sub.inBytes = m.InEntries, m.InBytes
+	sub.inEntries, sub.inBytes, sub.replica = m.InEntries, m.InBytes, m.Replica
 	ctx.Watch(from)
 	ctx.Send(from, &SubscribeShardResponse{Next: next, Tail: s.core.committed})
 	s.pump(ctx, sub)

@@ -96,6 +96,9 @@ type subState struct {
 	live bool
 	// skipped counts batches skipped for it by an ephemeral overflow.
 	skipped int
+	// replica is the replica the subscriber asked for (a replicated
+	// shard's; shard_follower.go).
+	replica wire.Replica
 }
 
 // fullBy says which bound a batch of size bytes would break, if any.

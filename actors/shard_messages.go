@@ -69,6 +69,18 @@ type SubscribeShardRequest struct {
 	// account there, so the window is not pushed twice.
 	InEntries int
 	InBytes   int64
+	// Replica is the replica the subscriber asked for: a replicated
+	// shard's follower refuses ReplicaLeader (not_leader), and one behind
+	// its leader refuses ReplicaNearest (replica_behind).
+	Replica wire.Replica
+}
+
+// SubscriptionEnded tells a subscription that its shard dropped it with
+// Err: its replica fell behind its leader (replica_behind), or stopped
+// leading a subscription that asked for the leader (not_leader). The
+// client resumes on another replica.
+type SubscriptionEnded struct {
+	Err *wire.Error
 }
 
 // SubscribeShardResponse answers SubscribeShardRequest.
@@ -146,6 +158,10 @@ type ShardInfoRequest struct {
 	// request: its replica confirms with the leader (raft's ReadIndex)
 	// and answers once it has stored everything committed by then.
 	Linearizable bool
+	// Replica is the replica a linearizable request must be answered by
+	// (follower_reads.go): a follower refuses ReplicaLeader, and one behind
+	// its leader ReplicaNearest.
+	Replica wire.Replica
 }
 
 // ShardInfoResponse answers ShardInfoRequest.
@@ -171,6 +187,9 @@ type ShardInfoResponse struct {
 	// Preferred is the replica that leads the shard when it is up.
 	Preferred uint64
 	Match     map[uint64]uint64
+	// LagDetail is, on the leader, each replica's lag in entries, records
+	// and bytes (nil elsewhere).
+	LagDetail map[uint64]ReplicaLag
 	// Quiesced is set while the replica's group is quiet.
 	Quiesced bool
 	// Voters and Learners are the group's raft configuration as this

@@ -66,6 +66,10 @@ type ShardRaft struct {
 	// Goroutines owns the reads that serve another replica's snapshot
 	// fetches (nil: untracked).
 	Goroutines *Goroutines
+	// FollowerMaxLag is how many raft entries a follower's applied index
+	// may be behind its leader's commit before it refuses reads as
+	// replica_behind (follower_reads.go; 0: no bound).
+	FollowerMaxLag uint64
 }
 
 // hosted reports whether this node holds a replica.
@@ -145,6 +149,7 @@ func (s *shard) startReplica(ctx actor.Context, d raftDurable) {
 	}
 	s.replica = r
 	s.publishRemote(nil) // its records are here
+	s.startFollowerReads(r)
 	s.members0 = confMembers(r.core.conf)
 	if d.StaleFrom > 0 {
 		var dels []storage.MetaPut
@@ -304,6 +309,7 @@ func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
 	}
 	b := s.core.admit(pendingPublish{batch: storage.Batch{Count: p.Count, Timestamp: p.Timestamp, Records: p.Records},
 		reqID: m.ReqID, ack: m.Ack, replyTo: m.ReplyTo, received: m.Received})
+	s.markApplied(e.GetIndex(), b.End(), len(p.Records))
 	metas := []storage.MetaPut{{Key: raftAppliedKey(s.cfg.Key), Value: binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, e.GetIndex()), b.End())}}
 	if p.Idempotent {
 		pr := s.core.admitProducer(p.ProducerID, p.Sequence, b)
@@ -344,6 +350,7 @@ func (s *shard) onSoftState(ctx actor.Context, st raft.SoftState) {
 			r.asked = false
 		}
 	}
+	s.checkServing(ctx)
 	if st.RaftState == raft.StateLeader || len(s.proposals) == 0 {
 		return
 	}
@@ -455,6 +462,8 @@ func (s *shard) onRaftTick(ctx actor.Context) {
 	s.ticks++
 	s.publishRaft()
 	s.expireReads(ctx, false, nil)
+	s.checkServing(ctx)
+	s.trimMarks()
 	s.checkRestartSnapshot(ctx)
 	s.tellRemoved(ctx)
 	s.compactLog(ctx)
@@ -616,6 +625,7 @@ func (s *shard) raftInfo(resp *ShardInfoResponse) {
 		for id, pr := range st.Progress {
 			resp.Match[id] = pr.Match
 		}
+		resp.LagDetail = s.replicaLags(st)
 	}
 }
 
@@ -632,16 +642,23 @@ func (r *ShardInfoResponse) Lags() map[uint64]uint64 {
 	return out
 }
 
-// replicationOf is a shard's raft group as its info describes it.
-func replicationOf(r *ShardInfoResponse) wire.ShardReplication {
-	out := wire.ShardReplication{Leader: r.Leader, Term: r.Term, Commit: r.RaftCommit}
+// replicationOf is a shard's raft group as its info describes it, with
+// each replica's lag in records and bytes when detail is set.
+func replicationOf(r *ShardInfoResponse, detail bool) wire.ShardReplication {
+	out := wire.ShardReplication{Leader: r.Leader, Term: r.Term, Commit: r.RaftCommit, LagDetail: detail}
 	lags := r.Lags()
 	for _, id := range r.Replicas {
-		lag := wire.LagUnknown
+		rs := wire.ReplicaState{Node: id, Lag: wire.LagUnknown, LagRecords: wire.LagUnknown, LagBytes: wire.LagUnknown}
 		if l, ok := lags[id]; ok {
-			lag = l
+			rs.Lag = l
 		}
-		out.Replicas = append(out.Replicas, wire.ReplicaState{Node: id, Lag: lag})
+		if l, ok := r.LagDetail[id]; ok && detail {
+			rs.LagRecords, rs.LagBytes = l.Records, l.Bytes
+		}
+		if !detail {
+			rs.LagRecords, rs.LagBytes = 0, 0
+		}
+		out.Replicas = append(out.Replicas, rs)
 	}
 	return out
 }

@@ -36,25 +36,19 @@ type tailRead struct {
 	// asked is set once raft was asked (with a leader known).
 	asked    bool
 	deadline time.Time
+	// replica is the replica the read asked for (shard_follower.go).
+	replica wire.Replica
 }
 
 // linearizableInfo answers a linearizable info request once the replica
 // confirmed its tail.
-func (s *shard) linearizableInfo(ctx actor.Context, to *actor.PID) {
-	refuse := func(err *wire.Error) {
+func (s *shard) linearizableInfo(ctx actor.Context, to *actor.PID, replica wire.Replica) {
+	// Not hosted here, failed, removed, installing a snapshot, not the
+	// leader asked for, or a follower behind its leader.
+	if werr := s.refuseNew(replica, true); werr != nil {
 		resp := s.info()
-		resp.Err = err
+		resp.Err = werr
 		ctx.Send(to, resp)
-	}
-	switch {
-	case !s.cfg.Raft.hosted():
-		refuse(s.notHosted())
-		return
-	case s.failed != nil:
-		refuse(storageError(s.failed))
-		return
-	case s.replica == nil:
-		refuse(s.installing())
 		return
 	}
 	if s.reads == nil {
@@ -64,7 +58,7 @@ func (s *shard) linearizableInfo(ctx actor.Context, to *actor.PID) {
 		s.nextRead = s.nextProposal ^ 0x5bd1e995 // any start distinct from an earlier instance's
 	}
 	s.nextRead++
-	s.reads[s.nextRead] = &tailRead{to: to, deadline: s.cfg.Now().Add(s.cfg.Raft.ProposalTimeout)}
+	s.reads[s.nextRead] = &tailRead{to: to, deadline: s.cfg.Now().Add(s.cfg.Raft.ProposalTimeout), replica: replica}
 	s.replica.wake(ctx) // a quiet group: its clock runs while it reads
 	s.answerReads(ctx)
 	s.afterRaft(ctx)

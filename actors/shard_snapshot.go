@@ -455,6 +455,7 @@ func (s *shard) finishInstall(ctx actor.Context) {
 	}
 	if in.live {
 		s.install = nil
+		s.follow.marks.reset(idx, in.data.tail)
 		s.replica.finishInstall(ctx, producers, after)
 		s.installed(ctx, in)
 		return

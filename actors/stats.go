@@ -42,6 +42,11 @@ type Stats struct {
 	// RaftQuiesced counts the replicated shards' replicas here that are
 	// quiesced now (idle: no ticks, no heartbeats).
 	RaftQuiesced atomic.Int64
+	// ReplicaBehind counts range reads and subscriptions the replicated
+	// shards' followers here refused as replica_behind; SubscriptionsEnded
+	// the live subscriptions they ended because their replica fell behind
+	// (or, asked of the leader, stopped leading).
+	ReplicaBehind, SubscriptionsEnded atomic.Uint64
 	// PublishedBatches, PublishedRecords and PublishedBytes count committed
 	// publishes.
 	PublishedBatches, PublishedRecords, PublishedBytes atomic.Uint64

@@ -3,6 +3,8 @@ package actors
 import (
 	"sync/atomic"
 
+	"go.etcd.io/raft/v3"
+
 	"github.com/heraldmq/herald/storage"
 )
 
@@ -17,17 +19,22 @@ type RaftGauges struct {
 	// Term, Commit and Applied are this replica's; Leader the leader it
 	// knows (0: none).
 	Term, Commit, Applied, Leader atomic.Uint64
-	// lag is, on the leader, each replica's entries behind the commit
-	// index (nil elsewhere).
-	lag atomic.Pointer[map[uint64]uint64]
+	// lag is, on the leader, each replica's lag behind the commit index
+	// in entries, records and bytes (nil elsewhere).
+	lag atomic.Pointer[map[uint64]ReplicaLag]
 	// SnapshotsSent counts the snapshots this replica sent as leader;
 	// LeaderChanges the changes of leader it saw.
 	SnapshotsSent, LeaderChanges atomic.Uint64
+	// Behind is 1 while this replica, a follower, is behind its leader by
+	// the follower-read rule (follower_reads.go: silent, lagging, or
+	// installing a snapshot): it refuses reads and subscriptions as
+	// replica_behind. An election alone does not set it.
+	Behind atomic.Int64
 }
 
-// Lag is each replica's lag in raft entries as the leader here last
-// published it (nil where this replica does not lead).
-func (g *RaftGauges) Lag() map[uint64]uint64 {
+// Lag is each replica's lag as the leader here last published it (nil
+// where this replica does not lead).
+func (g *RaftGauges) Lag() map[uint64]ReplicaLag {
 	if p := g.lag.Load(); p != nil {
 		return *p
 	}
@@ -73,13 +80,15 @@ func (s *shard) publishRaft() {
 	g.Commit.Store(st.GetCommit())
 	g.Applied.Store(s.replica.applied)
 	g.Leader.Store(st.Lead)
-	if st.Lead != s.cfg.Raft.Self {
+	behind := int64(0)
+	if s.followerRule().behind(s.replicaView(), true) != behindNot || s.install != nil {
+		behind = 1
+	}
+	g.Behind.Store(behind)
+	if st.RaftState != raft.StateLeader {
 		g.lag.Store(nil)
 		return
 	}
-	lag := make(map[uint64]uint64, len(st.Progress))
-	for id, pr := range st.Progress {
-		lag[id] = st.GetCommit() - min(pr.Match, st.GetCommit())
-	}
+	lag := s.replicaLags(st)
 	g.lag.Store(&lag)
 }

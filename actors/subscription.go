@@ -147,6 +147,8 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.onStreamGone(ctx)
 	case *SubscriptionLagged:
 		s.onLagged(ctx, m)
+	case *SubscriptionEnded:
+		s.onEnded(ctx, m)
 	case *ShardRestarted:
 		s.onShardRestarted(ctx)
 	case *actor.DeadLetterResponse:
@@ -230,7 +232,7 @@ func (s *subscription) onLookup(ctx actor.Context, m *LookupStreamResponse) {
 	}
 	ctx.Watch(s.shard)
 	ctx.Request(s.shard, &SubscribeShardRequest{Start: s.cfg.Request.Start, Offset: s.cfg.Request.Offset,
-		Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes})
+		Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes, Replica: s.cfg.Request.Replica})
 }
 
 func (s *subscription) onSubscribed(ctx actor.Context, m *SubscribeShardResponse) {
@@ -511,13 +513,21 @@ func (s *subscription) onLagged(ctx actor.Context, m *SubscriptionLagged) {
 		Message: fmt.Sprintf("the subscriber's queue overflowed; resume from offset %d", resume)})
 }
 
+// onEnded ends the subscription with the shard's error: its replica fell
+// behind its leader, or stopped leading a subscription that asked for the
+// leader. What the lane has is written first; the client resumes on
+// another replica from the offset after the last record it received.
+func (s *subscription) onEnded(ctx actor.Context, m *SubscriptionEnded) {
+	s.end(ctx, m.Err)
+}
+
 // onShardRestarted subscribes again to the shard's new instance.
 func (s *subscription) onShardRestarted(ctx actor.Context) {
 	// The new shard instance forgot us: register again from where we are.
 	// It starts the account at what we hold, so nothing is pushed twice.
 	// A history read in progress comes back with ResumeLive as usual.
 	ctx.Request(s.shard, &SubscribeShardRequest{Start: wire.StartOffset, Offset: s.next,
-		Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes, InEntries: len(s.queue), InBytes: s.queueBytes})
+		Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes, InEntries: len(s.queue), InBytes: s.queueBytes, Replica: s.cfg.Request.Replica})
 }
 
 // onDeadLetter ends the subscription: a request to the shard came back as a

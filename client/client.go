@@ -125,6 +125,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		clock:          o.clock,
 		jitter:         o.jitter,
 		dialer:         newDialer(&o, seeds),
+		replica:        o.replica,
 	}
 	sh.ids.Store(helloRequestID)
 	d, seed, err := sh.dialer.dialSeeds(ctx, sh, 0)

@@ -36,7 +36,15 @@ type ClusterClient struct {
 	leaders map[clusterShard]uint64
 	// shards caches each stream's shard count and routing.
 	shards map[wire.StreamName]StreamConfig
+	// hosts caches, per shard, a node known to hold a replica (a node
+	// without one named it in its not-leader answer): where a read or a
+	// subscription of the nearest replica goes when the first address
+	// holds none.
+	hosts  map[clusterShard]uint64
 	closed bool
+	// replica is which replica serves reads and subscriptions
+	// (WithReplica).
+	replica Replica
 }
 
 type clusterMember struct {
@@ -93,7 +101,13 @@ func DialCluster(ctx context.Context, addrs string, opts ...Option) (*ClusterCli
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "herald: dial cluster: no address given")
 	}
 	cc := &ClusterClient{addrs: list, opts: append(append([]Option{WithIdleTimeout(clusterIdleTimeout), WithDialTimeout(clusterDialTimeout)}, opts...), WithoutReconnect()),
-		members: map[string]*clusterMember{}, leaders: map[clusterShard]uint64{}, shards: map[wire.StreamName]StreamConfig{}}
+		members: map[string]*clusterMember{}, leaders: map[clusterShard]uint64{}, shards: map[wire.StreamName]StreamConfig{},
+		hosts: map[clusterShard]uint64{}}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cc.replica = o.replica
 	var errs []error
 	for _, a := range list {
 		if _, err := cc.connect(ctx, a); err != nil {
@@ -390,7 +404,7 @@ func (cc *ClusterClient) retryable(err error, m *clusterConn) bool {
 	var werr *wire.Error
 	if errors.As(err, &werr) {
 		switch werr.Code {
-		case wire.CodeNotLeader, wire.CodeShuttingDown, wire.CodeReplicationTimeout, wire.CodeStreamNotFound:
+		case wire.CodeNotLeader, wire.CodeShuttingDown, wire.CodeReplicationTimeout, wire.CodeStreamNotFound, wire.CodeReplicaBehind:
 			return true
 		}
 		return false
@@ -521,15 +535,20 @@ func (cc *ClusterClient) PublishIf(ctx context.Context, name StreamName, payload
 	}, func(err error, _ *clusterConn) bool { return refusedNotLeader(err) })
 }
 
-// Read reads a page of shard from its leader as this client last learned
-// it (see Client.Read). Every replica serves committed records only, so a
-// page never holds a record that could be lost; it may end short of the
-// newest acknowledged ones (a new leader applies what its predecessor
-// committed within moments of its election, and a stale leader view reads
-// a follower): read again from page.Next for more.
+// Read reads a page of shard (see Client.Read) from the replica
+// WithReplica chose: by default the first of the client's addresses that
+// answers and holds a replica of the shard, leader or follower, or, with
+// ReplicaLeader, the shard's leader, following not-leader answers. A
+// follower behind its leader refuses (ErrReplicaBehind) and the read goes
+// to another node. Every replica serves committed records only, and the
+// tail a page reports is linearizable: a read that starts after a publish
+// was acknowledged sees it, from any replica.
 func (cc *ClusterClient) Read(ctx context.Context, name StreamName, shard uint32, start, end uint64, opts ...ReadOption) (ReadPage, error) {
-	return retrying(ctx, cc, cc.leaderPick(ctx, clusterShard{name: name, shard: shard}), func(m *clusterConn) (ReadPage, error) {
-		return m.c.Read(ctx, name, shard, start, end, opts...)
+	k := clusterShard{name: name, shard: shard}
+	return retrying(ctx, cc, cc.replicaPick(ctx, k), func(m *clusterConn) (ReadPage, error) {
+		page, err := m.c.Read(ctx, name, shard, start, end, opts...)
+		cc.observeReplica(k, m, err)
+		return page, err
 	}, cc.retryable)
 }
 

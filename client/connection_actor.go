@@ -310,7 +310,7 @@ func (a *connectionActor) onDrainingSeen(ctx actor.Context, m *drainingSeen) {
 		err = we
 	}
 	if a.s.goAway.CompareAndSwap(nil, err) {
-		a.sh.log.Info("herald: node is draining (shutting_down)", slog.Any("err", m.err))
+		a.sh.log.Info("herald: leaving the node (it is draining, or its replica of a subscribed shard is behind)", slog.Any("err", m.err))
 		a.drainAfterGoAway(ctx, err)
 	}
 }

@@ -69,6 +69,24 @@
 // Read reads one page of a shard's committed records from an offset,
 // without subscribing.
 //
+// # Replicas
+//
+// A replicated stream's shard is held by several nodes, a leader and
+// followers, each with the same committed records at the same offsets.
+// WithReplica chooses which serves Subscribe and Read: ReplicaNearest (the
+// default), the replica on the node the client is connected to, or
+// ReplicaLeader. A follower behind its leader (cut off from it, or too far
+// behind) refuses with ErrReplicaBehind, or ends a subscription with it:
+// a Client dialled with several addresses then moves to the next and
+// resumes after the last record it received. A ClusterClient
+// (DialCluster) keeps each shard of a subscription at its replica and
+// moves it alone, with no gap and no duplicate, when its node is lost or
+// drains, its replica falls behind, or, with ReplicaLeader, stops leading:
+//
+//	cc, err := client.DialCluster(ctx, "a:7400,b:7400,c:7400", client.WithReplica(client.ReplicaLeader))
+//	sub, err := cc.Subscribe(ctx, orders)
+//	ev, err := sub.Next(ctx)
+//
 // # Consumer groups
 //
 // A consumer group shares a durable stream's records among consumers, each
@@ -150,7 +168,8 @@
 // Errors the node sends are *Error values (an alias of wire.Error) with a
 // stable Code; compare them with errors.Is against the Err* sentinels, which
 // match by code. Where callers need more, typed errors wrap them and say so:
-// *LaggedError, *OffsetOutOfRangeError and *ShardError from subscriptions,
+// *LaggedError, *OffsetOutOfRangeError and *ShardError from subscriptions
+// (a shard a follower behind its leader ended: ErrReplicaBehind),
 // *ProducerError from a Producer, *GapError from a resumed subscription,
 // *DialError from Dial and *ReconnectError once reconnecting gave up.
 // ErrClosed is returned after Close. A malformed frame from the node closes

@@ -127,6 +127,13 @@ var (
 	// committed by a quorum in time. It may still commit: re-send it only
 	// as an idempotent producer (which then finds its first offsets).
 	ErrReplicationTimeout error = &wire.Error{Code: wire.CodeReplicationTimeout}
+	// ErrReplicaBehind: a follower of a replicated shard is behind its
+	// leader (it has not heard from one for an election timeout, knows
+	// none, or has applied too few of the entries its leader committed)
+	// and does not serve the read or subscription. The error's Detail is
+	// the leader's node id as the follower knows it (0: none). Read from
+	// another replica, or ask for the leader (WithReplica).
+	ErrReplicaBehind error = &wire.Error{Code: wire.CodeReplicaBehind}
 )
 
 // UnsupportedError is the error of a call the node cannot serve because it

@@ -68,6 +68,9 @@ type options struct {
 	// (tests inject both).
 	clock  clock
 	jitter func() float64
+	// replica is which replica of a replicated shard serves subscriptions
+	// and range reads (WithReplica).
+	replica Replica
 }
 
 func defaultOptions() options {
@@ -91,6 +94,38 @@ func defaultOptions() options {
 func WithSeeds(addrs ...string) Option {
 	return func(o *options) { o.seeds = append(o.seeds, addrs...) }
 }
+
+// Replica says which replica of a replicated stream's shard serves a
+// client's subscriptions and range reads (WithReplica). A node without
+// replicas of its own (a single node, a stream without replicas) serves
+// them itself whatever the choice.
+type Replica = wire.Replica
+
+// Replica choices.
+const (
+	// ReplicaNearest, the default: the replica on the node the client is
+	// connected to (a ClusterClient: the first of its addresses that
+	// answers, for each shard), leader or follower. A follower serves
+	// committed records only; one that is behind its leader (cut off from
+	// it, or too far behind) refuses with ErrReplicaBehind, or ends a
+	// subscription with it, and the client goes on at another replica from
+	// the offset after the last record it received. A node that holds no
+	// replica of the shard answers ErrNotLeader naming one, and a
+	// ClusterClient goes there.
+	ReplicaNearest = wire.ReplicaNearest
+	// ReplicaLeader: the shard's leader only. A follower refuses with
+	// ErrNotLeader naming the leader; a ClusterClient goes there, and
+	// moves a subscription to the next leader when its replica stops
+	// leading. A Client connected to a follower gets the error (a
+	// subscription's shard ends with it).
+	ReplicaLeader = wire.ReplicaLeader
+)
+
+// WithReplica says which replica of a replicated stream's shard serves
+// Subscribe and Read (default ReplicaNearest). ReplicaLeader needs a node
+// that announces the follower_reads feature: against an older one,
+// Subscribe and Read fail with an *UnsupportedError.
+func WithReplica(r Replica) Option { return func(o *options) { o.replica = r } }
 
 // WithDialTimeout bounds each dial of one address, the QUIC handshake and
 // Hello included (default DefaultDialTimeout, 2 s; d <= 0 keeps the

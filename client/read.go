@@ -61,7 +61,10 @@ type ReadPage struct {
 // stream. Read the next page from page.Next; stop when page.Next reaches end
 // or page.Tail. A start below the shard's first retained offset, or beyond
 // its tail, fails with ErrOffsetOutOfRange (whose Detail says where the
-// shard is).
+// shard is). On a replicated stream the replica WithReplica chose serves
+// the page: a follower behind its leader fails it with ErrReplicaBehind,
+// and one asked for the leader with ErrNotLeader naming it (their Detail:
+// the leader's node id).
 func (c *Client) Read(ctx context.Context, name StreamName, shard uint32, start, end uint64, opts ...ReadOption) (ReadPage, error) {
 	if err := name.Validate(); err != nil {
 		return ReadPage{}, err
@@ -76,7 +79,11 @@ func (c *Client) Read(ctx context.Context, name StreamName, shard uint32, start,
 	for _, opt := range opts {
 		opt(&o)
 	}
-	req := wire.Read{Name: name, Shard: shard, Start: start, End: end, MaxRecords: o.maxRecords, MaxBytes: o.maxBytes}
+	replica, err := c.replica()
+	if err != nil {
+		return ReadPage{}, err
+	}
+	req := wire.Read{Name: name, Shard: shard, Start: start, End: end, MaxRecords: o.maxRecords, MaxBytes: o.maxBytes, Replica: replica}
 	v, err := c.call(ctx, wire.TypeReadResult, readOnly, func(dst []byte, id uint64) []byte {
 		return wire.AppendRead(dst, id, req)
 	})
@@ -84,6 +91,16 @@ func (c *Client) Read(ctx context.Context, name StreamName, shard uint32, start,
 		return ReadPage{}, err
 	}
 	return pageFromResult(v.(wire.ReadResult), shard, start)
+}
+
+// replica is the replica choice to send the node (WithReplica): nearest is
+// what a node without follower_reads serves, and the leader needs it.
+func (c *Client) replica() (Replica, error) {
+	r := c.s.replica
+	if r != ReplicaNearest && c.session().welcome.Features&wire.FeatureFollowerReads == 0 {
+		return r, &UnsupportedError{Feature: "follower_reads", What: "choosing the replica that serves a read or subscription"}
+	}
+	return r, nil
 }
 
 // pageFromResult turns the node's answer into a page: the batches' records

@@ -57,6 +57,9 @@ type shared struct {
 	jitter func() float64
 	// dialer dials the seeds.
 	dialer *dialer
+	// replica is which replica serves subscriptions and reads
+	// (WithReplica).
+	replica Replica
 	// events delivers ConnectionEvents to the application (nil: none).
 	events *eventDispatcher
 

@@ -163,6 +163,12 @@ func (h *subscriptionHandle) close(unsubscribe any) {
 // ErrInvalidShard, an *OffsetOutOfRangeError, ...; the error names the
 // shard). ctx bounds only that wait.
 //
+// On a replicated stream each shard is served by the replica WithReplica
+// chose (see ReplicaNearest and ReplicaLeader); a follower that falls
+// behind its leader ends its shards with ErrReplicaBehind, and a client
+// with several addresses then resumes them at the next, after their last
+// record.
+//
 // With WithShard(n) it subscribes to shard n. Without it, it describes the
 // stream and subscribes to every shard, one subscription stream each, and
 // Next merges them. (If the node does not know the stream, it subscribes to
@@ -181,6 +187,10 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 	}
 	if !c.session().subscribeQueue {
 		o.queue = 0
+	}
+	replica, err := c.replica()
+	if err != nil {
+		return nil, err
 	}
 	shards := []uint32{o.shard}
 	if !o.oneShard {
@@ -213,7 +223,7 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 	resumes := new(atomic.Int64)
 	spawn := &subscriptionSpawnRequest{
 		init: &subscriptionInit{name: name, shards: starts, queue: o.queue, autoResume: o.autoResume,
-			resumes: resumes, stopped: stopped},
+			replica: replica, resumes: resumes, stopped: stopped},
 		reply: make(chan subscriptionSpawned, 1),
 	}
 	c.send(c.conn, spawn)

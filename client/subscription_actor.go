@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/quic-go/quic-go"
@@ -122,6 +123,21 @@ type shardState struct {
 	waiting bool
 	// resume is the shard's resume after a lost connection.
 	resume shardResume
+	// behind counts the attempts in a row a node ended or refused with
+	// replica_behind: the next attempt waits behindDelay(behind) first.
+	behind int
+}
+
+// behindDelay is how long a shard's next attempt waits after n attempts
+// in a row ended with replica_behind: none after the first (the client
+// moves to another node at once), then 100 ms, doubling up to 2 s, so
+// that a client that finds only followers cut off from their leaders
+// (every node it can reach) does not spin.
+func behindDelay(n int) time.Duration {
+	if n <= 1 {
+		return 0
+	}
+	return min(100*time.Millisecond<<min(n-2, 5), 2*time.Second)
 }
 
 // newSubscriptionProps returns the props of a subscription actor.
@@ -201,6 +217,8 @@ type shardAttempt struct {
 	// ctx ends the attempt when the subscription is ended from this side
 	// (or the connection fails).
 	ctx context.Context
+	// delay is how long the reader waits before it subscribes.
+	delay time.Duration
 }
 
 // startAttempt starts a reader that subscribes shard idx from start/offset.
@@ -212,8 +230,13 @@ func (a *subscriptionActor) startAttempt(ctx actor.Context, idx int, start wire.
 	sh.asked = offset
 	sh.s, sh.waiting = a.s, false
 	at := shardAttempt{
-		idx: idx, gen: sh.gen, slots: sh.slots, ctx: a.ctx,
+		idx: idx, gen: sh.gen, slots: sh.slots, ctx: a.ctx, delay: behindDelay(sh.behind),
 		sub: wire.Subscribe{Name: a.in.name, Shard: sh.start.shard, Start: start, Offset: offset, QueueCapacity: a.in.queue},
+	}
+	if a.s.welcome.Features&wire.FeatureFollowerReads != 0 {
+		// A node of an older version (reconnected to in a mixed cluster)
+		// serves the nearest replica: it knows no other choice.
+		at.sub.Replica = a.in.replica
 	}
 	s, root, self := a.s, ctx.ActorSystem().Root, ctx.Self()
 	if !s.goroutines.Go(func() { readShard(s, root, self, at) }) {
@@ -230,6 +253,16 @@ func (a *subscriptionActor) startAttempt(ctx actor.Context, idx int, start wire.
 func readShard(s *session, root *actor.RootContext, pid *actor.PID, at shardAttempt) {
 	end := func(err error, fromNode bool) {
 		root.Send(pid, &shardEnded{idx: at.idx, gen: at.gen, err: err, fromNode: fromNode})
+	}
+	if at.delay > 0 {
+		timer, stop := s.clock.NewTimer(at.delay)
+		select {
+		case <-timer:
+		case <-at.ctx.Done():
+			stop()
+			end(at.ctx.Err(), false)
+			return
+		}
 	}
 	st, err := s.conn.OpenStreamSync(at.ctx)
 	if err != nil {
@@ -346,6 +379,7 @@ func (a *subscriptionActor) onSubscribed(m *subscribedReceived) {
 	if a.unsubscribed || a.endErr != nil || m.gen != sh.gen {
 		return
 	}
+	sh.behind = 0
 	if sh.answered {
 		// A resume (after a lag or a lost connection): the queue carries
 		// over and drops what was delivered already; what the node could
@@ -567,8 +601,27 @@ func (a *subscriptionActor) onShardEnded(ctx actor.Context, m *shardEnded) {
 				return
 			}
 		}
-		if we.Code == wire.CodeShuttingDown && a.s.reconnect {
-			// The node is draining: resume on the next connection.
+		if we.Code == wire.CodeReplicaBehind && a.s.reconnect {
+			sh.behind++
+			if len(a.s.dialer.seeds) == 1 {
+				// No other node to go to: subscribe again here once the
+				// replica may have caught up (behindDelay), from where the
+				// shard is.
+				start, offset := sh.start.start, sh.start.offset
+				if sh.answered {
+					start, offset = sh.resume.begin(sh.q.resumeOffset())
+				}
+				if !a.startAttempt(ctx, m.idx, start, offset) {
+					a.fail(ErrClosed)
+				}
+				return
+			}
+		}
+		if (we.Code == wire.CodeShuttingDown || we.Code == wire.CodeReplicaBehind) && a.s.reconnect {
+			// The node is draining, or its replica of the shard is behind
+			// its leader: resume on the next connection, at the next
+			// address (the connection is drained and closed as if the
+			// node had sent GoAway).
 			sh.waiting = true
 			ctx.Send(ctx.Parent(), &drainingSeen{s: sh.s, err: we})
 			return

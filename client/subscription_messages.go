@@ -30,6 +30,8 @@ type subscriptionInit struct {
 	// autoResume: resubscribe a shard that ended lagged, from its resume
 	// offset, instead of ending it.
 	autoResume bool
+	// replica is the replica asked for (WithReplica).
+	replica Replica
 	// resumes counts automatic resubscriptions; the actor adds, the
 	// Subscription reads.
 	resumes *atomic.Int64

@@ -57,7 +57,8 @@ func (n *Node) clusterCatalog() *actors.CatalogCluster {
 	c.router = actors.NewRaftRouter(n.sys.Root, c.self, ids)
 	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
 	return &actors.CatalogCluster{Self: c.self, Router: c.router, Tick: election / 10, ElectionTicks: 10, HeartbeatTicks: 1,
-		ProposalTimeout: time.Duration(n.cfg.ReplicationTimeoutMillis) * time.Millisecond, CompactEntries: uint64(n.cfg.RaftCompactEntries)}
+		ProposalTimeout: time.Duration(n.cfg.ReplicationTimeoutMillis) * time.Millisecond, CompactEntries: uint64(n.cfg.RaftCompactEntries),
+		FollowerMaxLag: uint64(n.cfg.FollowerMaxLagEntries)}
 }
 
 // peerQUIC is the QUIC configuration of peer connections: keep-alives so
@@ -281,6 +282,10 @@ type GroupStatus struct {
 	Applied uint64            `json:"applied"`
 	Tail    uint64            `json:"tail"`
 	Lag     map[uint64]uint64 `json:"lag,omitempty"`
+	// LagRecords and LagBytes are, where this node leads, the records and
+	// records bytes of the shard log each replica lacks.
+	LagRecords map[uint64]uint64 `json:"lag_records,omitempty"`
+	LagBytes   map[uint64]uint64 `json:"lag_bytes,omitempty"`
 	// Quiesced is set while the group is idle and quiet here.
 	Quiesced bool `json:"quiesced,omitempty"`
 	// Voters and Learners are the group's configuration as this replica
@@ -365,7 +370,7 @@ func (n *Node) groupStatus(wait time.Duration) ([]GroupStatus, map[uint64]int) {
 				continue // not held here
 			}
 			g := GroupStatus{Stream: h.Name.String(), Shard: uint32(i), Leader: si.Leader, Term: si.Term,
-				Commit: si.RaftCommit, Applied: si.RaftApplied, Tail: si.Tail, Lag: si.Lags(), Quiesced: si.Quiesced,
+				Commit: si.RaftCommit, Applied: si.RaftApplied, Tail: si.Tail, Lag: si.Lags(), LagRecords: si.LagRecords(), LagBytes: si.LagBytes(), Quiesced: si.Quiesced,
 				Voters: si.Voters, Learners: si.Learners}
 			if si.Leader != 0 {
 				leaders[si.Leader]++

@@ -218,6 +218,12 @@ type Config struct {
 	// replicated shard holds past the last compaction before the shard's
 	// leader compacts the group's raft log.
 	RaftCompactEntries int `yaml:"raft_compact_entries"`
+	// FollowerMaxLagEntries is how many raft entries a replicated shard's
+	// follower may have applied fewer than its leader committed before it
+	// refuses reads and subscriptions as replica_behind (and ends the
+	// subscriptions it serves); 0: no bound (silence and elections still
+	// count).
+	FollowerMaxLagEntries int `yaml:"follower_max_lag_entries"`
 	// Badger sizes the storage engine.
 	Badger BadgerConfig `yaml:"badger"`
 }
@@ -304,6 +310,7 @@ func DefaultConfig() Config {
 		RaftElectionTimeoutMillis:     1000,
 		ReplicationTimeoutMillis:      5000,
 		RaftCompactEntries:            10000,
+		FollowerMaxLagEntries:         1000,
 		RetentionCheckInterval:        30 * time.Second,
 		ReadMaxRecords:                1000,
 		ReadMaxBytes:                  1 << 20,
@@ -452,6 +459,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RaftCompactEntries < 1 {
 		bad("raft_compact_entries", "must be at least 1, got %d", c.RaftCompactEntries)
+	}
+	if c.FollowerMaxLagEntries < 0 {
+		bad("follower_max_lag_entries", "must not be negative, got %d", c.FollowerMaxLagEntries)
 	}
 	if c.ReplicationTimeoutMillis < 100 {
 		bad("replication_timeout_ms", "must be at least 100, got %d", c.ReplicationTimeoutMillis)

@@ -50,6 +50,11 @@ type ShardDescription struct {
 	// Lag is, on the leader, how many raft entries each replica's log is
 	// behind the leader's commit index (0: caught up).
 	Lag map[uint64]uint64 `json:"lag,omitempty"`
+	// LagRecords and LagBytes are, on the leader, how many records and
+	// records bytes of the shard log each replica lacks (what the leader
+	// applied above the entries the replica's raft log holds).
+	LagRecords map[uint64]uint64 `json:"lag_records,omitempty"`
+	LagBytes   map[uint64]uint64 `json:"lag_bytes,omitempty"`
 	// Quiesced is set while this replica's group is idle and quiet (no
 	// ticks, no heartbeats; docs/architecture.md).
 	Quiesced bool `json:"quiesced,omitempty"`
@@ -90,7 +95,7 @@ func (n *Node) DescribeStream(ctx context.Context, name wire.StreamName) (Stream
 		sd := ShardDescription{Shard: uint32(i), First: si.First, Tail: si.Tail, Replicas: si.Replicas, Leader: si.Leader,
 			Term: si.Term, Commit: si.RaftCommit, Applied: si.RaftApplied, RaftFirst: si.RaftFirst, Preferred: si.Preferred,
 			Quiesced: si.Quiesced, Voters: si.Voters, Learners: si.Learners}
-		sd.Lag = si.Lags()
+		sd.Lag, sd.LagRecords, sd.LagBytes = si.Lags(), si.LagRecords(), si.LagBytes()
 		out.Shard = append(out.Shard, sd)
 	}
 	return out, nil

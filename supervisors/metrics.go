@@ -89,6 +89,10 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftSnapshotsInstalled.Load())) })
 	counter("herald.raft.conf_changes", "{change}", "Raft configuration changes (a learner added or promoted, a replica removed) the replicas here applied.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftConfChanges.Load())) })
+	counter("herald.raft.replica_behind", "{request}", "Range reads and subscriptions the followers here refused as replica_behind.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.ReplicaBehind.Load())) })
+	counter("herald.raft.subscriptions_ended", "{subscription}", "Live subscriptions the replicas here ended because they fell behind their leaders (or, asked of the leader, stopped leading): their clients resume on another replica.",
+		func(o metric.Int64Observer) { o.Observe(u(stats.SubscriptionsEnded.Load())) })
 	limit := func(key string) metric.ObserveOption { return metric.WithAttributes(attribute.String("limit", key)) }
 	counter("herald.limit.hits", "{refusal}", "Requests, frames or connections refused by a configured limit, by its configuration key.",
 		func(o metric.Int64Observer) {
@@ -143,13 +147,26 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		byRaft(func(g *actors.RaftGauges) uint64 { return g.LeaderChanges.Load() }))
 	counter("herald.raft.group.snapshots_sent", "{snapshot}", "Snapshots a replicated shard's replica here sent as leader, by stream and shard.",
 		byRaft(func(g *actors.RaftGauges) uint64 { return g.SnapshotsSent.Load() }))
-	gauge("herald.raft.group.lag", "{entry}", "On a replicated shard's leader here, each replica's raft entries behind the commit index, by stream, shard and replica node id.",
-		func(o metric.Int64Observer) {
+	byReplica := func(read func(l actors.ReplicaLag) uint64) func(o metric.Int64Observer) {
+		return func(o metric.Int64Observer) {
 			stats.EachRaftGroup(func(g *actors.RaftGauges) {
 				for id, lag := range g.Lag() {
-					o.Observe(u(lag), metric.WithAttributes(attribute.String("stream", g.Stream), attribute.Int("shard", int(g.Shard)),
+					o.Observe(u(read(lag)), metric.WithAttributes(attribute.String("stream", g.Stream), attribute.Int("shard", int(g.Shard)),
 						attribute.Int64("replica", int64(id))))
 				}
+			})
+		}
+	}
+	gauge("herald.raft.group.lag", "{entry}", "On a replicated shard's leader here, each replica's raft entries behind the commit index, by stream, shard and replica node id.",
+		byReplica(func(l actors.ReplicaLag) uint64 { return l.Entries }))
+	gauge("herald.raft.group.lag_records", "{record}", "On a replicated shard's leader here, the records it applied to the shard log that each replica's raft log does not hold, by stream, shard and replica node id.",
+		byReplica(func(l actors.ReplicaLag) uint64 { return l.Records }))
+	gauge("herald.raft.group.lag_bytes", "By", "On a replicated shard's leader here, the records bytes it applied to the shard log that each replica's raft log does not hold, by stream, shard and replica node id.",
+		byReplica(func(l actors.ReplicaLag) uint64 { return l.Bytes }))
+	gauge("herald.raft.group.behind", "", "1 while a replicated shard's replica here is a follower behind its leader (it refuses reads and subscriptions as replica_behind), else 0, by stream and shard.",
+		func(o metric.Int64Observer) {
+			stats.EachRaftGroup(func(g *actors.RaftGauges) {
+				o.Observe(g.Behind.Load(), metric.WithAttributes(attribute.String("stream", g.Stream), attribute.Int("shard", int(g.Shard))))
 			})
 		})
 	byGroup := func(read func(g *actors.GroupGauges) int64) func(o metric.Int64Observer) {

@@ -41,7 +41,8 @@ func newClusterStatusCmd(env *cliEnv) *cobra.Command {
 each peer, whether the link to it is up and since when, why it last went down, and
 what went over it; then the raft group of each replicated shard the node holds: its
 leader, term, commit and applied indexes and tail, and on the leader each replica's lag
-in entries; and how many groups each node leads. Each node shows its own view: ask
+(in entries, then the records and bytes it lacks: 2:8/24r/1536B); and how many groups
+each node leads. Each node shows its own view: ask
 every node to see the whole.
 A node without peers answers that it is not a cluster (exit status 1).`,
 		Example: `  herald cluster status
@@ -96,7 +97,7 @@ A node without peers answers that it is not a cluster (exit status 1).`,
 				if len(g.Lag) > 0 {
 					var parts []string
 					for _, id := range slices.Sorted(maps.Keys(g.Lag)) {
-						parts = append(parts, fmt.Sprintf("%d:%d", id, g.Lag[id]))
+						parts = append(parts, groupLagText(g, id))
 					}
 					lag = strings.Join(parts, " ")
 				}
@@ -111,7 +112,7 @@ A node without peers answers that it is not a cluster (exit status 1).`,
 	}
 	c.Flags().StringVar(&httpAddr, "http", defaultClusterHTTP, "the node's HTTP listener `address` (its --http)")
 	c.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the node")
-	addOutputFlags(c, &out, "an object with node_id, cluster_listen, authenticated, peers, groups (each replicated shard held here: stream, shard, leader, term, commit, applied, tail, lag on its leader, quiesced) and leaders (groups led, per node id)")
+	addOutputFlags(c, &out, "an object with node_id, cluster_listen, authenticated, peers, groups (each replicated shard held here: stream, shard, leader, term, commit, applied, tail, lag, lag_records and lag_bytes on its leader, quiesced) and leaders (groups led, per node id)")
 	return c
 }
 

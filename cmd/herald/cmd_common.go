@@ -80,6 +80,9 @@ type clientFlags struct {
 	trace bool
 	// env is the command's environment (set by resolve).
 	env *cliEnv
+	// replica is which replica serves reads and subscriptions (--replica,
+	// on sub and read only).
+	replica client.Replica
 }
 
 // frameBytesFlag is a frame size in bytes: 1 to 4 GiB − 1 (a u32 on the
@@ -199,6 +202,9 @@ func (f *clientFlags) caLookup(getenv func(string) string, exists func(string) b
 // options returns the client.Dial options the flags ask for.
 func (f *clientFlags) options(getenv func(string) string, exists func(string) bool) []client.Option {
 	opts := []client.Option{client.WithName("herald-cli"), client.WithMaxFrameBytes(uint32(f.maxFrame))}
+	if f.replica != client.ReplicaNearest {
+		opts = append(opts, client.WithReplica(f.replica))
+	}
 	if ca := f.caFile(getenv, exists); ca != "" && !f.insecure {
 		opts = append(opts, client.WithCAFile(ca))
 	}

@@ -44,9 +44,12 @@ page, and print one line per record ("shard offset payload", or JSON with --json
 never waits for more records. Last, it prints "next OFFSET" on stderr: where to read on
 from.
 
+` + replicaHelp + `
+
 ` + streamArgHelp,
 		Example: `  herald read orders --shard 0 --from 100 --to 200 --limit 50
-  herald read acme/shop/orders --shard 2 --from 1041 --limit 1 --json`,
+  herald read acme/shop/orders --shard 2 --from 1041 --limit 1 --json
+  herald read orders --shard 0 --from 0 --server a:7400,b:7400,c:7400 --replica leader`,
 		Args: cobra.ArbitraryArgs,
 	}
 	cmd.conn = registerClientFlags(c.Flags())
@@ -56,6 +59,7 @@ from.
 	f.StringVar(&to, "to", "", "stop before this `offset` (default: the shard's tail when read)")
 	f.IntVar(&cmd.limit, "limit", 0, "read at most this many records (0: no limit)")
 	addOutputFlags(c, &out, `a line {"shard","offset","timestamp","key","headers","payload"} per record, as herald sub prints`)
+	addReplicaFlag(c, cmd.conn)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := cmd.conn.resolve(c.Flags(), env); err != nil {
 			return err
@@ -104,15 +108,29 @@ from.
 }
 
 func (cmd *readCmd) run(ctx context.Context, stdout, stderr io.Writer) error {
-	c, err := cmd.conn.dial(ctx)
-	if err != nil {
-		return interrupted(ctx, err)
+	var read pageReader
+	if cmd.conn.clustered() {
+		// Several nodes: read where the shard's replica (or leader) is,
+		// following the cluster.
+		cc, err := cmd.conn.dialCluster(ctx)
+		if err != nil {
+			return interrupted(ctx, err)
+		}
+		defer cc.Close()
+		read = func(ctx context.Context, start uint64, opts ...client.ReadOption) (client.ReadPage, error) {
+			return cc.Read(ctx, cmd.name, cmd.shard, start, cmd.to, opts...)
+		}
+	} else {
+		c, err := cmd.conn.dial(ctx)
+		if err != nil {
+			return interrupted(ctx, err)
+		}
+		defer c.Close()
+		read = func(ctx context.Context, start uint64, opts ...client.ReadOption) (client.ReadPage, error) {
+			return c.Read(ctx, cmd.name, cmd.shard, start, cmd.to, opts...)
+		}
 	}
-	defer c.Close()
 	out := bufio.NewWriter(stdout)
-	read := func(ctx context.Context, start uint64, opts ...client.ReadOption) (client.ReadPage, error) {
-		return c.Read(ctx, cmd.name, cmd.shard, start, cmd.to, opts...)
-	}
 	next, err := cmd.readPages(ctx, read, out)
 	if ferr := out.Flush(); err == nil {
 		err = ferr

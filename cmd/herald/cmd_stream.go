@@ -188,8 +188,10 @@ func newStreamDescribeCmd(env *cliEnv, conn *clientFlags) *cobra.Command {
 		Short: "Describe a stream: its configuration and each shard's tail",
 		Long: `Describe a stream: its configuration, when it was created, and each shard's tail (the
 offset its next record will get). For a replicated stream, each shard's leader, term, and
-replicas with how many raft entries each is behind the leader; with several --server
-addresses each shard's row is its leader's view (only the leader knows every replica's lag).
+replicas with how far each is behind the leader: raft entries, and the records and bytes
+of the shard log it lacks ("2 (8 entries, 24 records, 1536 bytes)"; "0" when caught up); with
+several --server addresses each shard's row is its leader's view (only the leader knows
+every replica's lag).
 
 ` + queueDefaultsHelp + `
 
@@ -197,7 +199,7 @@ addresses each shard's row is its leader's view (only the leader knows every rep
 		Example: `  herald stream describe orders
   herald stream describe acme/shop/orders -o json`,
 	}
-	addOutputFlags(c, &out, "an object: stream, shards, routing, durable, overflow, queue_capacity, queue_max_bytes, retention_age_ms, retention_bytes, replicas, created, tails, and for a replicated stream replication: per shard its leader, term, commit and replicas (node, lag; lag null where unknown)")
+	addOutputFlags(c, &out, "an object: stream, shards, routing, durable, overflow, queue_capacity, queue_max_bytes, retention_age_ms, retention_bytes, replicas, created, tails, and for a replicated stream replication: per shard its leader, term, commit and replicas (node, lag, lag_records, lag_bytes; null where unknown)")
 	c.RunE = streamOp(env, conn, &out, "describe", func(_ *cobra.Command, cmd *streamCmd, args []string) error {
 		return cmd.oneStream(args)
 	})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/supervisors"
 )
 
 // runCluster creates or describes the stream through the cluster that
@@ -51,11 +52,37 @@ type shardReplicationJSON struct {
 	Replicas []replicaJSON `json:"replicas"`
 }
 
-// replicaJSON is one replica; Lag is null where the answering node does
-// not know it (it does not lead the shard).
+// replicaJSON is one replica; Lag (in raft entries), LagRecords and
+// LagBytes (what the replica lacks of the shard log) are null where the
+// answering node does not know them (it does not lead the shard, or is of
+// a version that does not tell records and bytes).
 type replicaJSON struct {
-	Node uint64  `json:"node"`
-	Lag  *uint64 `json:"lag"`
+	Node       uint64  `json:"node"`
+	Lag        *uint64 `json:"lag"`
+	LagRecords *uint64 `json:"lag_records"`
+	LagBytes   *uint64 `json:"lag_bytes"`
+}
+
+// known is v, or nil when it is client.LagUnknown.
+func known(v uint64) *uint64 {
+	if v == client.LagUnknown {
+		return nil
+	}
+	return &v
+}
+
+// replicaLagText is a replica's lag as describe prints it: "?" where
+// unknown, "0", or "5 entries, 320 records, 40960 bytes".
+func replicaLagText(r client.ShardReplication, rs client.ReplicaState) string {
+	switch {
+	case rs.Lag == client.LagUnknown:
+		return "?"
+	case !r.LagDetail || rs.LagRecords == client.LagUnknown:
+		return strconv.FormatUint(rs.Lag, 10)
+	case rs.Lag == 0 && rs.LagRecords == 0:
+		return "0"
+	}
+	return fmt.Sprintf("%d entries, %d records, %d bytes", rs.Lag, rs.LagRecords, rs.LagBytes)
 }
 
 func replicationJSONOf(info client.StreamInfo) []shardReplicationJSON {
@@ -66,10 +93,9 @@ func replicationJSONOf(info client.StreamInfo) []shardReplicationJSON {
 			s.Tail = info.Tails[i]
 		}
 		for _, rs := range r.Replicas {
-			rj := replicaJSON{Node: rs.Node}
-			if rs.Lag != client.LagUnknown {
-				lag := rs.Lag
-				rj.Lag = &lag
+			rj := replicaJSON{Node: rs.Node, Lag: known(rs.Lag)}
+			if r.LagDetail {
+				rj.LagRecords, rj.LagBytes = known(rs.LagRecords), known(rs.LagBytes)
 			}
 			s.Replicas = append(s.Replicas, rj)
 		}
@@ -85,11 +111,7 @@ func writeReplicatedShards(w io.Writer, info client.StreamInfo) error {
 	for i, r := range info.Replication {
 		var reps []string
 		for _, rs := range r.Replicas {
-			lag := "?"
-			if rs.Lag != client.LagUnknown {
-				lag = strconv.FormatUint(rs.Lag, 10)
-			}
-			reps = append(reps, fmt.Sprintf("%d (%s)", rs.Node, lag))
+			reps = append(reps, fmt.Sprintf("%d (%s)", rs.Node, replicaLagText(r, rs)))
 		}
 		lead := "none"
 		if r.Leader != 0 {
@@ -103,4 +125,15 @@ func writeReplicatedShards(w io.Writer, info client.StreamInfo) error {
 	}
 	fmt.Fprintln(w)
 	return writeTable(w, t)
+}
+
+// groupLagText is one replica's lag in `herald cluster status`'s LAG
+// column: "id:entries", and the records and bytes it lacks when the node
+// gave them ("2:5/320r/40960B": entries, records, bytes).
+func groupLagText(g supervisors.GroupStatus, id uint64) string {
+	rec, ok := g.LagRecords[id]
+	if !ok || (g.Lag[id] == 0 && rec == 0) {
+		return fmt.Sprintf("%d:%d", id, g.Lag[id])
+	}
+	return fmt.Sprintf("%d:%d/%dr/%dB", id, g.Lag[id], rec, g.LagBytes[id])
 }

@@ -99,9 +99,12 @@ so on stderr): it appears when someone creates it or, on a node with auto_create
 stream_not_found instead.
 
 With --group G it joins consumer group G as a push member instead: the node assigns it
-shards and it resumes at the group's committed position, so --from, --shard and --queue
-do not apply. Each delivery is acked once all its records are printed; with --count, a
-delivery cut short by the count is not acked and all its records go back to the group.
+shards and it resumes at the group's committed position, so --from, --shard, --queue and
+--replica do not apply. Each delivery is acked once all its records are printed; with
+--count, a delivery cut short by the count is not acked and all its records go back to the
+group.
+
+` + replicaHelp + `
 
 ` + streamArgHelp,
 		Example: `  herald sub orders --count 2                      # 0 0 hello, 0 1 world
@@ -109,7 +112,8 @@ delivery cut short by the count is not acked and all its records go back to the 
   herald sub acme/shop/orders --shard 2 --from 100 --json
   herald sub orders --since 10m                    # the last ten minutes, then follow
   herald sub orders --from-time 2026-12-01T10:00:00Z --count 100
-  herald sub orders --group workers --count 10     # a group member: print, then ack`,
+  herald sub orders --group workers --count 10     # a group member: print, then ack
+  herald sub orders --server a:7400,b:7400,c:7400 --replica leader`,
 		Args: cobra.ArbitraryArgs,
 	}
 	cmd.conn = registerClientFlags(c.Flags())
@@ -128,6 +132,7 @@ delivery cut short by the count is not acked and all its records go back to the 
 	f.DurationVar(&cmd.heartbeat, "heartbeat", 0, "send a heartbeat after this long without an ack (0: a third of the group's session timeout) (--group)")
 	addOutputFlags(c, &out, `a line {"shard","offset","timestamp","key","headers","payload"} per record, with --group also "attempts"; a key or payload that is not UTF-8 goes in "key_base64"/"payload_base64"`)
 	completeWords(c, "from", "earliest", "latest")
+	addReplicaFlag(c, cmd.conn)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := cmd.conn.resolve(c.Flags(), env); err != nil {
 			return err
@@ -204,6 +209,8 @@ func (cmd *subCmd) checkGroupFlags(c *cobra.Command) error {
 		return usageErrorf("--shard does not go with --group: the node assigns the group's shards to its members")
 	case fs.Changed("queue"):
 		return usageErrorf("--queue does not go with --group: --window bounds what a group member has in flight")
+	case fs.Changed("replica"):
+		return usageErrorf("--replica does not go with --group: a group's coordinator serves its members")
 	}
 	if err := checkGroupName("group", cmd.group); err != nil {
 		return err
@@ -300,14 +307,27 @@ func (cmd *subCmd) run(ctx context.Context, stdout, stderr io.Writer) error {
 		// Once: waiting for the stream to be created does not move it.
 		cmd.from = client.WithStartTime(time.Now().Add(-cmd.since))
 	}
-	c, err := cmd.conn.dial(ctx)
-	if err != nil {
-		return interrupted(ctx, err)
-	}
-	defer c.Close()
-	sub, err := cmd.subscribe(ctx, c, stderr)
-	if err != nil {
-		return interrupted(ctx, err)
+	var sub subscription
+	if cmd.conn.clustered() {
+		// Several nodes: each shard from its replica (or leader), moved to
+		// another when its node is lost or its replica falls behind.
+		cc, err := cmd.conn.dialCluster(ctx)
+		if err != nil {
+			return interrupted(ctx, err)
+		}
+		defer cc.Close()
+		if sub, err = cmd.subscribeCluster(ctx, cc, stderr); err != nil {
+			return interrupted(ctx, err)
+		}
+	} else {
+		c, err := cmd.conn.dial(ctx)
+		if err != nil {
+			return interrupted(ctx, err)
+		}
+		defer c.Close()
+		if sub, err = cmd.subscribe(ctx, c, stderr); err != nil {
+			return interrupted(ctx, err)
+		}
 	}
 	defer sub.Close()
 
@@ -344,6 +364,19 @@ func (cmd *subCmd) subscribe(ctx context.Context, c *client.Client, stderr io.Wr
 		defer cancel()
 		var err error
 		sub, err = c.Subscribe(sctx, cmd.name, cmd.subscribeOptions()...)
+		return err
+	})
+	return sub, err
+}
+
+// subscribeCluster is subscribe through a ClusterClient.
+func (cmd *subCmd) subscribeCluster(ctx context.Context, cc *client.ClusterClient, stderr io.Writer) (*client.ClusterSubscription, error) {
+	var sub *client.ClusterSubscription
+	err := cmd.waitForStream(ctx, stderr, func() error {
+		sctx, cancel := context.WithTimeout(ctx, cmd.conn.timeout)
+		defer cancel()
+		var err error
+		sub, err = cc.Subscribe(sctx, cmd.name, cmd.subscribeOptions()...)
 		return err
 	})
 	return sub, err

@@ -46,6 +46,7 @@ const (
 	CodeGroupInUse          Code = 33 // a group delete or seek while the group has push members (a seek: or claims in flight)
 	CodeNotLeader           Code = 34 // the node does not lead the shard (or the cluster's metadata); Detail is the leader's node id (0: none known yet)
 	CodeReplicationTimeout  Code = 35 // a replicated write was not committed in time (no quorum); outcome unknown
+	CodeReplicaBehind       Code = 36 // a follower is behind its leader (cut off, or lagging) and does not serve the read; Detail is the leader's node id (0: none known)
 )
 
 // RetryClass says what a caller should do about an error.
@@ -105,6 +106,7 @@ var codes = map[Code]codeInfo{
 	CodeGroupInUse:          {"group_in_use", RetryFatal},
 	CodeNotLeader:           {"not_leader", RetryNow},
 	CodeReplicationTimeout:  {"replication_timeout", RetryOutcomeUnknown},
+	CodeReplicaBehind:       {"replica_behind", RetryNow},
 }
 
 // String returns the code's stable snake_case name.

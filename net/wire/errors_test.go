@@ -53,6 +53,7 @@ var codeTable = []struct {
 	{wire.CodeGroupInUse, 33, "group_in_use", wire.RetryFatal},
 	{wire.CodeNotLeader, 34, "not_leader", wire.RetryNow},
 	{wire.CodeReplicationTimeout, 35, "replication_timeout", wire.RetryOutcomeUnknown},
+	{wire.CodeReplicaBehind, 36, "replica_behind", wire.RetryNow},
 }
 
 func TestCodesTable(t *testing.T) {

@@ -564,6 +564,7 @@ func FuzzDecodeListStreams(f *testing.F) {
 
 func FuzzDecodeStreamInfo(f *testing.F) {
 	addBodySeeds(f, wire.TypeStreamInfo)
+	f.Add(splitFrame(f, wire.AppendStreamInfo(nil, 1, infoReplicatedDetail)).Body)
 	f.Fuzz(checkStreamInfo)
 }
 
@@ -599,6 +600,7 @@ func FuzzDecodeDeleteStream(f *testing.F) {
 func FuzzDecodeRead(f *testing.F) {
 	addBodySeeds(f, wire.TypeRead)
 	f.Add(splitFrame(f, wire.AppendRead(nil, 1, wire.Read{Name: nameLong, Shard: wire.AnyShard, Start: 1, End: 2})).Body)
+	f.Add(splitFrame(f, wire.AppendRead(nil, 1, wire.Read{Name: nameABC, Start: 1, End: 2, Replica: wire.ReplicaLeader})).Body)
 	f.Fuzz(checkRead)
 }
 
@@ -663,6 +665,9 @@ func FuzzDecodeSubscribe(f *testing.F) {
 	body := seedBody(wire.TypeSubscribe)
 	for _, k := range []byte{0, 1, 3} {
 		f.Add(withByte(body, nameLen+4, k))
+	}
+	for _, r := range []byte{0, 1, 2} {
+		f.Add(append(bytes.Clone(body), r)) // the replica byte
 	}
 	f.Fuzz(checkSubscribe)
 }

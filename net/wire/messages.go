@@ -36,12 +36,17 @@ const (
 	// FeatureGroupAcks: several pull acks in one request, each answered on
 	// its own (GroupAcks, GroupAcksDone: frames 0x52-0x53).
 	FeatureGroupAcks uint64 = 1 << 10
+	// FeatureFollowerReads: a Subscribe or Read may ask to be served by the
+	// shard's leader (a trailing replica byte, ReplicaLeader), a replica
+	// behind its leader refuses with CodeReplicaBehind, and a replicated
+	// stream's StreamInfo gives each replica's lag in records and bytes.
+	FeatureFollowerReads uint64 = 1 << 11
 )
 
 // Features is every feature this package's version implements.
 const Features = FeaturePublishPipeline | FeatureEventBatch | FeatureSubscribeQueue |
 	FeaturePublishConditional | FeatureIdempotentProducer | FeatureRead | FeatureGroups |
-	FeatureOffsetsForTime | FeatureGroupAdmin | FeatureListAllTenants | FeatureGroupAcks
+	FeatureOffsetsForTime | FeatureGroupAdmin | FeatureListAllTenants | FeatureGroupAcks | FeatureFollowerReads
 
 // StreamName names a stream: tenant, namespace and stream. Each part is 1–64
 // bytes of [A-Za-z0-9._-].
@@ -428,6 +433,10 @@ type ShardReplication struct {
 	Leader, Term, Commit uint64
 	// Replicas are the nodes holding the shard.
 	Replicas []ReplicaState
+	// LagDetail is set when the replicas carry LagRecords and LagBytes
+	// (a node sends them to a client that announced FeatureFollowerReads;
+	// then at most MaxDetailedReplicas replicas are encoded).
+	LagDetail bool
 }
 
 // ReplicaState is one replica of a shard.
@@ -438,13 +447,24 @@ type ReplicaState struct {
 	// commit index, as the leader knows it; LagUnknown when the answering
 	// node does not lead the shard.
 	Lag uint64
+	// LagRecords and LagBytes are how many records, and how many records
+	// bytes, of the shard log the leader has applied that the replica's
+	// raft log does not hold yet (LagUnknown where Lag is; only with
+	// ShardReplication.LagDetail).
+	LagRecords, LagBytes uint64
 }
 
 // LagUnknown is ReplicaState.Lag when the answering node does not know it.
 const LagUnknown = ^uint64(0)
 
-// maxReplicas bounds a decoded replica count.
-const maxReplicas = 255
+// maxReplicas bounds a decoded replica count; MaxDetailedReplicas the
+// replicas of a ShardReplication with LagDetail (its count byte's top bit
+// marks the detail).
+const (
+	maxReplicas         = 255
+	MaxDetailedReplicas = 127
+	replicaDetailBit    = 0x80
+)
 
 func appendInfo(dst []byte, i StreamInfo) []byte {
 	dst = appendName(dst, i.Name)
@@ -463,6 +483,17 @@ func appendInfo(dst []byte, i StreamInfo) []byte {
 			dst = binary.BigEndian.AppendUint64(dst, r.Leader)
 			dst = binary.BigEndian.AppendUint64(dst, r.Term)
 			dst = binary.BigEndian.AppendUint64(dst, r.Commit)
+			if r.LagDetail {
+				n := min(len(r.Replicas), MaxDetailedReplicas)
+				dst = append(dst, byte(n)|replicaDetailBit)
+				for _, rs := range r.Replicas[:n] {
+					dst = binary.BigEndian.AppendUint64(dst, rs.Node)
+					dst = binary.BigEndian.AppendUint64(dst, rs.Lag)
+					dst = binary.BigEndian.AppendUint64(dst, rs.LagRecords)
+					dst = binary.BigEndian.AppendUint64(dst, rs.LagBytes)
+				}
+				continue
+			}
 			dst = append(dst, byte(min(len(r.Replicas), maxReplicas)))
 			for _, rs := range r.Replicas[:min(len(r.Replicas), maxReplicas)] {
 				dst = binary.BigEndian.AppendUint64(dst, rs.Node)
@@ -497,14 +528,20 @@ func (d *decoder) info() StreamInfo {
 		for k := range i.Replication {
 			r := &i.Replication[k]
 			r.Leader, r.Term, r.Commit = d.u64("leader"), d.u64("term"), d.u64("commit")
-			c := int(d.u8("replica count"))
-			if d.err != nil || c*16 > len(d.b)-d.off {
+			c, size := int(d.u8("replica count")), 16
+			if c&replicaDetailBit != 0 {
+				c, size, r.LagDetail = c&^replicaDetailBit, 32, true
+			}
+			if d.err != nil || c*size > len(d.b)-d.off {
 				d.fail("replica count %d too large", c)
 				return i
 			}
 			r.Replicas = make([]ReplicaState, c)
 			for j := range r.Replicas {
 				r.Replicas[j] = ReplicaState{Node: d.u64("replica"), Lag: d.u64("lag")}
+				if r.LagDetail {
+					r.Replicas[j].LagRecords, r.Replicas[j].LagBytes = d.u64("lag records"), d.u64("lag bytes")
+				}
 			}
 		}
 	}
@@ -715,6 +752,63 @@ type Subscribe struct {
 	// QueueCapacity asks for a queue of this many batches; 0 takes the
 	// stream's default. The node clamps it and answers with the grant.
 	QueueCapacity uint32
+	// Replica says which replica of a replicated shard must serve the
+	// subscription (FeatureFollowerReads; ReplicaNearest is not encoded).
+	Replica Replica
+}
+
+// Replica says which replica of a replicated shard serves a Subscribe or a
+// Read. It is encoded as an optional last byte of their bodies, sent only
+// to a node that announced FeatureFollowerReads and only when it is not
+// ReplicaNearest; a node without the feature refuses the longer body as
+// malformed.
+type Replica uint8
+
+// Replica choices.
+const (
+	// ReplicaNearest: the replica on the node the request reached, whether
+	// it leads or follows (a follower serves committed records only, and
+	// refuses with CodeReplicaBehind when it is behind its leader). A node
+	// that holds no replica answers CodeNotLeader naming one.
+	ReplicaNearest Replica = 0
+	// ReplicaLeader: the shard's leader only; a follower answers
+	// CodeNotLeader naming the leader (0: none known yet), and a
+	// subscription ends with it when its replica stops leading.
+	ReplicaLeader Replica = 1
+)
+
+// String returns the replica choice's name: "nearest" or "leader".
+func (r Replica) String() string {
+	switch r {
+	case ReplicaNearest:
+		return "nearest"
+	case ReplicaLeader:
+		return "leader"
+	}
+	return fmt.Sprintf("replica_%d", uint8(r))
+}
+
+// appendReplica appends the optional replica byte.
+func appendReplica(dst []byte, r Replica) []byte {
+	if r == ReplicaNearest {
+		return dst
+	}
+	return append(dst, byte(r))
+}
+
+// replica decodes the optional replica byte that may end a body.
+func (d *decoder) replica() Replica {
+	if d.err != nil || d.off == len(d.b) {
+		return ReplicaNearest
+	}
+	r := Replica(d.u8("replica"))
+	switch {
+	case r == ReplicaNearest:
+		d.fail("replica byte 0: nearest is sent by leaving the byte out")
+	case r != ReplicaLeader && d.err == nil:
+		d.err = Errorf(CodeInvalidRequest, "unknown replica choice %d", r)
+	}
+	return r
 }
 
 // AppendSubscribe appends a Subscribe frame.
@@ -725,6 +819,7 @@ func AppendSubscribe(dst []byte, reqID uint64, s Subscribe) []byte {
 	dst = append(dst, byte(s.Start))
 	dst = binary.BigEndian.AppendUint64(dst, s.Offset)
 	dst = binary.BigEndian.AppendUint32(dst, s.QueueCapacity)
+	dst = appendReplica(dst, s.Replica)
 	return frameEnd(dst, st)
 }
 
@@ -736,6 +831,7 @@ func DecodeSubscribe(body []byte) (Subscribe, error) {
 	if d.err == nil && s.Start > StartOffset {
 		return s, Errorf(CodeInvalidRequest, "unknown start kind %d", s.Start)
 	}
+	s.Replica = d.replica()
 	return s, d.end("subscribe")
 }
 
@@ -828,6 +924,9 @@ type Read struct {
 	End        uint64
 	MaxRecords uint32
 	MaxBytes   uint32
+	// Replica says which replica of a replicated shard must serve the
+	// read (FeatureFollowerReads; ReplicaNearest is not encoded).
+	Replica Replica
 }
 
 // AppendRead appends a Read frame.
@@ -839,6 +938,7 @@ func AppendRead(dst []byte, reqID uint64, r Read) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, r.End)
 	dst = binary.BigEndian.AppendUint32(dst, r.MaxRecords)
 	dst = binary.BigEndian.AppendUint32(dst, r.MaxBytes)
+	dst = appendReplica(dst, r.Replica)
 	return frameEnd(dst, s)
 }
 
@@ -847,6 +947,7 @@ func DecodeRead(body []byte) (Read, error) {
 	d := decoder{b: body}
 	r := Read{Name: d.name(), Shard: d.u32("shard"), Start: d.u64("start"), End: d.u64("end"),
 		MaxRecords: d.u32("max records"), MaxBytes: d.u32("max bytes")}
+	r.Replica = d.replica()
 	return r, d.end("read")
 }
 

@@ -266,12 +266,35 @@ var (
 			{Leader: 2, Term: 7, Commit: 12, Replicas: []wire.ReplicaState{{Node: 2, Lag: 0}, {Node: 1, Lag: 3}, {Node: 3, Lag: wire.LagUnknown}}},
 			{Replicas: []wire.ReplicaState{}},
 		}}
+	// infoReplicatedDetail is what a node sends a client that announced
+	// follower_reads: each replica's lag in records and bytes too.
+	infoReplicatedDetail = wire.StreamInfo{Name: nameABC, Config: wire.StreamConfig{Shards: 2, Durable: true, Replicas: 3}, CreatedUnixNano: 5,
+		Tails: []uint64{10, 0}, Replication: []wire.ShardReplication{
+			{Leader: 2, Term: 7, Commit: 12, LagDetail: true, Replicas: []wire.ReplicaState{{Node: 2}, {Node: 1, Lag: 3, LagRecords: 192, LagBytes: 24576},
+				{Node: 3, Lag: wire.LagUnknown, LagRecords: wire.LagUnknown, LagBytes: wire.LagUnknown}}},
+			{LagDetail: true, Replicas: []wire.ReplicaState{}},
+		}}
 )
 
 func TestStreamInfoRoundTrip(t *testing.T) {
-	for _, i := range []wire.StreamInfo{infoOne, infoMax, infoFull, infoNoTails, infoReplicated} {
+	for _, i := range []wire.StreamInfo{infoOne, infoMax, infoFull, infoNoTails, infoReplicated, infoReplicatedDetail} {
 		roundTrip(t, wire.AppendStreamInfo(nil, 6, i), wire.TypeStreamInfo, 6, wire.DecodeStreamInfo, i, -1, true)
 	}
+	// The detail is marked by the top bit of each shard's replica count.
+	plain := splitFrame(t, wire.AppendStreamInfo(nil, 6, infoReplicated)).Body
+	detail := splitFrame(t, wire.AppendStreamInfo(nil, 6, infoReplicatedDetail)).Body
+	if len(detail)-len(plain) != 3*16 {
+		t.Fatalf("the detail adds %d bytes, want 48 (16 per replica)", len(detail)-len(plain))
+	}
+	// A detailed count that runs past the body is refused.
+	bad := bytes.Clone(plain)
+	at := len(plain) - 1 - 3*16 - 24 - 1 // shard 0's count: before its 3 replicas, shard 1's block and count
+	if bad[at] != 3 {
+		t.Fatalf("byte %d is %d, want shard 0's replica count 3", at, bad[at])
+	}
+	bad[at] |= 0x80
+	_, err := wire.DecodeStreamInfo(bad)
+	wantCode(t, err, wire.CodeMalformedFrame)
 }
 
 func TestStreamInfoTailCountBounds(t *testing.T) {
@@ -516,12 +539,22 @@ func TestSubscribeRoundTrip(t *testing.T) {
 		{"earliest", wire.Subscribe{Name: nameABC, Start: wire.StartEarliest}},
 		{"latest", wire.Subscribe{Name: nameABC, Shard: 2, Start: wire.StartLatest, QueueCapacity: 128}},
 		{"offset", wire.Subscribe{Name: nameLong, Shard: math.MaxUint32, Start: wire.StartOffset, Offset: math.MaxUint64, QueueCapacity: math.MaxUint32}},
+		{"leader", wire.Subscribe{Name: nameABC, Shard: 1, Start: wire.StartOffset, Offset: 7, Replica: wire.ReplicaLeader}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			roundTrip(t, wire.AppendSubscribe(nil, 10, tc.s), wire.TypeSubscribe, 10, wire.DecodeSubscribe, tc.s, -1, true)
+			frame := wire.AppendSubscribe(nil, 10, tc.s)
+			fixed := -1
+			if tc.s.Replica != wire.ReplicaNearest {
+				// Without its last byte the body is a subscription to the
+				// nearest replica.
+				fixed = len(frame) - wire.HeaderSize - 1
+			}
+			roundTrip(t, frame, wire.TypeSubscribe, 10, wire.DecodeSubscribe, tc.s, fixed, true)
 		})
 	}
+	checkReplicaByte(t, splitFrame(t, wire.AppendSubscribe(nil, 10, wire.Subscribe{Name: nameABC, Replica: wire.ReplicaLeader})).Body,
+		func(b []byte) (wire.Replica, error) { s, err := wire.DecodeSubscribe(b); return s.Replica, err })
 	body := splitFrame(t, wire.AppendSubscribe(nil, 10, wire.Subscribe{Name: nameABC})).Body
 	startAt := nameLen + 4
 	for _, k := range []byte{3, 0xff} {
@@ -732,7 +765,8 @@ func TestParseStreamName(t *testing.T) {
 func TestFeatures(t *testing.T) {
 	bits := []uint64{wire.FeaturePublishPipeline, wire.FeatureEventBatch, wire.FeatureSubscribeQueue,
 		wire.FeaturePublishConditional, wire.FeatureIdempotentProducer, wire.FeatureRead, wire.FeatureGroups,
-		wire.FeatureOffsetsForTime, wire.FeatureGroupAdmin, wire.FeatureListAllTenants, wire.FeatureGroupAcks}
+		wire.FeatureOffsetsForTime, wire.FeatureGroupAdmin, wire.FeatureListAllTenants, wire.FeatureGroupAcks,
+		wire.FeatureFollowerReads}
 	var all uint64
 	for i, b := range bits {
 		if b != 1<<i {
@@ -742,5 +776,32 @@ func TestFeatures(t *testing.T) {
 	}
 	if wire.Features != all {
 		t.Errorf("Features = %#x, want %#x", wire.Features, all)
+	}
+}
+
+// checkReplicaByte checks the optional replica byte that ends body (a
+// request for the leader): without it the request is for the nearest
+// replica, 0 is malformed (nearest is sent by leaving the byte out), and
+// an unknown choice is invalid_request.
+func checkReplicaByte(t *testing.T, body []byte, decode func([]byte) (wire.Replica, error)) {
+	t.Helper()
+	if r, err := decode(body); err != nil || r != wire.ReplicaLeader {
+		t.Fatalf("with the byte: %v, %v; want leader", r, err)
+	}
+	if r, err := decode(body[:len(body)-1]); err != nil || r != wire.ReplicaNearest {
+		t.Fatalf("without the byte: %v, %v; want nearest", r, err)
+	}
+	for _, b := range []byte{0, 2, 0xff} {
+		bad := bytes.Clone(body)
+		bad[len(bad)-1] = b
+		_, err := decode(bad)
+		want := wire.CodeInvalidRequest
+		if b == 0 {
+			want = wire.CodeMalformedFrame
+		}
+		wantCode(t, err, want)
+	}
+	if got := wire.ReplicaLeader.String() + " " + wire.ReplicaNearest.String(); got != "leader nearest" {
+		t.Fatalf("names %q", got)
 	}
 }

@@ -57,12 +57,20 @@ func TestReadRoundTrip(t *testing.T) {
 		// The codec carries a range as given; an empty or inverted one is the
 		// node's to judge.
 		{"inverted", wire.Read{Name: nameABC, Start: 9, End: 3}},
+		{"from the leader", wire.Read{Name: nameABC, Shard: 3, Start: 1, End: wire.NoEnd, Replica: wire.ReplicaLeader}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			roundTrip(t, wire.AppendRead(nil, 13, tc.r), wire.TypeRead, 13, wire.DecodeRead, tc.r, -1, true)
+			frame := wire.AppendRead(nil, 13, tc.r)
+			fixed := -1
+			if tc.r.Replica != wire.ReplicaNearest {
+				fixed = len(frame) - wire.HeaderSize - 1 // without the replica byte: nearest
+			}
+			roundTrip(t, frame, wire.TypeRead, 13, wire.DecodeRead, tc.r, fixed, true)
 		})
 	}
+	checkReplicaByte(t, splitFrame(t, wire.AppendRead(nil, 13, wire.Read{Name: nameABC, Replica: wire.ReplicaLeader})).Body,
+		func(b []byte) (wire.Replica, error) { r, err := wire.DecodeRead(b); return r.Replica, err })
 }
 
 func TestReadLayout(t *testing.T) {

@@ -104,6 +104,10 @@ type groupEntry struct {
 	// it; once pid has stopped with it accepted, pid is nil while the
 	// group's state is deleted.
 	deleting *GroupDeleteRequest
+	// lost is set when pid stops because this node no longer leads the
+	// cluster stream's shard 0: once it has stopped, the group's figures
+	// are dropped here (the next coordinator reports them).
+	lost bool
 }
 
 // groupsDrop is a stream deletion waiting for its coordinators to stop.
@@ -439,6 +443,12 @@ func (r *groups) notCoordinating(h *StreamHandle) *wire.Error {
 func (r *groups) onLeadership(ctx actor.Context, m *GroupLeadership) {
 	if !m.Leading {
 		delete(r.leading, m.Stream)
+		// The stream's group figures are the next coordinator's to report
+		// (dropped again as each coordinator here stops: one that started
+		// meanwhile made them anew).
+		for name := range r.known[m.Stream] {
+			r.cfg.Stats.DropGroup(m.Name.String(), name)
+		}
 		delete(r.known, m.Stream)
 		delete(r.starting, m.Stream)
 		err := &wire.Error{Code: wire.CodeNotLeader, Message: fmt.Sprintf("this node no longer coordinates the consumer groups of %s (it stopped leading shard 0); retry", m.Name)}
@@ -448,6 +458,7 @@ func (r *groups) onLeadership(ctx actor.Context, m *GroupLeadership) {
 			}
 			ctx.Send(e.pid, &groupLeadershipLost{err: err})
 			ctx.Poison(e.pid)
+			e.lost = true
 		}
 		return
 	}
@@ -499,6 +510,9 @@ func (r *groups) onTerminated(ctx actor.Context, m *actor.Terminated) {
 		// A delete it never took was answered as it stopped (or as a
 		// dead letter): the group stays.
 		delete(r.coord, k)
+		if e.lost && !r.leading[k.stream] {
+			r.cfg.Stats.DropGroup(e.handle.Name.String(), k.group)
+		}
 		r.release(ctx, e)
 		return
 	}

@@ -272,17 +272,43 @@ func TestReplicatedGroupSurvivesItsCoordinator(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ledger.mu.Lock()
-	defer ledger.mu.Unlock()
-	if len(ledger.back) > 0 {
-		t.Fatalf("committed cursors moved back: %v", ledger.back)
-	}
-	dup := 0
+	back, dup, settled := slices.Clone(ledger.back), 0, len(ledger.settled)
 	for _, n := range ledger.settled {
 		if n > 1 {
 			dup++
 		}
 	}
-	t.Logf("%d records settled, %d of them more than once (at-least-once across the failover)", len(ledger.settled), dup)
+	ledger.mu.Unlock()
+	if len(back) > 0 {
+		t.Fatalf("committed cursors moved back: %v", back)
+	}
+	t.Logf("%d records settled, %d of them more than once (at-least-once across the failover)", settled, dup)
+
+	// The stopped node comes back and takes shard 0 back if it is its
+	// preferred replica: the group's figures (herald_group_lag) are
+	// reported by the coordinating node alone, the one it moved from
+	// included.
+	tc.start(coord)
+	lead := tc.leaderOf(name, 0)
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var reporting []uint64
+		for id, n := range tc.nodes {
+			for series := range scrapeSeries(t, n) {
+				if strings.HasPrefix(series, "herald_group_lag{") && strings.Contains(series, `group="workers"`) {
+					reporting = append(reporting, id)
+					break
+				}
+			}
+		}
+		if len(reporting) == 1 && reporting[0] == lead {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("herald_group_lag of the group is reported by nodes %v; node %d coordinates it", reporting, lead)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // consumeGroup polls shard 0 of name for group and acks what it gets,

@@ -12,6 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.opentelemetry.io/otel/codes"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -87,12 +89,21 @@ type proposalWait struct {
 	// with MetaWriteResponse carrying token, not as a publish.
 	group bool
 	token uint64
+	// A traced publish's replication round (its span, ended when the
+	// entry applies here) and the traceparent its apply's span is a child
+	// of (shard_raft_trace.go).
+	span  oteltrace.Span
+	trace string
 }
 
 // reject answers the proposal with err: a publish's lane with
 // PublishRejected, a group-state write's coordinator with
 // MetaWriteResponse.
 func (w *proposalWait) reject(ctx actor.Context, err *wire.Error) {
+	if w.span != nil {
+		w.span.SetStatus(codes.Error, err.Error())
+		w.span.End()
+	}
 	if w.replyTo == nil {
 		return
 	}
@@ -229,10 +240,14 @@ func (s *shard) proposePublish(ctx actor.Context, m *PublishRequest) {
 	data := appendRaftPublish(nil, raftPublish{Proposal: id, Timestamp: s.cfg.Now().UnixNano(), Count: m.Count,
 		Expected: m.ExpectedOffset, HasExpected: m.Conditional,
 		ProducerID: m.ProducerID, Sequence: m.Sequence, Idempotent: m.Idempotent, Records: m.Records})
-	s.proposals[id] = &proposalWait{reqID: m.ReqID, ack: m.Ack, replyTo: m.ReplyTo, received: m.Received,
+	w := &proposalWait{reqID: m.ReqID, ack: m.Ack, replyTo: m.ReplyTo, received: m.Received,
 		deadline: s.cfg.Now().Add(s.cfg.Raft.ProposalTimeout)}
+	s.proposals[id] = w
 	s.proposalOrder = append(s.proposalOrder, id)
-	if err := s.replica.propose(ctx, data); err != nil {
+	propose := s.traceProposal(ctx, m, w, len(data))
+	err := s.replica.propose(ctx, data)
+	s.traceProposed(propose, w, err)
+	if err != nil {
 		delete(s.proposals, id)
 		var nl errNotLeader
 		switch {
@@ -283,6 +298,7 @@ func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
 	} else {
 		delete(s.proposals, p.Proposal)
 	}
+	s.traceReplicated(w, e)
 	m := &PublishRequest{Count: p.Count, Records: p.Records, Conditional: p.HasExpected, ExpectedOffset: p.Expected,
 		Idempotent: p.Idempotent, ProducerID: p.ProducerID, Sequence: p.Sequence}
 	if w != nil {
@@ -309,13 +325,14 @@ func (s *shard) applyEntry(ctx actor.Context, e *pb.Entry) error {
 	}
 	b := s.core.admit(pendingPublish{batch: storage.Batch{Count: p.Count, Timestamp: p.Timestamp, Records: p.Records},
 		reqID: m.ReqID, ack: m.Ack, replyTo: m.ReplyTo, received: m.Received})
+	trace := s.traceApply(w, e, b)
 	s.markApplied(e.GetIndex(), b.End(), len(p.Records))
 	metas := []storage.MetaPut{{Key: raftAppliedKey(s.cfg.Key), Value: binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, e.GetIndex()), b.End())}}
 	if p.Idempotent {
 		pr := s.core.admitProducer(p.ProducerID, p.Sequence, b)
 		metas = append(metas, storage.MetaPut{Key: producerKey(s.cfg.Key, pr.id), Value: pr.encode()})
 	}
-	ctx.Request(s.cfg.Writer, &AppendRequest{Shard: s.cfg.Key, Batch: b, Metas: metas})
+	ctx.Request(s.cfg.Writer, &AppendRequest{Shard: s.cfg.Key, Batch: b, Metas: metas, Trace: trace})
 	return nil
 }
 

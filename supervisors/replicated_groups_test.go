@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/heraldmq/herald/actors"
 	"github.com/heraldmq/herald/client"
 	"github.com/heraldmq/herald/storage"
@@ -604,5 +607,89 @@ func TestReplicatedGroupWritesBesidePublishesSurviveRestarts(t *testing.T) {
 	info, err := tc.dial(tc.leaderOf(name, 0)).Group(name, "g1").Describe(ctx)
 	if err != nil || info.Shards[0].Committed != producers*each {
 		t.Fatalf("after the restarts the group committed %+v (%v), want %d", info.Shards, err, producers*each)
+	}
+}
+
+// A traced publish to a replicated shard shows the raft proposal, the
+// replication round (with the entry's index) and the apply on the shard's
+// leader, between the publish's arrival and the storage commit, in the
+// publisher's trace.
+func TestTraceOfAReplicatedPublish(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(mem), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	tc := newTestClusterOf(t, nil, func(o *Options) { o.TracerProvider = tp })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, name := tc.replicatedStream(ctx, "traced", 1)
+	lead := tc.leaderOf(name, 0)
+	c, err := client.Dial(ctx, tc.nodes[lead].Addr(), client.WithCAFile(tc.nodes[lead].CAFile()), client.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mem.Reset()
+	if _, err := c.Publish(ctx, name, []byte("traced")); err != nil {
+		t.Fatal(err)
+	}
+	wants := []struct{ name, parent string }{
+		{"herald.publish.receive", "publish default/default/traced"},
+		{"actor PublishRequest", "herald.publish.receive"},
+		{"herald.raft.propose", "actor PublishRequest"},
+		{"herald.raft.replicate", "actor PublishRequest"},
+		{"herald.raft.apply", "actor PublishRequest"},
+		{"herald.storage.commit", "actor AppendRequest"},
+		{"actor AppendRequest", "herald.raft.apply"},
+	}
+	var spans tracetest.SpanStubs
+	byName := map[string]tracetest.SpanStub{}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		spans = mem.GetSpans()
+		clear(byName)
+		for _, s := range spans {
+			byName[s.Name] = s
+		}
+		done := true
+		for _, w := range wants {
+			_, ok := byName[w.name]
+			done = done && ok
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spans after 10 s: %v", slices.Collect(maps.Keys(byName)))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ids := map[string]string{}
+	for _, s := range spans {
+		ids[s.SpanContext.SpanID().String()] = s.Name
+	}
+	for _, w := range wants {
+		s := byName[w.name]
+		if got := ids[s.Parent.SpanID().String()]; got != w.parent {
+			t.Errorf("%q has parent %q, want %q", w.name, got, w.parent)
+		}
+		if s.SpanContext.TraceID() != byName["herald.publish.receive"].SpanContext.TraceID() {
+			t.Errorf("%q is in another trace", w.name)
+		}
+	}
+	// The replication round ends before the apply starts, and carries the
+	// entry's raft index, which the apply names too.
+	rep, app := byName["herald.raft.replicate"], byName["herald.raft.apply"]
+	if rep.EndTime.After(app.StartTime) {
+		t.Errorf("the replication round ended at %v, after the apply started at %v", rep.EndTime, app.StartTime)
+	}
+	index := func(s tracetest.SpanStub) int64 {
+		for _, a := range s.Attributes {
+			if a.Key == "herald.raft.index" {
+				return a.Value.AsInt64()
+			}
+		}
+		return 0
+	}
+	if index(rep) == 0 || index(rep) != index(app) {
+		t.Errorf("raft index %d on the replication round, %d on the apply", index(rep), index(app))
 	}
 }

@@ -30,8 +30,10 @@ type testCluster struct {
 	nodes  map[uint64]*Node
 	// wrap wraps a node's durable log (a disk that fails).
 	wrap map[uint64]func(storage.Log) storage.Log
-	// mutate changes every node's config (nil: none).
-	mutate func(*Config)
+	// mutate changes every node's config (nil: none); options every
+	// node's options.
+	mutate  func(*Config)
+	options func(*Options)
 }
 
 func newTestCluster(t *testing.T, wrap ...map[uint64]func(storage.Log) storage.Log) *testCluster {
@@ -39,7 +41,13 @@ func newTestCluster(t *testing.T, wrap ...map[uint64]func(storage.Log) storage.L
 }
 
 func newTestClusterWith(t *testing.T, mutate func(*Config), wrap ...map[uint64]func(storage.Log) storage.Log) *testCluster {
-	tc := &testCluster{t: t, mutate: mutate, addrs: map[uint64]string{}, listen: map[uint64]string{}, dirs: map[uint64]string{}, nodes: map[uint64]*Node{}}
+	return newTestClusterOf(t, mutate, nil, wrap...)
+}
+
+// newTestClusterOf is newTestClusterWith, with options changing every
+// node's Options too.
+func newTestClusterOf(t *testing.T, mutate func(*Config), options func(*Options), wrap ...map[uint64]func(storage.Log) storage.Log) *testCluster {
+	tc := &testCluster{t: t, mutate: mutate, options: options, addrs: map[uint64]string{}, listen: map[uint64]string{}, dirs: map[uint64]string{}, nodes: map[uint64]*Node{}}
 	for id := uint64(1); id <= 3; id++ {
 		tc.addrs[id], tc.listen[id], tc.dirs[id] = freeUDP(t), freeUDP(t), t.TempDir()
 	}
@@ -61,6 +69,9 @@ func (tc *testCluster) start(id uint64) *Node {
 		c.ReplicationTimeoutMillis = 3000
 		if tc.mutate != nil {
 			tc.mutate(c)
+		}
+		if tc.options != nil {
+			tc.options(o)
 		}
 	})
 	tc.nodes[id] = n

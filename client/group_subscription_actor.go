@@ -467,6 +467,11 @@ func (a *groupSubscriptionActor) onPush(m *groupPushReceived) {
 
 func (a *groupSubscriptionActor) onStreamEnded(ctx actor.Context, m *groupStreamEnded) {
 	a.goroutines--
+	if a.endErr == nil && m.gen == a.gen && a.rejoining && a.stopRejoin == nil && a.joinID != 0 && a.s.ctx.Err() == nil {
+		// The stream of a join made to a moved coordinator ended before the
+		// join was answered, its connection alive: join again, later.
+		a.coordinatorMoved(ctx, m.err)
+	}
 	if a.endErr == nil && m.gen == a.gen && !a.rejoining {
 		if m.fromNode && isNotLeader(m.err) {
 			a.coordinatorMoved(ctx, m.err)
@@ -523,9 +528,11 @@ func (a *groupSubscriptionActor) connectionLost() {
 // member, after a pause (movedPause); deliveries not taken are dropped and
 // acks in flight fail in doubt, as when the connection is lost.
 func (a *groupSubscriptionActor) coordinatorMoved(ctx actor.Context, cause error) {
-	if a.endErr != nil || a.rejoining {
+	if a.endErr != nil {
 		return
 	}
+	// A join refused while rejoining (the next coordinator is not known
+	// yet) comes here again: the member joins again after a longer pause.
 	a.rejoining, a.joined = true, false
 	if a.openCancel != nil {
 		a.openCancel()

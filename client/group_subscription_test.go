@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -634,4 +635,52 @@ func TestGroupStreamEndedByNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGroupMemberJoinsAgainWhenItsCoordinatorMoves: a member whose stream
+// the node ends with not_leader (a cluster's coordinator moved) joins
+// again on the same connection, as the same member, and keeps trying while
+// its joins are refused with not_leader (no coordinator known yet); a
+// delivery from before fails its ack with ErrStaleCursor, and Next goes on
+// with the new membership's.
+func TestGroupMemberJoinsAgainWhenItsCoordinatorMoves(t *testing.T) {
+	srv := newTestServer(t)
+	var joins atomic.Int32
+	peers := groupNode(t, srv, func(g wire.GroupSubscribe) (wire.GroupAssignment, *wire.Error) {
+		if n := joins.Add(1); n == 2 || n == 3 {
+			return wire.GroupAssignment{}, wire.Errorf(wire.CodeNotLeader, "no coordinator known yet")
+		}
+		return assigned(uint64(joins.Load()), 0, 0), nil
+	})
+	srv.start()
+	c := srv.dial(t, WithoutReconnect())
+	ctx := testCtx(t)
+	gs, err := c.Group(orders, "live").Subscribe(ctx, WithHeartbeat(-1), WithMember("m1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Close()
+	p := <-peers
+	p.push("c1", groupRec(0, 1, 1))
+	old := nextDelivery(t, gs, "c1")
+	p.end(wire.CodeNotLeader)
+	var last *groupPeer
+	for last == nil {
+		select {
+		case q := <-peers: // joins 2 and 3 refused, 4 accepted
+			if joins.Load() == 4 {
+				last = q
+			}
+		case <-ctx.Done():
+			t.Fatalf("the member joined %d times, never a fourth", joins.Load())
+		}
+	}
+	if last.join.Member != "m1" {
+		t.Fatalf("joined again as %q, want m1", last.join.Member)
+	}
+	if err := gs.Ack(ctx, old); !errors.Is(err, ErrStaleCursor) {
+		t.Fatalf("ack of a delivery from before the move: %v, want ErrStaleCursor", err)
+	}
+	last.push("c2", groupRec(0, 2, 1))
+	checkGroupRecord(t, nextDelivery(t, gs, "c2").Records[0], 0, 2, 1)
 }

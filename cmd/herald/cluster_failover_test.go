@@ -40,23 +40,7 @@ type devCluster struct {
 
 func startDevCluster(t *testing.T, env ...string) *devCluster {
 	t.Helper()
-	dc := &devCluster{nodes: make([]*clusterNodeProcess, 3)}
-	var peers, servers, cas []string
-	for i := range dc.nodes {
-		listen, httpAddr := freePorts(t)
-		clusterListen, _ := freePorts(t)
-		dir := t.TempDir()
-		dc.nodes[i] = &clusterNodeProcess{id: uint64(i + 1), dir: dir, listen: listen, http: httpAddr, clusterListen: clusterListen}
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, clusterListen))
-		servers = append(servers, listen)
-		cas = append(cas, filepath.Join(dir, "tls", "ca.pem"))
-	}
-	dc.servers, dc.cas = strings.Join(servers, ","), strings.Join(cas, ",")
-	for _, n := range dc.nodes {
-		n.peers, n.env = strings.Join(peers, ","), env
-		n.start(t)
-	}
-	return dc
+	return startDevClusterOf(t, 3, env...)
 }
 
 // startProxiedDevCluster is startDevCluster with each pair of nodes' peer

@@ -72,17 +72,33 @@ func (w *groupWatch) observe(info client.GroupInfo, sent time.Time) {
 // end every acknowledged publish is in the log once, the group's committed
 // cursor of each shard is its tail (every record settled at least once),
 // and no committed cursor was ever seen to move back.
+//
+// It runs with three nodes and with four (a stream of six shards of three
+// replicas; the log says which shards, if any, the coordinator holds no
+// replica of: TestReplicatedGroupReadsShardsItsCoordinatorDoesNotHold
+// makes sure of that case in process).
 func TestClusterGroupSurvivesCoordinatorKill(t *testing.T) {
-	dc := startDevCluster(t)
+	for _, nodes := range []int{3, 4} {
+		t.Run(fmt.Sprintf("%d nodes", nodes), func(t *testing.T) { clusterGroupCoordinatorKill(t, nodes) })
+	}
+}
+
+func clusterGroupCoordinatorKill(t *testing.T, nodes int) {
+	dc := startDevClusterOf(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	dc.cli(t, "stream", "create", "work", "--shards", "2", "--replicas", "3")
+	// Two shards on three nodes; six on four.
+	shards := uint32(2)
+	if nodes > 3 {
+		shards = 6
+	}
+	dc.cli(t, "stream", "create", "work", "--shards", fmt.Sprint(shards), "--replicas", "3")
 	name := client.StreamName{Tenant: "default", Namespace: "default", Stream: "work"}
 	// The coordinator is shard 0's leader once leaderships have spread
 	// (a shard's preferred replica takes it over 2 s after an election):
 	// the same leader seen twice 2.5 s apart.
 	leader0 := func() uint64 {
-		if info := dc.describe(t, "work"); len(info.Replication) == 2 {
+		if info := dc.describe(t, "work"); len(info.Replication) == int(shards) {
 			return info.Replication[0].Leader
 		}
 		return 0
@@ -96,7 +112,19 @@ func TestClusterGroupSurvivesCoordinatorKill(t *testing.T) {
 			break
 		}
 	}
-	other, third := coord%3+1, (coord+1)%3+1
+	n := uint64(nodes)
+	other, third := coord%n+1, (coord+1)%n+1
+	var elsewhere []int
+	for _, r := range dc.describe(t, "work").Replication {
+		held := false
+		for _, rep := range r.Replicas {
+			held = held || rep.Node == coord
+		}
+		if !held {
+			elsewhere = append(elsewhere, r.Shard)
+		}
+	}
+	t.Logf("node %d coordinates the group; it holds no replica of shards %v", coord, elsewhere)
 
 	rec := history.New()
 	cc, err := client.DialCluster(ctx, dc.servers, client.WithCAFile(dc.cas))
@@ -117,10 +145,10 @@ func TestClusterGroupSurvivesCoordinatorKill(t *testing.T) {
 			default:
 			}
 			id := fmt.Sprintf("w-%d", i)
-			shard := uint32(i % 2)
+			shard := uint32(i) % shards
 			rec.Invoke(id, shard)
 			pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
-			ack, err := producer.Publish(pctx, [][]byte{[]byte(id)}, client.WithKey(keyFor2(shard)))
+			ack, err := producer.Publish(pctx, [][]byte{[]byte(id)}, client.WithKey(keyOf(shard, shards)))
 			pcancel()
 			switch {
 			case err == nil:
@@ -183,7 +211,7 @@ func TestClusterGroupSurvivesCoordinatorKill(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		g := pc.Group(name, "workers")
-		for shard := uint32(0); consumeCtx.Err() == nil; shard = 1 - shard {
+		for shard := uint32(0); consumeCtx.Err() == nil; shard = (shard + 1) % shards {
 			recs, err := g.Poll(consumeCtx, shard, 20, 200*time.Millisecond)
 			if err != nil || len(recs) == 0 {
 				continue
@@ -307,7 +335,7 @@ func TestClusterGroupSurvivesCoordinatorKill(t *testing.T) {
 			}
 			tails = append(tails, s.Tail)
 		}
-		return len(info.Shards) == 2
+		return len(info.Shards) == int(shards)
 	})
 	stopConsumers()
 	_ = sub.Process.Kill()
@@ -315,7 +343,7 @@ func TestClusterGroupSurvivesCoordinatorKill(t *testing.T) {
 	dc.waitCaughtUp(t, "work")
 
 	final := history.Final{}
-	for shard := uint32(0); shard < 2; shard++ {
+	for shard := uint32(0); shard < shards; shard++ {
 		var ids []string
 		for next := uint64(0); ; {
 			page, err := wc.Read(ctx, name, shard, next, client.ReadToTail)
@@ -348,11 +376,11 @@ func TestClusterGroupSurvivesCoordinatorKill(t *testing.T) {
 	}
 }
 
-// keyFor2 is a key of shard of a two-shard stream.
-func keyFor2(shard uint32) []byte {
+// keyOf is a key of shard of a stream of shards shards.
+func keyOf(shard, shards uint32) []byte {
 	for i := 0; ; i++ {
 		k := []byte("key-" + strconv.Itoa(i))
-		if wire.ShardFor(k, 2, wire.RoutingHash) == shard {
+		if wire.ShardFor(k, shards, wire.RoutingHash) == shard {
 			return k
 		}
 	}

@@ -162,6 +162,11 @@ type catalog struct {
 	// replaced are the shards (by actor id) that stop to be started again
 	// under their stream's new placement.
 	replaced map[string]bool
+	// cluster is the cluster's state as this node applied it (nil: none
+	// stored yet); clusterGen counts its changes, so that placements made
+	// under an older one are made again (catalog_members.go).
+	cluster    *ClusterMembership
+	clusterGen uint64
 }
 
 type creation struct {
@@ -205,12 +210,15 @@ func (c *catalog) Receive(ctx actor.Context) {
 		c.onStarted(ctx)
 	case *catalogLoaded:
 		c.onLoaded(ctx, m)
-	case *LookupStreamRequest, *CreateStreamRequest, *ListStreamsRequest, *DeleteStreamRequest, *AllStreamsRequest, *AllShardsRequest, *SetReplicasRequest:
+	case *LookupStreamRequest, *CreateStreamRequest, *ListStreamsRequest, *DeleteStreamRequest, *AllStreamsRequest, *AllShardsRequest, *SetReplicasRequest,
+		*ClusterChangeRequest:
 		c.onStreamRequest(ctx, m)
 	case *actor.Terminated:
 		c.onTerminated(ctx, m)
 	case *MetaHandOff:
 		c.metaHandOff(ctx)
+	case *MetaStatusRequest:
+		ctx.Respond(c.metaStatus())
 	case *ShardReplaced:
 		if ctx.Sender() != nil && !c.stopping {
 			if c.replaced == nil {
@@ -260,6 +268,8 @@ func (c *catalog) onRequest(ctx actor.Context, from *actor.PID, msg any) {
 		c.onDelete(ctx, from, m)
 	case *SetReplicasRequest:
 		c.proposeReplicas(ctx, from, m)
+	case *ClusterChangeRequest:
+		c.proposeClusterChange(ctx, from, m)
 	case *AllStreamsRequest:
 		all := make([]*StreamHandle, 0, len(c.streams))
 		for _, h := range c.streams {
@@ -307,6 +317,8 @@ func (c *catalog) refuseStash(ctx actor.Context) {
 			ctx.Send(st.sender, &AllStreamsResponse{})
 		case *AllShardsRequest:
 			ctx.Send(st.sender, &AllShardsResponse{})
+		case *ClusterChangeRequest:
+			ctx.Send(st.sender, &ClusterChangeResponse{Err: err})
 		}
 	}
 	c.stash = nil
@@ -317,6 +329,8 @@ type catalogLoaded struct {
 	token   uint64
 	nextID  uint64
 	records []storedStream
+	// cluster is the cluster's stored state (nil: none).
+	cluster *ClusterMembership
 	err     error
 }
 
@@ -335,6 +349,11 @@ func (c *catalog) onStarted(ctx actor.Context) {
 			m.nextID = binary.BigEndian.Uint64(v)
 		}
 		m.records, m.err = loadStreamRecords(log.ScanMeta)
+		if v, err := log.GetMeta(clusterMetaKey); err == nil && m.err == nil {
+			m.cluster, m.err = decodeClusterMembership(v)
+		} else if err != nil && !errors.Is(err, storage.ErrNotFound) && m.err == nil {
+			m.err = fmt.Errorf("catalog: the stored cluster state: %w", err)
+		}
 		root.Send(self, m)
 	}) {
 		ctx.Stop(self) // the node is stopping
@@ -350,6 +369,12 @@ func (c *catalog) onLoaded(ctx actor.Context, m *catalogLoaded) {
 		return
 	}
 	c.nextID = m.nextID
+	if m.cluster != nil && c.cfg.Cluster != nil {
+		// Before the shards start: their preferred leaders skip drained
+		// nodes.
+		c.cluster = m.cluster
+		c.cfg.Cluster.View.store(m.cluster)
+	}
 	for _, st := range m.records {
 		h := c.newHandle(st)
 		c.spawnShards(ctx, h)

@@ -41,6 +41,9 @@ type CatalogCluster struct {
 	// CompactEntries is each replicated shard's raft log compaction step
 	// (ShardRaft.CompactEntries).
 	CompactEntries uint64
+	// View is where the catalog publishes the cluster's state (drained
+	// nodes) for the shards and the node (nil: not published).
+	View *ClusterView
 }
 
 // metaGroupKey names the metadata group: stream id 0 is never a stream's.
@@ -53,7 +56,7 @@ const replicatedIDBase = uint64(1) << 63
 
 // metaEntry is one entry of the metadata group.
 type metaEntry struct {
-	Op string `json:"op"` // "create", or "replicas" (Config.Replicas is the new count)
+	Op string `json:"op"` // "create", "replicas" (Config.Replicas is the new count), "drain" or "undrain" (of Target)
 	// Node and Proposal name the proposer, which answers its client.
 	Node     uint64            `json:"node"`
 	Proposal uint64            `json:"proposal"`
@@ -63,12 +66,28 @@ type metaEntry struct {
 	// Strict refuses an existing stream of another config (an explicit
 	// create); an auto-create takes the stream as it is.
 	Strict bool `json:"strict,omitempty"`
+	// Target is the node a cluster operation changes (catalog_members.go).
+	Target uint64 `json:"target,omitempty"`
 }
 
 // metaWait is a create this node proposed, waiting for its apply.
 type metaWait struct {
 	waiters []*actor.PID
 	timer   func() bool
+	// cluster is set for a cluster operation: its waiters take a
+	// ClusterChangeResponse, not a LookupStreamResponse.
+	cluster bool
+}
+
+// fail answers w's waiters with err.
+func (w *metaWait) fail(ctx actor.Context, err *wire.Error) {
+	var resp any = &LookupStreamResponse{Err: err}
+	if w.cluster {
+		resp = &ClusterChangeResponse{Err: err}
+	}
+	for _, from := range w.waiters {
+		ctx.Send(from, resp)
+	}
 }
 
 // metaProposalExpired ends a create whose entry did not apply in time.
@@ -114,8 +133,8 @@ func (c *catalog) onMetaLoaded(ctx actor.Context, m *metaStateLoaded) {
 	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: metaGroupKey, Self: cl.Self, Peers: cl.Router.Nodes,
 		Durable: d, Applied: d.Applied, Writer: c.cfg.Writer, Link: cl.Router.Link,
 		Tick: cl.Tick, ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks,
-		ForwardProposals: true, Apply: c.applyMeta,
-		Alive: cl.Router.Alive, Busy: func() bool { return len(c.metaWaits) > 0 }})
+		ForwardProposals: true, Apply: c.applyMeta, OnTick: c.onMetaTick,
+		Alive: cl.Router.Alive, Busy: func() bool { return len(c.metaWaits) > 0 || c.metaHandingAway() }})
 	if err != nil {
 		ctx.Logger().Error("catalog: cannot start the metadata group", slog.Any("error", err))
 		return
@@ -160,7 +179,7 @@ func (c *catalog) proposeCreate(ctx actor.Context, from *actor.PID, name wire.St
 }
 
 // waitMeta waits for the apply of this node's proposal id, for from.
-func (c *catalog) waitMeta(ctx actor.Context, id uint64, from *actor.PID) {
+func (c *catalog) waitMeta(ctx actor.Context, id uint64, from *actor.PID) *metaWait {
 	w := &metaWait{}
 	if from != nil {
 		w.waiters = append(w.waiters, from)
@@ -172,6 +191,7 @@ func (c *catalog) waitMeta(ctx actor.Context, id uint64, from *actor.PID) {
 	}
 	w.timer = time.AfterFunc(timeout, func() { root.Send(self, &metaProposalExpired{proposal: id}) }).Stop
 	c.metaWaits[id] = w
+	return w
 }
 
 func (c *catalog) onMetaProposalExpired(ctx actor.Context, m *metaProposalExpired) {
@@ -180,11 +200,11 @@ func (c *catalog) onMetaProposalExpired(ctx actor.Context, m *metaProposalExpire
 		return
 	}
 	delete(c.metaWaits, m.proposal)
-	resp := &LookupStreamResponse{Err: &wire.Error{Code: wire.CodeReplicationTimeout,
-		Message: "the stream's creation or change was not committed by the cluster in time; it may still be: describe the stream, or ask again"}}
-	for _, from := range w.waiters {
-		ctx.Send(from, resp)
+	msg := "the stream's creation or change was not committed by the cluster in time; it may still be: describe the stream, or ask again"
+	if w.cluster {
+		msg = "the cluster change was not committed in time; it may still be: look at herald cluster status, or ask again"
 	}
+	w.fail(ctx, &wire.Error{Code: wire.CodeReplicationTimeout, Message: msg})
 }
 
 // applyMeta applies one committed entry of the metadata group.
@@ -215,6 +235,9 @@ func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
 	case "create":
 	case "replicas":
 		c.applyReplicas(ctx, me, w, appliedPut)
+		return nil
+	case "drain", "undrain":
+		c.applyDrain(ctx, me, w, appliedPut)
 		return nil
 	default:
 		return fmt.Errorf("metadata entry %d: unknown op %q", e.GetIndex(), me.Op)
@@ -277,7 +300,7 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 	return &ShardRaft{Self: cl.Self, Replicas: reps[i], Preferred: pref[i], Bootstrap: p.bootstrap[i], Targets: p.targets,
 		Router: cl.Router, Tick: cl.Tick,
 		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout, CompactEntries: cl.CompactEntries,
-		Goroutines: c.cfg.Goroutines}
+		Goroutines: c.cfg.Goroutines, View: cl.View}
 }
 
 // placement is where a replicated stream's shards live (rendezvous
@@ -286,7 +309,7 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 // than ceil(shards / nodes) of its shards. Pure functions of the stream's
 // id and the nodes, so every node computes the same; cached per stream.
 func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]uint64) {
-	if p, ok := c.placements[h.ID]; ok && p.count == h.Config.Replicas {
+	if p, ok := c.placements[h.ID]; ok && p.count == h.Config.Replicas && p.gen == c.clusterGen {
 		return p.replicas, p.preferred
 	}
 	nodes := c.cfg.Cluster.Router.Nodes
@@ -308,7 +331,7 @@ func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]ui
 		refs[shardRef{Stream: h.ID, Shard: i}] = r
 	}
 	pref := map[uint32]uint64{}
-	for ref, lead := range spreadLeaders(refs, nodes) {
+	for ref, lead := range spreadLeaders(refs, c.leaderNodes()) {
 		pref[ref.Shard] = lead
 	}
 	if c.placements == nil {
@@ -322,7 +345,7 @@ func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]ui
 	} else {
 		p.targets.p.Store(&streamPlacement{replicas: reps, preferred: pref})
 	}
-	p.count = h.Config.Replicas
+	p.count, p.gen = h.Config.Replicas, c.clusterGen
 	c.placements[h.ID] = p
 	return reps, pref
 }
@@ -335,8 +358,10 @@ type streamPlacement struct {
 	preferred map[uint32]uint64
 	bootstrap map[uint32][]uint64
 	targets   *ReplicaTargets
-	// count is the replica count it places.
+	// count is the replica count it places, gen the cluster state's
+	// generation (catalog.clusterGen) it was placed under.
 	count uint8
+	gen   uint64
 }
 
 // proposeReplicas proposes a change of a cluster stream's replica count.
@@ -500,12 +525,10 @@ func (c *catalog) stopMeta(ctx actor.Context) {
 	}
 	c.meta.stop()
 	c.cfg.Cluster.Router.Unregister(metaGroupKey, ctx.Self())
-	resp := &LookupStreamResponse{Err: &wire.Error{Code: wire.CodeReplicationTimeout, Message: "the catalog stopped before the stream's creation applied; it may still"}}
+	err := &wire.Error{Code: wire.CodeReplicationTimeout, Message: "the catalog stopped before the change applied; it may still"}
 	for _, w := range c.metaWaits {
 		w.timer()
-		for _, from := range w.waiters {
-			ctx.Send(from, resp)
-		}
+		w.fail(ctx, err)
 	}
 	clear(c.metaWaits)
 }

@@ -18,7 +18,7 @@ func (s *shard) busy() bool {
 		(s.core != nil && len(s.core.pending) > 0) {
 		return true
 	}
-	if s.lead == rc.Self && (s.reconfiguring() || s.handingOff || len(s.notifyRemoved) > 0) {
+	if s.lead == rc.Self && (s.reconfiguring() || s.handingOff || len(s.notifyRemoved) > 0 || s.drainedLeader()) {
 		return true
 	}
 	_, pref := rc.target(s.cfg.Key.Shard)

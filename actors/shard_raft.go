@@ -66,6 +66,9 @@ type ShardRaft struct {
 	// Goroutines owns the reads that serve another replica's snapshot
 	// fetches (nil: untracked).
 	Goroutines *Goroutines
+	// View is the cluster's state (drained nodes: shard_drain.go; nil:
+	// none is drained).
+	View *ClusterView
 }
 
 // hosted reports whether this node holds a replica.
@@ -438,6 +441,10 @@ func (s *shard) onRaftTick(ctx actor.Context) {
 		return // its node stops: no change, no handover to the preferred replica
 	}
 	s.driveConfChange(ctx)
+	if s.drainedLeader() {
+		s.handAway(ctx) // shard_drain.go
+		return
+	}
 	_, pref := s.cfg.Raft.target(s.cfg.Key.Shard)
 	if pref == 0 || pref == s.cfg.Raft.Self || s.ticks%transferEvery != 0 || s.reconfiguring() {
 		return

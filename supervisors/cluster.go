@@ -37,6 +37,9 @@ type cluster struct {
 	pid   *actor.PID
 	// router routes raft messages between the links and the replicas.
 	router *actors.RaftRouter
+	// view is the cluster's state as the catalog applied it (drained
+	// nodes).
+	view *actors.ClusterView
 	// resetKey is the peer transport's stateless reset key.
 	resetKey quic.StatelessResetKey
 	wg       sync.WaitGroup
@@ -54,9 +57,11 @@ func (n *Node) clusterCatalog() *actors.CatalogCluster {
 		ids = append(ids, id)
 	}
 	c.router = actors.NewRaftRouter(n.sys.Root, c.self, ids)
+	c.view = &actors.ClusterView{}
 	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
 	return &actors.CatalogCluster{Self: c.self, Router: c.router, Tick: election / 10, ElectionTicks: 10, HeartbeatTicks: 1,
-		ProposalTimeout: time.Duration(n.cfg.ReplicationTimeoutMillis) * time.Millisecond, CompactEntries: uint64(n.cfg.RaftCompactEntries)}
+		ProposalTimeout: time.Duration(n.cfg.ReplicationTimeoutMillis) * time.Millisecond, CompactEntries: uint64(n.cfg.RaftCompactEntries),
+		View: c.view}
 }
 
 // peerQUIC is the QUIC configuration of peer connections: keep-alives so
@@ -207,6 +212,19 @@ type ClusterStatus struct {
 	// this node knows it leads.
 	Groups  []GroupStatus  `json:"groups"`
 	Leaders map[uint64]int `json:"leaders"`
+	// Drained are the drained nodes (cluster drain), as this node applied
+	// the metadata group.
+	Drained []uint64 `json:"drained"`
+	// Meta is the metadata group as this node's replica sees it.
+	Meta MetaStatus `json:"metadata"`
+}
+
+// MetaStatus is the cluster's metadata group as ClusterStatus shows it.
+type MetaStatus struct {
+	Leader   uint64   `json:"leader"`
+	Term     uint64   `json:"term"`
+	Voters   []uint64 `json:"voters"`
+	Learners []uint64 `json:"learners,omitempty"`
 }
 
 // GroupStatus is one replicated shard's raft group as ClusterStatus shows
@@ -282,6 +300,12 @@ func (n *Node) ClusterStatus(ctx context.Context) (ClusterStatus, bool, error) {
 	}
 	slices.SortFunc(out.Peers, func(a, b PeerStatus) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	out.Groups, out.Leaders = n.groupStatus(wait)
+	out.Drained = nonNil(c.view.Load().Drained)
+	if r, err := n.sys.Root.RequestFuture(n.children.Catalog, &actors.MetaStatusRequest{}, wait).Result(); err == nil {
+		if m, ok := r.(*actors.MetaStatusResponse); ok {
+			out.Meta = MetaStatus{Leader: m.Leader, Term: m.Term, Voters: nonNil(m.Voters), Learners: m.Learners}
+		}
+	}
 	return out, true, nil
 }
 

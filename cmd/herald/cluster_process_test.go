@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -196,5 +197,47 @@ func TestClusterStatusAnswers(t *testing.T) {
 	code, _, stderr = runCLI(t, "cluster", "status", "--http", tcp, "--timeout", "2s")
 	if code != 1 || !strings.Contains(stderr, tcp) {
 		t.Fatalf("nobody at the address: %d %q", code, stderr)
+	}
+}
+
+// `herald cluster drain` and `undrain` print a node's refusal with its
+// code; a node without peers is not a cluster; a token goes as a bearer
+// token; --no-wait returns once the drain is committed.
+func TestClusterDrainAnswers(t *testing.T) {
+	var gotAuth, gotBody string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		gotAuth, gotBody = r.Header.Get("Authorization"), string(b)
+		switch r.URL.Path {
+		case "/cluster/drain":
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"code":"invalid_request","message":"node 9 is not a node of this cluster"}`)
+		case "/cluster/undrain":
+			_, _ = io.WriteString(w, `{"drained":[3]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	code, _, stderr := runCLI(t, "cluster", "drain", "9", "--http", addr, "--token", "tok-1")
+	if code != 1 || !strings.Contains(stderr, "herald cluster drain: invalid_request: node 9 is not a node of this cluster") {
+		t.Fatalf("a refusal: %d %q", code, stderr)
+	}
+	if gotAuth != "Bearer tok-1" || gotBody != `{"node":9}` {
+		t.Fatalf("sent %q with %q", gotBody, gotAuth)
+	}
+	code, out, stderr := runCLI(t, "cluster", "undrain", "2", "--http", addr)
+	if code != 0 || out != "node 2 undrained (drained nodes: 3)\n" || gotAuth != "" {
+		t.Fatalf("undrain: %d %q %q (auth %q)", code, out, stderr, gotAuth)
+	}
+	single := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"code":"invalid_request","message":"not a cluster: this node runs without peers"}`)
+	}))
+	defer single.Close()
+	code, _, stderr = runCLI(t, "cluster", "drain", "1", "--no-wait", "--http", strings.TrimPrefix(single.URL, "http://"))
+	if code != 1 || !strings.Contains(stderr, "not part of a cluster") {
+		t.Fatalf("a single node: %d %q", code, stderr)
 	}
 }

@@ -22,11 +22,14 @@ import (
 const defaultClusterHTTP = "127.0.0.1:7401"
 
 func newClusterCmd(env *cliEnv) *cobra.Command {
-	c := parentCmd("cluster", "Inspect a cluster of nodes",
-		`Inspect a cluster of nodes (started with --node-id, --cluster-listen and --peers).`,
+	c := parentCmd("cluster", "Inspect and operate a cluster of nodes",
+		`Inspect a cluster of nodes (started with --node-id, --cluster-listen and --peers), and
+drain a node before stopping it.`,
 		`  herald cluster status
-  herald cluster status --http 127.0.0.1:7411 -o json`)
-	c.AddCommand(newClusterStatusCmd(env))
+  herald cluster status --http 127.0.0.1:7411 -o json
+  herald cluster drain 2 --http 127.0.0.1:7411
+  herald cluster undrain 2`)
+	c.AddCommand(newClusterStatusCmd(env), newClusterDrainCmd(env), newClusterUndrainCmd(env))
 	return c
 }
 
@@ -38,7 +41,8 @@ func newClusterStatusCmd(env *cliEnv) *cobra.Command {
 		Use:   "status",
 		Short: "Show a node's view of its cluster: its peers, up or down, and their links",
 		Long: `Show one node's view of its cluster, from the node's HTTP listener (GET /cluster):
-each peer, whether the link to it is up and since when, why it last went down, and
+the metadata group's leader and voters and the drained nodes; each peer, whether the link
+to it is up and since when, why it last went down, and
 what went over it; then the raft group of each replicated shard the node holds: its
 leader, term, commit and applied indexes and tail, and on the leader each replica's lag
 in entries; and how many groups each node leads. Each node shows its own view: ask
@@ -67,6 +71,8 @@ A node without peers answers that it is not a cluster (exit status 1).`,
 				auth = "encrypted, NOT authenticated (development mode)"
 			}
 			fmt.Fprintf(env.stdout, "node %d, listening for peers at %s, %s\n", st.NodeID, st.ClusterListen, auth)
+			fmt.Fprintf(env.stdout, "metadata group: leader %d, term %d, voters %s; drained nodes: %s\n",
+				st.Meta.Leader, st.Meta.Term, idList(st.Meta.Voters), idList(st.Drained))
 			t := newTable("PEER", "ADDRESS", "LINK", "SINCE", "SENT", "RECEIVED", "DROPPED", "LAST ERROR")
 			for _, p := range st.Peers {
 				state := "down"
@@ -111,7 +117,7 @@ A node without peers answers that it is not a cluster (exit status 1).`,
 	}
 	c.Flags().StringVar(&httpAddr, "http", defaultClusterHTTP, "the node's HTTP listener `address` (its --http)")
 	c.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the node")
-	addOutputFlags(c, &out, "an object with node_id, cluster_listen, authenticated, peers, groups (each replicated shard held here: stream, shard, leader, term, commit, applied, tail, lag on its leader, quiesced) and leaders (groups led, per node id)")
+	addOutputFlags(c, &out, "an object with node_id, cluster_listen, authenticated, peers, groups (each replicated shard held here: stream, shard, leader, term, commit, applied, tail, lag on its leader, quiesced, voters, learners), leaders (groups led, per node id), drained (the drained nodes) and metadata (the metadata group's leader, term, voters, learners)")
 	return c
 }
 

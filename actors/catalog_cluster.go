@@ -44,6 +44,8 @@ type CatalogCluster struct {
 	// View is where the catalog publishes the cluster's state (drained
 	// nodes) for the shards and the node (nil: not published).
 	View *ClusterView
+	// BalanceTicks is each replicated shard's ShardRaft.BalanceTicks.
+	BalanceTicks int
 }
 
 // metaGroupKey names the metadata group: stream id 0 is never a stream's.
@@ -300,7 +302,7 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 	return &ShardRaft{Self: cl.Self, Replicas: reps[i], Preferred: pref[i], Bootstrap: p.bootstrap[i], Targets: p.targets,
 		Router: cl.Router, Tick: cl.Tick,
 		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout, CompactEntries: cl.CompactEntries,
-		Goroutines: c.cfg.Goroutines, View: cl.View}
+		Goroutines: c.cfg.Goroutines, View: cl.View, BalanceTicks: cl.BalanceTicks}
 }
 
 // placement is where a replicated stream's shards live (rendezvous

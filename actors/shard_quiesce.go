@@ -21,8 +21,7 @@ func (s *shard) busy() bool {
 	if s.lead == rc.Self && (s.reconfiguring() || s.handingOff || len(s.notifyRemoved) > 0 || s.drainedLeader()) {
 		return true
 	}
-	_, pref := rc.target(s.cfg.Key.Shard)
-	return s.lead == rc.Self && pref != 0 && pref != rc.Self && rc.Router.Alive(pref)
+	return s.lead == rc.Self && s.balancePending()
 }
 
 func (s *shard) onQuiet(n int64) { s.cfg.Stats.RaftQuiesced.Add(n) }

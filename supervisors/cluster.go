@@ -59,9 +59,14 @@ func (n *Node) clusterCatalog() *actors.CatalogCluster {
 	c.router = actors.NewRaftRouter(n.sys.Root, c.self, ids)
 	c.view = &actors.ClusterView{}
 	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
-	return &actors.CatalogCluster{Self: c.self, Router: c.router, Tick: election / 10, ElectionTicks: 10, HeartbeatTicks: 1,
+	tick := election / 10
+	balance := -1 // off
+	if n.cfg.LeaderBalanceIntervalMillis > 0 {
+		balance = max(1, int(time.Duration(n.cfg.LeaderBalanceIntervalMillis)*time.Millisecond/tick))
+	}
+	return &actors.CatalogCluster{Self: c.self, Router: c.router, Tick: tick, ElectionTicks: 10, HeartbeatTicks: 1,
 		ProposalTimeout: time.Duration(n.cfg.ReplicationTimeoutMillis) * time.Millisecond, CompactEntries: uint64(n.cfg.RaftCompactEntries),
-		View: c.view}
+		View: c.view, BalanceTicks: balance}
 }
 
 // peerQUIC is the QUIC configuration of peer connections: keep-alives so

@@ -218,6 +218,12 @@ type Config struct {
 	// replicated shard holds past the last compaction before the shard's
 	// leader compacts the group's raft log.
 	RaftCompactEntries int `yaml:"raft_compact_entries"`
+	// LeaderBalanceIntervalMillis is how often the leader of a replicated
+	// shard led by a replica other than its preferred one checks whether
+	// to hand leadership back (and how long a new leader waits before its
+	// first check): leaders spread again this long at most after a node
+	// that came back has caught up. 0 turns the handing back off.
+	LeaderBalanceIntervalMillis int `yaml:"leader_balance_interval_ms"`
 	// Badger sizes the storage engine.
 	Badger BadgerConfig `yaml:"badger"`
 }
@@ -304,6 +310,7 @@ func DefaultConfig() Config {
 		RaftElectionTimeoutMillis:     1000,
 		ReplicationTimeoutMillis:      5000,
 		RaftCompactEntries:            10000,
+		LeaderBalanceIntervalMillis:   2000,
 		RetentionCheckInterval:        30 * time.Second,
 		ReadMaxRecords:                1000,
 		ReadMaxBytes:                  1 << 20,
@@ -449,6 +456,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RaftElectionTimeoutMillis < 100 {
 		bad("raft_election_timeout_ms", "must be at least 100, got %d", c.RaftElectionTimeoutMillis)
+	}
+	if c.LeaderBalanceIntervalMillis < 0 {
+		bad("leader_balance_interval_ms", "must be 0 (off) or more, got %d", c.LeaderBalanceIntervalMillis)
 	}
 	if c.RaftCompactEntries < 1 {
 		bad("raft_compact_entries", "must be at least 1, got %d", c.RaftCompactEntries)

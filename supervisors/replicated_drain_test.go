@@ -361,3 +361,72 @@ func TestClusterChangeOverHTTP(t *testing.T) {
 		t.Errorf("a single node's POST /cluster/drain: %s", resp.Status)
 	}
 }
+
+// Leader balance is configurable: with leader_balance_interval_ms 0 a node
+// that comes back takes no leadership back (leaders stay where elections
+// put them), while with it on the same restart gives the node back the
+// shards placement prefers it for.
+func TestReplicatedLeaderBalanceInterval(t *testing.T) {
+	for _, c := range []struct {
+		interval int
+		back     bool
+	}{{0, false}, {300, true}} {
+		t.Run(fmt.Sprintf("interval=%d", c.interval), func(t *testing.T) {
+			tc := newTestClusterWith(t, func(cfg *Config) { cfg.LeaderBalanceIntervalMillis = c.interval })
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			const shards = 6
+			_, name := tc.replicatedStream(ctx, "balance", shards)
+			// Every shard led by its first elected leader, x preferred for some.
+			x, prefers := uint64(2), 0
+			tc.describeAll(name, "a leader for every shard", func(_ uint64, d StreamDescription) bool {
+				prefers = 0
+				for _, s := range d.Shard {
+					if s.Leader == 0 {
+						return false
+					}
+					if s.Preferred == x {
+						prefers++
+					}
+				}
+				return true
+			})
+			if prefers == 0 {
+				t.Fatalf("node %d is preferred for no shard", x)
+			}
+			tc.stop(x)
+			tc.describeAll(name, "the others leading", func(_ uint64, d StreamDescription) bool {
+				for _, s := range d.Shard {
+					if s.Leader == 0 || s.Leader == x {
+						return false
+					}
+				}
+				return true
+			})
+			tc.start(x)
+			start := time.Now()
+			tc.describeAll(name, "node 2 caught up", func(id uint64, d StreamDescription) bool {
+				for _, s := range d.Shard {
+					if l, ok := s.Lag[x]; s.Leader == id && (!ok || l > 0) {
+						return false
+					}
+				}
+				return true
+			})
+			if c.back {
+				for shard := range shards {
+					tc.leaderOf(name, shard)
+				}
+				t.Logf("node %d leads its %d preferred shards again %v after it restarted", x, prefers, time.Since(start).Round(time.Millisecond))
+				return
+			}
+			// Off: three of the default intervals (600 ms here) pass with x
+			// leading nothing.
+			for until := time.Now().Add(1800 * time.Millisecond); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+				if n := tc.nodes[x].stats.RaftLeading.Load(); n != 0 {
+					t.Fatalf("with leader balance off, node %d took back %d shards", x, n)
+				}
+			}
+		})
+	}
+}

@@ -58,6 +58,7 @@ func (tc *testCluster) start(id uint64) *Node {
 		o.WrapDurableLog = tc.wrap[id]
 		c.NodeID, c.Peers, c.ClusterListen, c.Listen = id, tc.peers, tc.addrs[id], tc.listen[id]
 		c.RaftElectionTimeoutMillis = 300
+		c.LeaderBalanceIntervalMillis = 600 // two election timeouts, as the default's
 		c.ReplicationTimeoutMillis = 3000
 		if tc.mutate != nil {
 			tc.mutate(c)

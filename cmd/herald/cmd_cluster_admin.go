@@ -120,8 +120,9 @@ func newClusterUndrainCmd(env *cliEnv) *cobra.Command {
 		Short: "End a node's drain: it may lead again, and takes back the shards it is the preferred leader of",
 		Long: `End the drain of node NODE (its --node-id). Placement may prefer it again as a shard's
 leader, and each shard whose preferred leader it is hands it the leadership back once it is
-up and caught up (docs/operations.md, "Leader balance"). The command returns once the change
-is committed and applied by the node at --http.
+up and caught up: within the nodes' leader_balance_interval_ms (2 s by default) of that
+(docs/operations.md, "Leader balance"). The command returns once the change is committed and
+applied by the node at --http.
 With auth_tokens_file set, the request needs a token holding the cluster permission.`,
 		Example: `  herald cluster undrain 2 --http 127.0.0.1:7411`,
 		RunE: func(c *cobra.Command, args []string) error {

@@ -26,8 +26,8 @@ const (
 	PermConsume
 	// PermManage: create, delete, describe and list streams.
 	PermManage
-	// PermCluster: change the cluster (drain or undrain a node) through a
-	// node's HTTP listener. It is not a permission on streams: the
+	// PermCluster: change the cluster (drain, undrain, add or remove a
+	// node) through a node's HTTP listener. It is not a permission on streams: the
 	// principal's tenant and namespaces do not limit it, and it allows
 	// nothing on the client protocol.
 	PermCluster

@@ -46,6 +46,16 @@ type CatalogCluster struct {
 	View *ClusterView
 	// BalanceTicks is each replicated shard's ShardRaft.BalanceTicks.
 	BalanceTicks int
+	// Join is set on a node added to a running cluster (--join): with
+	// nothing stored, its metadata replica starts empty and takes the
+	// cluster's state from the group's leader (a snapshot), instead of
+	// starting a new group over the nodes of --peers.
+	Join bool
+	// OnPeers is told who this node's peers are, by id with the address
+	// cluster add gave ("" for a node of --peers), whenever that changes
+	// (nil: nobody is told). Called on the catalog's goroutine: it must
+	// not block.
+	OnPeers func(map[uint64]string)
 }
 
 // metaGroupKey names the metadata group: stream id 0 is never a stream's.
@@ -68,8 +78,11 @@ type metaEntry struct {
 	// Strict refuses an existing stream of another config (an explicit
 	// create); an auto-create takes the stream as it is.
 	Strict bool `json:"strict,omitempty"`
-	// Target is the node a cluster operation changes (catalog_members.go).
+	// Target is the node a cluster operation changes (catalog_members.go),
+	// Addr an added node's peer address, Force a removal at once.
 	Target uint64 `json:"target,omitempty"`
+	Addr   string `json:"addr,omitempty"`
+	Force  bool   `json:"force,omitempty"`
 }
 
 // metaWait is a create this node proposed, waiting for its apply.
@@ -77,8 +90,22 @@ type metaWait struct {
 	waiters []*actor.PID
 	timer   func() bool
 	// cluster is set for a cluster operation: its waiters take a
-	// ClusterChangeResponse, not a LookupStreamResponse.
+	// ClusterChangeResponse, not a LookupStreamResponse; data is its
+	// entry, proposed again every election timeout until it applies (a
+	// proposal in flight at a change of leader is lost, and a cluster
+	// change applied twice changes nothing the second time), and retry
+	// stops that.
 	cluster bool
+	data    []byte
+	retry   func() bool
+}
+
+// stop stops w's timers.
+func (w *metaWait) stop() {
+	w.timer()
+	if w.retry != nil {
+		w.retry()
+	}
 }
 
 // fail answers w's waiters with err.
@@ -132,11 +159,22 @@ func (c *catalog) onMetaLoaded(ctx actor.Context, m *metaStateLoaded) {
 	}
 	cl := c.cfg.Cluster
 	d := m.resp.Raft
-	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: metaGroupKey, Self: cl.Self, Peers: cl.Router.Nodes,
+	if c.left {
+		ctx.Logger().Warn("cluster: this node left the cluster; its metadata replica does not start (stop the node: its data is no longer the cluster's)")
+		return
+	}
+	// A node joining a running cluster with nothing stored starts its
+	// replica empty: the group's leader sends it a snapshot of the
+	// cluster's state once it was added.
+	join := cl.Join && d.HardState == nil && d.Snapshot == nil && len(d.Entries) == 0
+	if join {
+		ctx.Logger().Info("cluster: joining a running cluster; waiting for its metadata group to send this node the cluster's state")
+	}
+	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: metaGroupKey, Self: cl.Self, Peers: cl.Router.Nodes, Join: join,
 		Durable: d, Applied: d.Applied, Writer: c.cfg.Writer, Link: cl.Router.Link,
 		Tick: cl.Tick, ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks,
-		ForwardProposals: true, Apply: c.applyMeta, OnTick: c.onMetaTick,
-		Alive: cl.Router.Alive, Busy: func() bool { return len(c.metaWaits) > 0 || c.metaHandingAway() }})
+		ForwardProposals: true, Apply: c.applyMeta, OnTick: c.onMetaTick, OnConf: c.onMetaConf, Install: c.installMeta,
+		Alive: cl.Router.Alive, Busy: func() bool { return len(c.metaWaits) > 0 || c.metaHandingAway() || c.metaReconfiguring() }})
 	if err != nil {
 		ctx.Logger().Error("catalog: cannot start the metadata group", slog.Any("error", err))
 		return
@@ -144,7 +182,9 @@ func (c *catalog) onMetaLoaded(ctx actor.Context, m *metaStateLoaded) {
 	c.meta = r
 	c.metaWaits = map[uint64]*metaWait{}
 	c.nextMetaProposal = rand.Uint64() >> 1
+	c.metaConfChecked, c.metaConfUntil = false, 0
 	cl.Router.Register(metaGroupKey, ctx.Self())
+	c.notifyPeers()
 }
 
 // proposeCreate proposes a replicated stream's creation.
@@ -162,10 +202,10 @@ func (c *catalog) proposeCreate(ctx actor.Context, from *actor.PID, name wire.St
 	case !cfg.Durable:
 		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "a replicated stream must be durable")})
 		return
-	case int(cfg.Replicas) > len(cl.Router.Nodes):
-		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", cfg.Replicas, len(cl.Router.Nodes))})
+	case c.joined() && int(cfg.Replicas) > len(c.placementNodes()):
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", cfg.Replicas, len(c.placementNodes()))})
 		return
-	case c.meta == nil || c.meta.failed() != nil:
+	case !c.joined() || c.meta == nil || c.meta.failed() != nil:
 		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader, Message: "the cluster's metadata group is not running on this node yet; retry shortly"}})
 		return
 	}
@@ -202,6 +242,7 @@ func (c *catalog) onMetaProposalExpired(ctx actor.Context, m *metaProposalExpire
 		return
 	}
 	delete(c.metaWaits, m.proposal)
+	w.stop()
 	msg := "the stream's creation or change was not committed by the cluster in time; it may still be: describe the stream, or ask again"
 	if w.cluster {
 		msg = "the cluster change was not committed in time; it may still be: look at herald cluster status, or ask again"
@@ -222,7 +263,7 @@ func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
 	if me.Node == c.cfg.Cluster.Self {
 		if w = c.metaWaits[me.Proposal]; w != nil {
 			delete(c.metaWaits, me.Proposal)
-			w.timer()
+			w.stop()
 		}
 	}
 	answer := func(r *LookupStreamResponse) {
@@ -238,8 +279,8 @@ func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
 	case "replicas":
 		c.applyReplicas(ctx, me, w, appliedPut)
 		return nil
-	case "drain", "undrain":
-		c.applyDrain(ctx, me, w, appliedPut)
+	case "drain", "undrain", "add", "remove", "left":
+		c.applyClusterChange(ctx, me, w, appliedPut)
 		return nil
 	default:
 		return fmt.Errorf("metadata entry %d: unknown op %q", e.GetIndex(), me.Op)
@@ -276,7 +317,16 @@ func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
 		c.writeMetaApplied(ctx, appliedPut)
 		return nil
 	}
+	nodes := c.placementNodes()
+	if int(me.Config.Replicas) > len(nodes) {
+		// The cluster lost nodes since the proposer checked: every node
+		// refuses it alike.
+		answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", me.Config.Replicas, len(nodes))})
+		c.writeMetaApplied(ctx, appliedPut)
+		return nil
+	}
 	st := storedFrom(id, me.Name, me.Config, me.Created)
+	st.CreatedNodes = nodes
 	cr := &creation{handle: c.newHandle(st)}
 	if w != nil {
 		cr.waiters = append(cr.waiters, w.waiters...)
@@ -314,8 +364,7 @@ func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]ui
 	if p, ok := c.placements[h.ID]; ok && p.count == h.Config.Replicas && p.gen == c.clusterGen {
 		return p.replicas, p.preferred
 	}
-	nodes := c.cfg.Cluster.Router.Nodes
-	place := func(count uint8) map[uint32][]uint64 {
+	place := func(nodes []uint64, count uint8) map[uint32][]uint64 {
 		reps := map[uint32][]uint64{}
 		for i := uint32(0); i < h.Config.Shards; i++ {
 			r, err := placeReplicas(h.ID, i, nodes, int(count))
@@ -327,7 +376,7 @@ func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]ui
 		}
 		return reps
 	}
-	reps := place(h.Config.Replicas)
+	reps := place(c.placementNodes(), h.Config.Replicas)
 	refs := map[shardRef][]uint64{}
 	for i, r := range reps {
 		refs[shardRef{Stream: h.ID, Shard: i}] = r
@@ -341,7 +390,7 @@ func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]ui
 	}
 	p := c.placements[h.ID] // kept: the shards share its targets
 	p.replicas, p.preferred = reps, pref
-	p.bootstrap = place(cmp.Or(h.createdReplicas, h.Config.Replicas))
+	p.bootstrap = place(c.createdNodes(h), cmp.Or(h.createdReplicas, h.Config.Replicas))
 	if p.targets == nil {
 		p.targets = NewReplicaTargets(reps, pref)
 	} else {
@@ -390,13 +439,13 @@ func (c *catalog) proposeReplicas(ctx actor.Context, from *actor.PID, m *SetRepl
 		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig,
 			"stream %s is this node's own, not a cluster stream: its replicas cannot change (a cluster, --peers, places every durable stream)", m.Name)})
 		return
-	case m.Replicas < 1 || int(m.Replicas) > len(cl.Router.Nodes):
-		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", m.Replicas, len(cl.Router.Nodes))})
+	case m.Replicas < 1 || c.joined() && int(m.Replicas) > len(c.placementNodes()):
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", m.Replicas, len(c.placementNodes()))})
 		return
 	case known && h.Config.Replicas == m.Replicas:
 		reply(&LookupStreamResponse{Stream: h})
 		return
-	case c.meta == nil || c.meta.failed() != nil:
+	case !c.joined() || c.meta == nil || c.meta.failed() != nil:
 		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader, Message: "the cluster's metadata group is not running on this node yet; retry shortly"}})
 		return
 	}
@@ -427,9 +476,9 @@ func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, ap
 	}
 	key := nameKey(me.Name)
 	n := me.Config.Replicas
-	if n < 1 || int(n) > len(c.cfg.Cluster.Router.Nodes) {
+	if n < 1 || int(n) > len(c.placementNodes()) {
 		// Checked by the proposer; every node refuses it alike.
-		answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", n, len(c.cfg.Cluster.Router.Nodes))})
+		answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", n, len(c.placementNodes()))})
 		c.writeMetaApplied(ctx, appliedPut)
 		return
 	}
@@ -448,7 +497,7 @@ func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, ap
 		if h.Config.Replicas != n {
 			// A new handle (handles are immutable), with the same shards.
 			nh = &StreamHandle{ID: h.ID, Name: h.Name, Config: h.Config, CreatedUnixNano: h.CreatedUnixNano, Log: h.Log,
-				Shards: h.Shards, Progress: h.Progress, createdReplicas: cmp.Or(h.createdReplicas, h.Config.Replicas)}
+				Shards: h.Shards, Progress: h.Progress, createdReplicas: cmp.Or(h.createdReplicas, h.Config.Replicas), createdNodes: h.createdNodes}
 			nh.Config.Replicas = n
 			c.streams[key] = nh
 			ctx.Logger().Info("stream replicas changing", slog.String("stream", key),
@@ -467,9 +516,7 @@ func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, ap
 		c.writeMetaApplied(ctx, appliedPut)
 		return
 	}
-	st := storedFrom(nh.ID, nh.Name, nh.Config, nh.CreatedUnixNano)
-	st.CreatedReplicas = nh.createdReplicas
-	value, _ := json.Marshal(st)
+	value, _ := json.Marshal(recordOf(nh))
 	req := &MetaWriteRequest{Puts: []storage.MetaPut{{Key: append(append([]byte(nil), metaStreamPrefix...), key...), Value: value}, appliedPut}}
 	f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
 	meta := c.meta
@@ -529,8 +576,32 @@ func (c *catalog) stopMeta(ctx actor.Context) {
 	c.cfg.Cluster.Router.Unregister(metaGroupKey, ctx.Self())
 	err := &wire.Error{Code: wire.CodeReplicationTimeout, Message: "the catalog stopped before the change applied; it may still"}
 	for _, w := range c.metaWaits {
-		w.timer()
+		w.stop()
 		w.fail(ctx, err)
 	}
 	clear(c.metaWaits)
+}
+
+// recordOf is a replicated stream's record as stored: its config, and the
+// replica count and nodes its shards' first configuration was placed with.
+func recordOf(h *StreamHandle) storedStream {
+	st := storedFrom(h.ID, h.Name, h.Config, h.CreatedUnixNano)
+	if h.createdReplicas != h.Config.Replicas {
+		st.CreatedReplicas = h.createdReplicas
+	}
+	st.CreatedNodes = h.createdNodes
+	return st
+}
+
+// createdNodes are the nodes h's replicas were first placed over: those
+// recorded at its creation, or the cluster's first nodes for a stream
+// created before they were recorded.
+func (c *catalog) createdNodes(h *StreamHandle) []uint64 {
+	if len(h.createdNodes) > 0 {
+		return h.createdNodes
+	}
+	if first := c.clusterState().First; len(first) > 0 {
+		return first
+	}
+	return c.cfg.Cluster.Router.Nodes
 }

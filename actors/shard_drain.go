@@ -8,17 +8,18 @@ import (
 	"go.etcd.io/raft/v3/tracker"
 )
 
-// A replicated shard on a drained node (cluster_state.go) leads nothing: a
+// A replicated shard on a drained node (cluster_state.go), or on one
+// leaving the cluster, leads nothing: a
 // leader there hands its leadership to another replica on its next tick,
 // and again whenever an election makes it leader, its preferred replica
 // first (placement never prefers a drained node) and else the undrained
 // voter furthest along. A shard whose every other replica is drained, or
 // down, or behind, leads on until one can take it.
 
-// drained reports whether node id is drained, as this node applied the
-// cluster's state.
+// drained reports whether node id must lead nothing (it is drained, or
+// leaving the cluster), as this node applied the cluster's state.
 func (r *ShardRaft) drained(id uint64) bool {
-	return r.View.Load().IsDrained(id)
+	return r.View.Load().LeadsNothing(id)
 }
 
 // drainedLeader reports whether this replica leads on a drained node while

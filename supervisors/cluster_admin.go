@@ -14,22 +14,31 @@ import (
 	"github.com/heraldmq/herald/net/wire"
 )
 
-// Changing the cluster: an operator drains or undrains a node through any
-// node's HTTP listener (POST /cluster/drain, /cluster/undrain; `herald
-// cluster drain|undrain`). The node proposes the change to the metadata
-// group and answers once it applied here. With credentials configured
-// (auth_tokens_file), the request must carry a token holding the cluster
-// permission; in dev mode anyone who reaches the listener may.
+// Changing the cluster: an operator drains, undrains, adds or removes a
+// node through any node's HTTP listener (POST /cluster/drain, /undrain,
+// /add, /remove; `herald cluster drain|undrain|add|remove`). The node
+// proposes the change to the metadata group and answers once it applied
+// here. With credentials configured (auth_tokens_file), the request must
+// carry a token holding the cluster permission; in dev mode anyone who
+// reaches the listener may.
 
-// ClusterChange is the body of a POST /cluster/drain or /cluster/undrain.
+// ClusterChange is the body of a POST /cluster/drain, /undrain, /add or
+// /remove.
 type ClusterChange struct {
 	Node uint64 `json:"node"`
+	// Addr is the address an added node's peers reach it at (add).
+	Addr string `json:"addr,omitempty"`
+	// Force removes a node that is gone for good at once (remove).
+	Force bool `json:"force,omitempty"`
 }
 
 // ClusterChangeResult answers a cluster change: the cluster's state after
 // it.
 type ClusterChangeResult struct {
-	// Drained are the drained nodes.
+	// Members are the cluster's nodes (leaving ones included), Leaving
+	// those being removed, Drained the drained ones.
+	Members []uint64 `json:"members"`
+	Leaving []uint64 `json:"leaving"`
 	Drained []uint64 `json:"drained"`
 }
 
@@ -40,12 +49,15 @@ type ClusterChangeError struct {
 	Message string `json:"message"`
 }
 
-// ChangeCluster drains or undrains node (op), through the metadata group,
-// and returns the cluster's state once the change applied on this node.
-// Refusals are *wire.Error: invalid_request (no such node, not a cluster,
-// the last undrained node), not_leader (no metadata leader reachable yet),
-// replication_timeout (not committed in time: it may still be).
-func (n *Node) ChangeCluster(ctx context.Context, op actors.ClusterOp, node uint64) (*actors.ClusterMembership, error) {
+// ChangeCluster drains, undrains, adds or removes node ch.Node (op),
+// through the metadata group, and returns the cluster's state once the
+// change applied on this node. Refusals are *wire.Error: invalid_request
+// (no such node, not a cluster, the last undrained node, an id used
+// before, too few nodes left for a stream's replicas, a forced removal of
+// a node that is up), not_leader (no metadata leader reachable yet, or
+// this node has not joined), replication_timeout (not committed in time:
+// it may still be).
+func (n *Node) ChangeCluster(ctx context.Context, op actors.ClusterOp, ch ClusterChange) (*actors.ClusterMembership, error) {
 	if n.cluster == nil {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "this node is not part of a cluster (it runs without --peers)")
 	}
@@ -53,7 +65,7 @@ func (n *Node) ChangeCluster(ctx context.Context, op actors.ClusterOp, node uint
 	if dl, ok := ctx.Deadline(); ok {
 		wait = max(min(wait, time.Until(dl)), time.Millisecond)
 	}
-	res, err := n.sys.Root.RequestFuture(n.children.Catalog, &actors.ClusterChangeRequest{Op: op, Node: node}, wait).Result()
+	res, err := n.sys.Root.RequestFuture(n.children.Catalog, &actors.ClusterChangeRequest{Op: op, Node: ch.Node, Addr: ch.Addr, Force: ch.Force}, wait).Result()
 	if err != nil {
 		return nil, &wire.Error{Code: wire.CodeReplicationTimeout, Message: fmt.Sprintf("no answer from the catalog: %v; the change may still apply", err)}
 	}
@@ -67,7 +79,8 @@ func (n *Node) ChangeCluster(ctx context.Context, op actors.ClusterOp, node uint
 	return r.Membership, nil
 }
 
-// serveClusterChange answers POST /cluster/drain and /cluster/undrain.
+// serveClusterChange answers POST /cluster/drain, /undrain, /add and
+// /remove.
 func (n *Node) serveClusterChange(op actors.ClusterOp) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		fail := func(status int, code wire.Code, format string, args ...any) {
@@ -96,11 +109,11 @@ func (n *Node) serveClusterChange(op actors.ClusterOp) http.HandlerFunc {
 		var body ClusterChange
 		dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil || body.Node == 0 {
-			fail(http.StatusBadRequest, wire.CodeInvalidRequest, `the body must be {"node": ID} with a node id other than 0`)
+		if err := dec.Decode(&body); err != nil || body.Node == 0 || (body.Addr != "") != (op == actors.ClusterAdd) || body.Force && op != actors.ClusterRemove {
+			fail(http.StatusBadRequest, wire.CodeInvalidRequest, `the body must be {"node": ID} with a node id other than 0 (add: and "addr": "host:port"; remove: and "force": true, maybe)`)
 			return
 		}
-		m, err := n.ChangeCluster(r.Context(), op, body.Node)
+		m, err := n.ChangeCluster(r.Context(), op, body)
 		if err != nil {
 			var werr *wire.Error
 			if !errors.As(err, &werr) {
@@ -118,8 +131,19 @@ func (n *Node) serveClusterChange(op actors.ClusterOp) http.HandlerFunc {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(ClusterChangeResult{Drained: nonNil(m.Drained)})
+		_ = json.NewEncoder(w).Encode(resultOf(m))
 	}
+}
+
+// resultOf is the answer to a cluster change that left the cluster in m.
+func resultOf(m *actors.ClusterMembership) ClusterChangeResult {
+	res := ClusterChangeResult{Members: nonNil(m.IDs()), Leaving: []uint64{}, Drained: nonNil(m.Drained)}
+	for _, mb := range m.Members {
+		if mb.Leaving {
+			res.Leaving = append(res.Leaving, mb.ID)
+		}
+	}
+	return res
 }
 
 // authorizeClusterChange checks a cluster change's credentials: none in

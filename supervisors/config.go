@@ -205,6 +205,11 @@ type Config struct {
 	ClusterCA   string `yaml:"cluster_ca"`
 	ClusterCert string `yaml:"cluster_cert"`
 	ClusterKey  string `yaml:"cluster_key"`
+	// ClusterJoin is set on a node added to a running cluster (herald
+	// cluster add): with nothing stored, it takes the cluster's state from
+	// the cluster's metadata group, instead of starting a new cluster of
+	// the nodes of Peers. Ignored once the node has joined.
+	ClusterJoin bool `yaml:"cluster_join"`
 	// RaftElectionTimeoutMillis is how long a follower waits without
 	// hearing from its leader before it stands for election (randomized
 	// between one and two times this); a leader heartbeats ten times as
@@ -361,8 +366,8 @@ func (c *Config) Validate() error {
 		bad("tls_cert", "tls_cert and tls_key must be given together")
 	}
 	if c.Peers == "" {
-		if c.ClusterListen != "" || c.ClusterCA != "" || c.ClusterCert != "" || c.ClusterKey != "" {
-			bad("peers", "cluster_listen and cluster_ca/cert/key need peers (a node without peers is a single node)")
+		if c.ClusterListen != "" || c.ClusterCA != "" || c.ClusterCert != "" || c.ClusterKey != "" || c.ClusterJoin {
+			bad("peers", "cluster_listen, cluster_join and cluster_ca/cert/key need peers (a node without peers is a single node)")
 		}
 	} else if peers, err := ParsePeers(c.Peers); err != nil {
 		bad("peers", "%v", err)

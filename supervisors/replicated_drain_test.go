@@ -67,6 +67,13 @@ func (dp *drainPublisher) check(t *testing.T) {
 	}
 }
 
+// count is how many publishes were acknowledged so far.
+func (dp *drainPublisher) count() int {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	return len(dp.acked)
+}
+
 // resetSlowest returns the slowest publish since the last call.
 func (dp *drainPublisher) resetSlowest() time.Duration {
 	dp.mu.Lock()
@@ -180,17 +187,17 @@ func TestReplicatedDrainMovesLeadershipsAway(t *testing.T) {
 	waitAcked(50)
 
 	// Refusals change nothing.
-	if _, err := tc.nodes[1].ChangeCluster(ctx, actors.ClusterDrain, 9); !isCode(err, wire.CodeInvalidRequest) {
+	if _, err := tc.nodes[1].ChangeCluster(ctx, actors.ClusterDrain, ClusterChange{Node: 9}); !isCode(err, wire.CodeInvalidRequest) {
 		t.Fatalf("drain of an unknown node: %v, want invalid_request", err)
 	}
-	if _, err := tc.nodes[1].ChangeCluster(ctx, "evict", 2); !isCode(err, wire.CodeInvalidRequest) {
+	if _, err := tc.nodes[1].ChangeCluster(ctx, "evict", ClusterChange{Node: 2}); !isCode(err, wire.CodeInvalidRequest) {
 		t.Fatalf("an unknown operation: %v, want invalid_request", err)
 	}
 
 	// Drain x through another node; the answer comes once it applied there.
 	meta0, _, _ := tc.nodes[1].ClusterStatus(ctx)
 	start := time.Now()
-	m, err := tc.nodes[1].ChangeCluster(ctx, actors.ClusterDrain, x)
+	m, err := tc.nodes[1].ChangeCluster(ctx, actors.ClusterDrain, ClusterChange{Node: x})
 	if err != nil || !slices.Equal(m.Drained, []uint64{x}) {
 		t.Fatalf("drain %d: %+v, %v", x, m, err)
 	}
@@ -211,16 +218,16 @@ func TestReplicatedDrainMovesLeadershipsAway(t *testing.T) {
 		return err == nil && slices.Equal(st.Drained, []uint64{x})
 	})
 	// Draining it again is no change; the last undrained node cannot be.
-	if m, err := tc.nodes[3].ChangeCluster(ctx, actors.ClusterDrain, x); err != nil || !slices.Equal(m.Drained, []uint64{x}) {
+	if m, err := tc.nodes[3].ChangeCluster(ctx, actors.ClusterDrain, ClusterChange{Node: x}); err != nil || !slices.Equal(m.Drained, []uint64{x}) {
 		t.Fatalf("drain %d again: %+v, %v", x, m, err)
 	}
-	if _, err := tc.nodes[3].ChangeCluster(ctx, actors.ClusterDrain, 1); err != nil {
+	if _, err := tc.nodes[3].ChangeCluster(ctx, actors.ClusterDrain, ClusterChange{Node: 1}); err != nil {
 		t.Fatalf("drain 1: %v", err)
 	}
-	if _, err := tc.nodes[3].ChangeCluster(ctx, actors.ClusterDrain, 3); !isCode(err, wire.CodeInvalidRequest) {
+	if _, err := tc.nodes[3].ChangeCluster(ctx, actors.ClusterDrain, ClusterChange{Node: 3}); !isCode(err, wire.CodeInvalidRequest) {
 		t.Fatalf("drain of the last undrained node: %v, want invalid_request", err)
 	}
-	if m, err := tc.nodes[3].ChangeCluster(ctx, actors.ClusterUndrain, 1); err != nil || !slices.Equal(m.Drained, []uint64{x}) {
+	if m, err := tc.nodes[3].ChangeCluster(ctx, actors.ClusterUndrain, ClusterChange{Node: 1}); err != nil || !slices.Equal(m.Drained, []uint64{x}) {
 		t.Fatalf("undrain 1: %+v, %v", m, err)
 	}
 	tc.waitLeadsNothing(x, "drained, after node 1's drain and undrain")
@@ -263,7 +270,7 @@ func TestReplicatedDrainMovesLeadershipsAway(t *testing.T) {
 
 	// Undrained, x takes back the shards it is preferred for.
 	start = time.Now()
-	if m, err := tc.nodes[z].ChangeCluster(ctx, actors.ClusterUndrain, x); err != nil || len(m.Drained) != 0 {
+	if m, err := tc.nodes[z].ChangeCluster(ctx, actors.ClusterUndrain, ClusterChange{Node: x}); err != nil || len(m.Drained) != 0 {
 		t.Fatalf("undrain %d: %+v, %v", x, m, err)
 	}
 	back := 0
@@ -328,8 +335,8 @@ func TestClusterChangeOverHTTP(t *testing.T) {
 		{"/cluster/drain", "ops-token-for-the-cluster-test", `{"node":0}`, http.StatusBadRequest, `"code":"invalid_request"`},
 		{"/cluster/drain", "ops-token-for-the-cluster-test", `{"node":2,"extra":1}`, http.StatusBadRequest, `"code":"invalid_request"`},
 		{"/cluster/drain", "ops-token-for-the-cluster-test", `{"node":7}`, http.StatusBadRequest, `node 7 is not a node of this cluster`},
-		{"/cluster/drain", "ops-token-for-the-cluster-test", `{"node":2}`, http.StatusOK, `{"drained":[2]}`},
-		{"/cluster/undrain", "ops-token-for-the-cluster-test", `{"node":2}`, http.StatusOK, `{"drained":[]}`},
+		{"/cluster/drain", "ops-token-for-the-cluster-test", `{"node":2}`, http.StatusOK, `"drained":[2]}`},
+		{"/cluster/undrain", "ops-token-for-the-cluster-test", `{"node":2}`, http.StatusOK, `"drained":[]}`},
 	} {
 		var status int
 		var body string

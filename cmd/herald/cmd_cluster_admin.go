@@ -5,9 +5,11 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -191,11 +193,51 @@ func clusterURL(httpAddr, path string) string {
 	return "http://" + httpAddr + path
 }
 
-// postClusterChange asks the node at httpAddr for a cluster change (op is
-// "drain" or "undrain").
+// postClusterChange asks the node at httpAddr to drain or undrain (op)
+// node.
 func postClusterChange(ctx context.Context, httpAddr, op, token string, node uint64) (supervisors.ClusterChangeResult, error) {
+	return postClusterChangeOf(ctx, httpAddr, op, token, supervisors.ClusterChange{Node: node})
+}
+
+// postClusterChangeOf asks the node at httpAddr for a cluster change: op
+// is drain, undrain, add or remove. A change is the same asked twice, so
+// one the node could not get committed yet (not_leader,
+// replication_timeout: a metadata leader being elected) is asked again
+// until ctx ends.
+func postClusterChangeOf(ctx context.Context, httpAddr, op, token string, ch supervisors.ClusterChange) (supervisors.ClusterChangeResult, error) {
+	for {
+		res, retry, err := postClusterChangeOnce(ctx, httpAddr, op, token, ch)
+		if !retry {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// postClusterChangeOnce asks once; retry says whether asking again may
+// succeed.
+func postClusterChangeOnce(ctx context.Context, httpAddr, op, token string, ch supervisors.ClusterChange) (res supervisors.ClusterChangeResult, retry bool, err error) {
+	res, err = postClusterChangeBody(ctx, httpAddr, op, token, ch)
+	var ce *clusterChangeError
+	if errors.As(err, &ce) && (ce.Code == "not_leader" || ce.Code == "replication_timeout") {
+		return res, true, err
+	}
+	return res, false, err
+}
+
+// clusterChangeError is a node's refusal of a cluster change.
+type clusterChangeError struct{ supervisors.ClusterChangeError }
+
+func (e *clusterChangeError) Error() string { return e.Code + ": " + e.Message }
+
+// postClusterChangeBody posts ch to the node at httpAddr.
+func postClusterChangeBody(ctx context.Context, httpAddr, op, token string, ch supervisors.ClusterChange) (supervisors.ClusterChangeResult, error) {
 	var res supervisors.ClusterChangeResult
-	body, _ := json.Marshal(supervisors.ClusterChange{Node: node})
+	body, _ := json.Marshal(ch)
 	url := clusterURL(httpAddr, "/cluster/"+op)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -217,7 +259,7 @@ func postClusterChange(ctx context.Context, httpAddr, op, token string, node uin
 			if resp.StatusCode == http.StatusNotFound {
 				return res, errNotCluster
 			}
-			return res, fmt.Errorf("%s: %s", e.Code, e.Message)
+			return res, &clusterChangeError{e}
 		}
 		if resp.StatusCode == http.StatusNotFound {
 			return res, fmt.Errorf("%s: %s (a node older than cluster %s?)", url, resp.Status, op)
@@ -264,6 +306,198 @@ func waitDrained(ctx context.Context, httpAddr string, node uint64) ([]keptLeade
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("node %d is drained, but its leaderships did not all move in time: %s", node, last)
+		case <-time.After(200 * time.Millisecond): // polling the node's state
+		}
+	}
+}
+
+// memberArg parses an ID=ADDR argument.
+func memberArg(args []string) (uint64, string, error) {
+	if len(args) != 1 {
+		return 0, "", usageErrorf("want exactly one ID=ADDR (the new node's id and the address its peers reach it at), got %d arguments", len(args))
+	}
+	idText, addr, ok := strings.Cut(args[0], "=")
+	id, err := strconv.ParseUint(idText, 10, 64)
+	if !ok || err != nil || id == 0 || addr == "" {
+		return 0, "", usageErrorf("%q: want ID=ADDR, e.g. 4=10.0.0.4:7402 (a positive node id, and the host:port of its --cluster-listen)", args[0])
+	}
+	return id, addr, nil
+}
+
+func newClusterAddCmd(env *cliEnv) *cobra.Command {
+	var f clusterAdminFlags
+	var wait bool
+	c := &cobra.Command{
+		Use:   "add ID=ADDR",
+		Short: "Add a node to a running cluster",
+		Long: `Add node ID, whose peers reach it at ADDR (its --cluster-listen), to the cluster: the
+metadata group records it a member, every node links to it, and placement places replicas
+over it too, so the shards it now outweighs get a replica there (a learner first, promoted
+once caught up; the replica it displaces is removed after). The metadata group adds it as a
+learner, then a voter. Start the node with --join, and --peers listing every member with
+itself: with nothing stored it then takes the cluster's state from the metadata group
+instead of starting a cluster of its own. The order does not matter: a node started first
+waits to be added.
+
+An id is never reused: a node that was removed keeps its id for good.
+The command returns once the change is committed and applied by the node at --http, and
+prints how to start the node; with --wait it waits until the node is a voter of the
+metadata group (it has joined). With auth_tokens_file set, the request needs a token
+holding the cluster permission.`,
+		Example: `  herald cluster add 4=10.0.0.4:7402 --http 10.0.0.1:7401
+  herald node --node-id 4 --cluster-listen 10.0.0.4:7402 --join \
+      --peers 1=10.0.0.1:7402,2=10.0.0.2:7402,3=10.0.0.3:7402,4=10.0.0.4:7402 ...
+  herald cluster add 4=10.0.0.4:7402 --wait --timeout 5m`,
+		RunE: func(c *cobra.Command, args []string) error {
+			node, addr, err := memberArg(args)
+			if err != nil {
+				return err
+			}
+			of, err := f.out.resolve(c)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+			defer cancel()
+			res, err := postClusterChangeOf(ctx, f.http, "add", cmp.Or(f.token, env.getenv("HERALD_TOKEN")), supervisors.ClusterChange{Node: node, Addr: addr})
+			if err != nil {
+				return err
+			}
+			var peers []string
+			if st, err := fetchClusterStatus(ctx, f.http); err == nil {
+				peers = append(peers, fmt.Sprintf("%d=%s", st.NodeID, st.ClusterListen))
+				for _, p := range st.Peers {
+					if p.NodeID != node {
+						peers = append(peers, fmt.Sprintf("%d=%s", p.NodeID, p.Addr))
+					}
+				}
+				peers = append(peers, fmt.Sprintf("%d=%s", node, addr))
+			}
+			if wait {
+				if err := waitMember(ctx, f.http, node, true); err != nil {
+					return err
+				}
+			}
+			if of.structured() {
+				return writeValue(env.stdout, of, res)
+			}
+			fmt.Fprintf(env.stdout, "node %d added at %s (members: %s)\n", node, addr, idList(res.Members))
+			if wait {
+				fmt.Fprintf(env.stdout, "node %d has joined: it is a voter of the metadata group\n", node)
+			} else if len(peers) > 0 {
+				fmt.Fprintf(env.stdout, "start it with: herald node --node-id %d --cluster-listen %s --join --peers %s ...\n", node, addr, strings.Join(peers, ","))
+			}
+			return nil
+		},
+	}
+	f.register(c, "an object with members, leaving and drained (the cluster's nodes after the change)")
+	c.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the change (and, with --wait, for the node to join)")
+	c.Flags().BoolVar(&wait, "wait", false, "wait until the node has joined (a voter of the metadata group): start it first, or from another shell")
+	return c
+}
+
+func newClusterRemoveCmd(env *cliEnv) *cobra.Command {
+	var f clusterAdminFlags
+	var noWait, force bool
+	c := &cobra.Command{
+		Use:   "remove NODE",
+		Short: "Remove a node from the cluster, moving its replicas off it first",
+		Long: `Remove node NODE (its --node-id) from the cluster. It is leaving at once: placement
+places its replicas on the other nodes (each shard's leader adds the new replica as a
+learner, promotes it once caught up, and only then removes NODE's), and it leads nothing,
+as a drained node. Once it holds no replica it leaves: the metadata group removes it, and
+every node drops its link to it. Stop it then; its id is never used again. Nothing is lost:
+a replica leaves a group only while the others can commit without it.
+
+Refused when the nodes left could not hold a stream's replicas (add a node first, or lower
+the stream's replicas), or only drained nodes would be left.
+A node that is gone for good (its machine lost) cannot move anything: remove it with --force,
+which drops it at once (refused while its link is up). Its shards' other replicas go on, and
+each shard's leader places a new replica elsewhere; a shard whose only replica it held is lost.
+
+The command waits, unless --no-wait, until the node at --http sees NODE gone.
+With auth_tokens_file set, the request needs a token holding the cluster permission.`,
+		Example: `  herald cluster remove 3 --http 10.0.0.1:7401
+  herald cluster remove 3 --no-wait
+  herald cluster remove 3 --force   # node 3's machine is gone`,
+		RunE: func(c *cobra.Command, args []string) error {
+			node, err := nodeArg(args)
+			if err != nil {
+				return err
+			}
+			of, err := f.out.resolve(c)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+			defer cancel()
+			start := time.Now()
+			res, err := postClusterChangeOf(ctx, f.http, "remove", cmp.Or(f.token, env.getenv("HERALD_TOKEN")), supervisors.ClusterChange{Node: node, Force: force})
+			if err != nil {
+				return err
+			}
+			if !noWait {
+				if err := waitMember(ctx, f.http, node, false); err != nil {
+					return err
+				}
+				if st, err := fetchClusterStatus(ctx, f.http); err == nil {
+					res.Members, res.Drained = nil, st.Drained
+					res.Leaving = []uint64{}
+					for _, m := range st.Members {
+						res.Members = append(res.Members, m.NodeID)
+						if m.State == "leaving" {
+							res.Leaving = append(res.Leaving, m.NodeID)
+						}
+					}
+				}
+			}
+			if of.structured() {
+				return writeValue(env.stdout, of, res)
+			}
+			if noWait {
+				fmt.Fprintf(env.stdout, "node %d is leaving: its replicas move off it, then it leaves (members: %s)\n", node, idList(res.Members))
+				return nil
+			}
+			fmt.Fprintf(env.stdout, "node %d left the cluster in %v (members: %s); stop it\n", node, time.Since(start).Round(time.Millisecond), idList(res.Members))
+			return nil
+		},
+	}
+	f.register(c, "an object with members, leaving and drained (the cluster's nodes after the change)")
+	c.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long to wait for the change and for the node to leave (its replicas copied elsewhere first)")
+	c.Flags().BoolVar(&noWait, "no-wait", false, "return once the removal is committed, while the node's replicas move off it")
+	c.Flags().BoolVar(&force, "force", false, "drop a node that is gone for good at once, without moving anything off it (refused while it is up)")
+	return c
+}
+
+// waitMember polls the node at httpAddr until node has joined (a voter of
+// the metadata group), or, with joined false, until it is no member and
+// no member of the metadata group.
+func waitMember(ctx context.Context, httpAddr string, node uint64, joined bool) error {
+	var last string
+	for {
+		st, err := fetchClusterStatus(ctx, httpAddr)
+		if err == nil {
+			member := false
+			for _, m := range st.Members {
+				member = member || m.NodeID == node
+			}
+			inMeta := slices.Contains(st.Meta.Voters, node) || slices.Contains(st.Meta.Learners, node)
+			switch {
+			case joined && member && slices.Contains(st.Meta.Voters, node):
+				return nil
+			case !joined && !member && !inMeta:
+				return nil
+			}
+			last = fmt.Sprintf("members %v, metadata group voters %v learners %v", st.Members, st.Meta.Voters, st.Meta.Learners)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			if joined {
+				return fmt.Errorf("node %d is added, but has not joined yet (is it started, with --join?): %s", node, last)
+			}
+			return fmt.Errorf("node %d is leaving, but has not left yet (its replicas may still be moving: herald cluster status on it): %s", node, last)
 		case <-time.After(200 * time.Millisecond): // polling the node's state
 		}
 	}

@@ -246,6 +246,7 @@ func (c *catalog) setClusterState(ctx actor.Context, next *ClusterMembership) {
 	c.cluster = next
 	c.clusterGen++
 	c.cfg.Cluster.View.store(next)
+	c.countCluster()
 	for _, h := range c.streams {
 		if h.ID < replicatedIDBase || h.Config.Replicas < 1 {
 			continue
@@ -380,6 +381,7 @@ func (c *catalog) loadClusterState(ctx actor.Context, stored *ClusterMembership)
 	}
 	c.cluster = st
 	cl.View.store(st)
+	c.countCluster()
 	switch self := cl.Self; {
 	case slices.Contains(st.Removed, self):
 		c.left = true
@@ -388,4 +390,13 @@ func (c *catalog) loadClusterState(ctx actor.Context, stored *ClusterMembership)
 		c.armLeaveCheck(ctx)
 	}
 	c.notifyPeers()
+}
+
+// countCluster publishes the cluster's state to the node's metrics.
+func (c *catalog) countCluster() {
+	st, m := c.cfg.Stats, c.clusterState()
+	st.ClusterMembers.Store(int64(len(m.Members)))
+	st.ClusterDrained.Store(int64(len(m.Drained)))
+	st.ClusterLeaving.Store(int64(len(leavingOf(m))))
+	st.ClusterSelf.Store(int32(m.selfState(c.cfg.Cluster.Self)))
 }

@@ -290,6 +290,55 @@ func decodeClusterMembership(b []byte) (*ClusterMembership, error) {
 	return m, nil
 }
 
+// ClusterSelfState is a node's own state in the cluster, as it applied the
+// metadata group (Stats.ClusterSelf).
+type ClusterSelfState int32
+
+// The states of a node.
+const (
+	// ClusterSelfJoining: not a member yet (started with --join, not
+	// added, or not sent the cluster's state yet).
+	ClusterSelfJoining ClusterSelfState = iota
+	// ClusterSelfActive: a member that may lead.
+	ClusterSelfActive
+	// ClusterSelfDrained: a drained member.
+	ClusterSelfDrained
+	// ClusterSelfLeaving: a member being removed.
+	ClusterSelfLeaving
+	// ClusterSelfLeft: removed; the node should be stopped.
+	ClusterSelfLeft
+)
+
+// String names s as the metrics label it.
+func (s ClusterSelfState) String() string {
+	switch s {
+	case ClusterSelfActive:
+		return "active"
+	case ClusterSelfDrained:
+		return "drained"
+	case ClusterSelfLeaving:
+		return "leaving"
+	case ClusterSelfLeft:
+		return "left"
+	}
+	return "joining"
+}
+
+// selfState is node self's state in m.
+func (m *ClusterMembership) selfState(self uint64) ClusterSelfState {
+	switch {
+	case m != nil && slices.Contains(m.Removed, self):
+		return ClusterSelfLeft
+	case !m.IsMember(self):
+		return ClusterSelfJoining
+	case m.IsLeaving(self):
+		return ClusterSelfLeaving
+	case m.IsDrained(self):
+		return ClusterSelfDrained
+	}
+	return ClusterSelfActive
+}
+
 // ClusterView publishes the catalog's ClusterMembership to whoever reads
 // it (the shards, on their ticks; the node's status): one writer, the
 // catalog, and any number of readers.

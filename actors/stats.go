@@ -42,6 +42,15 @@ type Stats struct {
 	// RaftQuiesced counts the replicated shards' replicas here that are
 	// quiesced now (idle: no ticks, no heartbeats).
 	RaftQuiesced atomic.Int64
+	// ClusterMembers, ClusterDrained and ClusterLeaving count the
+	// cluster's members, drained nodes and leaving nodes as this node
+	// applied the metadata group; ClusterSelf is this node's own state
+	// there (ClusterSelfState).
+	ClusterMembers, ClusterDrained, ClusterLeaving atomic.Int64
+	ClusterSelf                                    atomic.Int32
+	// InCluster is set on a node with peers (the cluster metrics are
+	// exported only then).
+	InCluster atomic.Bool
 	// PublishedBatches, PublishedRecords and PublishedBytes count committed
 	// publishes.
 	PublishedBatches, PublishedRecords, PublishedBytes atomic.Uint64

@@ -68,6 +68,7 @@ func (n *Node) clusterCatalog() *actors.CatalogCluster {
 	}
 	c.router = actors.NewRaftRouter(n.sys.Root, c.self, ids)
 	c.view = &actors.ClusterView{}
+	n.stats.InCluster.Store(true)
 	c.current = map[uint64]string{}
 	for id, addr := range c.peers {
 		if id != c.self {

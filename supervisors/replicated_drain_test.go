@@ -217,6 +217,9 @@ func TestReplicatedDrainMovesLeadershipsAway(t *testing.T) {
 		st, _, err := tc.nodes[id].ClusterStatus(ctx)
 		return err == nil && slices.Equal(st.Drained, []uint64{x})
 	})
+	if d, n := metricOf(t, tc.nodes[x], "herald_cluster_node_state", `state="drained"`), metricOf(t, tc.nodes[1], "herald_cluster_drained"); d != 1 || n != 1 {
+		t.Fatalf("herald_cluster_node_state{state=drained} on node %d %v, herald_cluster_drained on node 1 %v", x, d, n)
+	}
 	// Draining it again is no change; the last undrained node cannot be.
 	if m, err := tc.nodes[3].ChangeCluster(ctx, actors.ClusterDrain, ClusterChange{Node: x}); err != nil || !slices.Equal(m.Drained, []uint64{x}) {
 		t.Fatalf("drain %d again: %+v, %v", x, m, err)

@@ -64,6 +64,24 @@ func (tc *testCluster) waitStatus(what string, ok func(id uint64, st ClusterStat
 	}
 }
 
+// metricOf is the value of the one series of metric name on n whose
+// labels hold every one of labels (-1: none, or several).
+func metricOf(t *testing.T, n *Node, name string, labels ...string) float64 {
+	t.Helper()
+	all := scrapeSeries(t, n)
+	if v, ok := all[name]; ok && len(labels) == 0 {
+		return v
+	}
+	s := series(all, name, labels...)
+	if len(s) != 1 {
+		return -1
+	}
+	for _, v := range s {
+		return v
+	}
+	return -1
+}
+
 // memberIDs are st's members' ids.
 func memberIDs(st ClusterStatus) []uint64 {
 	var out []uint64
@@ -162,6 +180,9 @@ func TestReplicatedClusterAddAndRemoveNodes(t *testing.T) {
 	if _, err := tc.nodes[4].ChangeCluster(ctx, actors.ClusterDrain, ClusterChange{Node: 1}); !isCode(err, wire.CodeInvalidRequest) {
 		t.Fatalf("a change asked of node 4, not added yet: %v, want invalid_request", err)
 	}
+	if j, m := metricOf(t, tc.nodes[4], "herald_cluster_node_state", `state="joining"`), metricOf(t, tc.nodes[4], "herald_cluster_members"); j != 1 || m != 0 {
+		t.Fatalf("node 4, not added yet: herald_cluster_node_state{state=joining} %v, herald_cluster_members %v", j, m)
+	}
 
 	// Refusals first: a bad address, an id in use, a removal that would
 	// leave too few nodes for the stream's three replicas.
@@ -207,6 +228,14 @@ func TestReplicatedClusterAddAndRemoveNodes(t *testing.T) {
 	if moved == 0 {
 		t.Fatalf("no replica moved to node 4: %v", after)
 	}
+	for id, n := range tc.nodes {
+		if a, m := metricOf(t, n, "herald_cluster_node_state", `state="active"`), metricOf(t, n, "herald_cluster_members"); a != 1 || m != 4 {
+			t.Fatalf("node %d: herald_cluster_node_state{state=active} %v, herald_cluster_members %v", id, a, m)
+		}
+	}
+	if r := metricOf(t, tc.nodes[4], "herald_raft_replicas"); r != float64(moved) {
+		t.Fatalf("node 4 holds %d replicas, herald_raft_replicas says %v", moved, r)
+	}
 	dp.check(t)
 	t.Logf("node 4 joined the metadata group %v after its add; %d of %d shards have a replica there %v after the add; slowest publish meanwhile %v; %d acknowledged so far",
 		joined.Round(time.Millisecond), moved, shards, time.Since(start).Round(time.Millisecond), dp.resetSlowest().Round(time.Millisecond), dp.count())
@@ -223,10 +252,11 @@ func TestReplicatedClusterAddAndRemoveNodes(t *testing.T) {
 		}
 		return slices.Equal(memberIDs(st), []uint64{2, 3, 4}) && slices.Equal(st.Meta.Voters, []uint64{2, 3, 4}) && len(st.Peers) == 2
 	})
-	held := 0
-	n1.stats.EachRaftGroup(func(*actors.RaftGauges) { held++ })
-	if held != 0 {
-		t.Fatalf("node 1 left holding %d replicas", held)
+	if held, left := metricOf(t, n1, "herald_raft_replicas"), metricOf(t, n1, "herald_cluster_node_state", `state="left"`); held != 0 || left != 1 {
+		t.Fatalf("node 1 left holding %v replicas (herald_raft_replicas), herald_cluster_node_state{state=left} %v", held, left)
+	}
+	if m, l := metricOf(t, tc.nodes[2], "herald_cluster_members"), metricOf(t, tc.nodes[2], "herald_cluster_leaving"); m != 3 || l != 0 {
+		t.Fatalf("node 2: herald_cluster_members %v, herald_cluster_leaving %v", m, l)
 	}
 	if _, err := n1.ChangeCluster(ctx, actors.ClusterDrain, ClusterChange{Node: 2}); !isCode(err, wire.CodeInvalidRequest) {
 		t.Fatalf("a change asked of node 1, which left: %v, want invalid_request", err)

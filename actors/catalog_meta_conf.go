@@ -248,6 +248,7 @@ func (c *catalog) installMeta(ctx actor.Context, snap *pb.Snapshot) {
 	puts = append(puts, storage.MetaPut{Key: clusterMetaKey, Value: value},
 		storage.MetaPut{Key: raftAppliedKey(metaGroupKey), Value: binary.BigEndian.AppendUint64(nil, index)})
 	c.meta.finishInstall(ctx, puts, nil)
+	c.cfg.Stats.add(&c.cfg.Stats.MetaSnapshotsInstalled, 1)
 	// The state first: the new streams' shards are placed under it. The
 	// shards ask the storage writer for their state after the write above.
 	c.setClusterState(ctx, ms.Cluster)

@@ -39,6 +39,10 @@ type Stats struct {
 	// RaftConfChanges counts raft configuration changes (a learner added
 	// or promoted, a replica removed) the replicas here applied.
 	RaftConfChanges atomic.Uint64
+	// MetaSnapshotsInstalled counts the metadata group's snapshots this
+	// node's replica installed (it joined, or was behind the group's first
+	// entry).
+	MetaSnapshotsInstalled atomic.Uint64
 	// RaftQuiesced counts the replicated shards' replicas here that are
 	// quiesced now (idle: no ticks, no heartbeats).
 	RaftQuiesced atomic.Int64

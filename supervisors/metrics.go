@@ -85,8 +85,10 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		func(o metric.Int64Observer) { o.Observe(stats.RaftQuiesced.Load()) })
 	counter("herald.raft.snapshots_sent", "{snapshot}", "Snapshots the leaders here sent to replicas behind their compacted raft logs.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftSnapshotsSent.Load())) })
-	counter("herald.raft.snapshots_installed", "{snapshot}", "Snapshots the replicas here installed, their shard logs fetched in pages.",
-		func(o metric.Int64Observer) { o.Observe(u(stats.RaftSnapshotsInstalled.Load())) })
+	counter("herald.raft.snapshots_installed", "{snapshot}", "Snapshots the replicas here installed: a shard's, its log fetched in pages, and the metadata group's (a node that joined, or was behind its first entry).",
+		func(o metric.Int64Observer) {
+			o.Observe(u(stats.RaftSnapshotsInstalled.Load() + stats.MetaSnapshotsInstalled.Load()))
+		})
 	counter("herald.raft.conf_changes", "{change}", "Raft configuration changes (a learner added or promoted, a replica removed) the replicas here applied.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftConfChanges.Load())) })
 	gauge("herald.raft.replicas", "{replica}", "Replicas of replicated shards held here (raft groups this node is a member of, or waits to be added to).",

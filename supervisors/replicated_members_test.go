@@ -214,6 +214,9 @@ func TestReplicatedClusterAddAndRemoveNodes(t *testing.T) {
 		return slices.Equal(st.Meta.Voters, []uint64{1, 2, 3, 4}) && len(st.Meta.Learners) == 0 &&
 			slices.Equal(memberIDs(st), []uint64{1, 2, 3, 4}) && len(st.Peers) == 3
 	})
+	if n := tc.nodes[4].stats.MetaSnapshotsInstalled.Load(); n != 1 {
+		t.Fatalf("node 4 joined having installed %d metadata snapshots, want 1", n)
+	}
 	joined := time.Since(start)
 	after := tc.placedAsReplicas(name, "replicas placed over four nodes")
 	moved := 0
@@ -347,4 +350,64 @@ func TestReplicatedClusterReplacesALostNode(t *testing.T) {
 	}
 	t.Logf("node 3 replaced by node 4 %v after its forced removal; slowest publish meanwhile %v", time.Since(start).Round(time.Millisecond), dp.resetSlowest().Round(time.Millisecond))
 	dp.finish(t, ctx, tc.dial(4), name, shards)
+}
+
+// A node behind the metadata group's first entry catches up from its
+// snapshot: node 3 is down while a stream is created and node 4 is added
+// (a configuration change, where every replica takes a snapshot), and
+// nodes 1 and 2 restart (their logs then start after the snapshot). Node 3,
+// started again, is sent the snapshot, keeps the stream it had, creates
+// the one it missed (its shards' replicas included) and takes the members.
+func TestReplicatedMetaSnapshotCatchesUpALaggard(t *testing.T) {
+	tc := newTestCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	_, had := tc.replicatedStream(ctx, "had", 1)
+	tc.leaderOf(had, 0)
+	tc.stop(3)
+	c1 := tc.dial(1)
+	missed := wire.StreamName{Tenant: "default", Namespace: "default", Stream: "missed"}
+	for {
+		_, err := c1.CreateStream(ctx, missed, client.StreamConfig{Shards: 2, Durable: true, Replicas: 2})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create with node 3 down: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	addr4 := freeUDP(t)
+	if _, err := tc.nodes[1].ChangeCluster(ctx, actors.ClusterAdd, ClusterChange{Node: 4, Addr: addr4}); err != nil {
+		t.Fatalf("add 4: %v", err)
+	}
+	tc.waitStatus("node 4 a learner of the metadata group", func(_ uint64, st ClusterStatus) bool {
+		return slices.Equal(st.Meta.Learners, []uint64{4})
+	})
+	for _, id := range []uint64{1, 2} {
+		tc.stop(id)
+		tc.start(id)
+		tc.waitStatus(fmt.Sprintf("node %d back", id), func(_ uint64, st ClusterStatus) bool { return st.Meta.Leader != 0 })
+	}
+	tc.start(3)
+	tc.waitStatus("node 3 caught up", func(_ uint64, st ClusterStatus) bool {
+		return slices.Equal(memberIDs(st), []uint64{1, 2, 3, 4}) && st.Meta.Leader != 0
+	})
+	for _, name := range []wire.StreamName{had, missed} {
+		tc.describeAll(name, "the stream on every node, each shard led", func(_ uint64, d StreamDescription) bool {
+			for _, s := range d.Shard {
+				if s.Leader == 0 && len(s.Voters) > 0 {
+					return false
+				}
+			}
+			return len(d.Shard) > 0
+		})
+	}
+	d, err := tc.nodes[3].DescribeStream(ctx, missed)
+	if err != nil || d.Replicas != 2 || len(d.Shard) != 2 {
+		t.Fatalf("node 3's view of the stream it missed: %+v, %v", d, err)
+	}
+	if n := tc.nodes[3].stats.MetaSnapshotsInstalled.Load(); n != 1 {
+		t.Fatalf("node 3 installed %d metadata snapshots, want 1", n)
+	}
 }

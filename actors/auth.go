@@ -26,8 +26,13 @@ const (
 	PermConsume
 	// PermManage: create, delete, describe and list streams.
 	PermManage
+	// PermCluster: change the cluster (drain, undrain, add or remove a
+	// node) through a node's HTTP listener. It is not a permission on streams: the
+	// principal's tenant and namespaces do not limit it, and it allows
+	// nothing on the client protocol.
+	PermCluster
 
-	// PermAll is every permission.
+	// PermAll is every permission on streams (PermCluster is apart).
 	PermAll = PermPublish | PermSubscribe | PermConsume | PermManage
 )
 
@@ -35,7 +40,7 @@ const (
 var permNames = []struct {
 	p    Permission
 	name string
-}{{PermPublish, "publish"}, {PermSubscribe, "subscribe"}, {PermConsume, "consume"}, {PermManage, "manage"}}
+}{{PermPublish, "publish"}, {PermSubscribe, "subscribe"}, {PermConsume, "consume"}, {PermManage, "manage"}, {PermCluster, "cluster"}}
 
 // ParsePermission returns the permission named name.
 func ParsePermission(name string) (Permission, error) {
@@ -44,7 +49,7 @@ func ParsePermission(name string) (Permission, error) {
 			return pn.p, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown permission %q (have publish, subscribe, consume, manage)", name)
+	return 0, fmt.Errorf("unknown permission %q (have publish, subscribe, consume, manage, cluster)", name)
 }
 
 // String lists the permissions in p, comma-separated.
@@ -78,7 +83,7 @@ type Principal struct {
 
 // DevPrincipal is what every connection acts as when the node has no
 // credentials configured (dev mode).
-var DevPrincipal = Principal{Name: "dev", Any: true, Perms: PermAll}
+var DevPrincipal = Principal{Name: "dev", Any: true, Perms: PermAll | PermCluster}
 
 // Allow checks that p may use perm on the stream name, or returns a
 // permission_denied error. It looks at the name only, never at whether the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -84,7 +85,11 @@ type storedStream struct {
 	// CreatedReplicas is the replica count at creation, when it changed
 	// since (0: Replicas).
 	CreatedReplicas uint8 `json:"created_replicas,omitempty"`
-	Created         int64 `json:"created_unix_nano"`
+	// CreatedNodes are the cluster's nodes placement placed it over at
+	// creation (none: the cluster's first nodes, for a stream created
+	// before they were recorded).
+	CreatedNodes []uint64 `json:"created_nodes,omitempty"`
+	Created      int64    `json:"created_unix_nano"`
 }
 
 func storedFrom(id uint64, name wire.StreamName, cfg wire.StreamConfig, created int64) storedStream {
@@ -116,6 +121,10 @@ func decodeStoredStream(value []byte) (storedStream, error) {
 	}
 	if err := ValidateConfig(st.config()); err != nil {
 		return storedStream{}, fmt.Errorf("%w: stream %s: %w", errBadStreamRecord, name, err)
+	}
+	if nodes := st.CreatedNodes; len(nodes) > 0 && (!slices.IsSorted(nodes) || nodes[0] == 0 || len(slices.Compact(slices.Clone(nodes))) != len(nodes) ||
+		len(nodes) < int(cmp.Or(st.CreatedReplicas, st.Replicas))) {
+		return storedStream{}, fmt.Errorf("%w: stream %s: created over nodes %v", errBadStreamRecord, name, nodes)
 	}
 	return st, nil
 }
@@ -162,6 +171,25 @@ type catalog struct {
 	// replaced are the shards (by actor id) that stop to be started again
 	// under their stream's new placement.
 	replaced map[string]bool
+	// cluster is the cluster's state as this node applied it (nil: none
+	// stored yet); clusterGen counts its changes, so that placements made
+	// under an older one are made again (catalog_members.go).
+	cluster    *ClusterMembership
+	clusterGen uint64
+	// metaTicks counts the metadata replica's ticks; metaConfUntil is the
+	// tick until which its leader waits for the configuration change it
+	// proposed last, in term metaConfTerm, to apply (0: none);
+	// metaConfChecked is set once a restart's snapshot was checked against
+	// the configuration (catalog_meta_conf.go).
+	metaTicks       int
+	metaConfUntil   int
+	metaConfTerm    uint64
+	metaConfChecked bool
+	// leaveTimer stops the next check of a leaving node (nil: none armed);
+	// leftTimer the end of a node that left; left is set once this node
+	// left the cluster: it runs no metadata replica and has no peers.
+	leaveTimer, leftTimer func() bool
+	left                  bool
 }
 
 type creation struct {
@@ -205,12 +233,21 @@ func (c *catalog) Receive(ctx actor.Context) {
 		c.onStarted(ctx)
 	case *catalogLoaded:
 		c.onLoaded(ctx, m)
-	case *LookupStreamRequest, *CreateStreamRequest, *ListStreamsRequest, *DeleteStreamRequest, *AllStreamsRequest, *AllShardsRequest, *SetReplicasRequest:
+	case *LookupStreamRequest, *CreateStreamRequest, *ListStreamsRequest, *DeleteStreamRequest, *AllStreamsRequest, *AllShardsRequest, *SetReplicasRequest,
+		*ClusterChangeRequest:
 		c.onStreamRequest(ctx, m)
 	case *actor.Terminated:
 		c.onTerminated(ctx, m)
 	case *MetaHandOff:
 		c.metaHandOff(ctx)
+	case *MetaStatusRequest:
+		ctx.Respond(c.metaStatus())
+	case *leaveCheck:
+		c.onLeaveCheck(ctx)
+	case *metaRetry:
+		c.onMetaRetry(ctx, m)
+	case *leftDone:
+		c.onLeftDone(ctx)
 	case *ShardReplaced:
 		if ctx.Sender() != nil && !c.stopping {
 			if c.replaced == nil {
@@ -260,6 +297,8 @@ func (c *catalog) onRequest(ctx actor.Context, from *actor.PID, msg any) {
 		c.onDelete(ctx, from, m)
 	case *SetReplicasRequest:
 		c.proposeReplicas(ctx, from, m)
+	case *ClusterChangeRequest:
+		c.proposeClusterChange(ctx, from, m)
 	case *AllStreamsRequest:
 		all := make([]*StreamHandle, 0, len(c.streams))
 		for _, h := range c.streams {
@@ -281,6 +320,11 @@ func (c *catalog) onRequest(ctx actor.Context, from *actor.PID, msg any) {
 // stale so their holders look the streams up again.
 func (c *catalog) onStopping(ctx actor.Context) {
 	c.stopping = true
+	for _, stop := range []func() bool{c.leaveTimer, c.leftTimer} {
+		if stop != nil {
+			stop()
+		}
+	}
 	c.stopMeta(ctx)
 	for _, h := range c.streams {
 		h.deleted.Store(true)
@@ -307,6 +351,8 @@ func (c *catalog) refuseStash(ctx actor.Context) {
 			ctx.Send(st.sender, &AllStreamsResponse{})
 		case *AllShardsRequest:
 			ctx.Send(st.sender, &AllShardsResponse{})
+		case *ClusterChangeRequest:
+			ctx.Send(st.sender, &ClusterChangeResponse{Err: err})
 		}
 	}
 	c.stash = nil
@@ -317,6 +363,8 @@ type catalogLoaded struct {
 	token   uint64
 	nextID  uint64
 	records []storedStream
+	// cluster is the cluster's stored state (nil: none).
+	cluster *ClusterMembership
 	err     error
 }
 
@@ -335,6 +383,11 @@ func (c *catalog) onStarted(ctx actor.Context) {
 			m.nextID = binary.BigEndian.Uint64(v)
 		}
 		m.records, m.err = loadStreamRecords(log.ScanMeta)
+		if v, err := log.GetMeta(clusterMetaKey); err == nil && m.err == nil {
+			m.cluster, m.err = decodeClusterMembership(v)
+		} else if err != nil && !errors.Is(err, storage.ErrNotFound) && m.err == nil {
+			m.err = fmt.Errorf("catalog: the stored cluster state: %w", err)
+		}
 		root.Send(self, m)
 	}) {
 		ctx.Stop(self) // the node is stopping
@@ -350,6 +403,11 @@ func (c *catalog) onLoaded(ctx actor.Context, m *catalogLoaded) {
 		return
 	}
 	c.nextID = m.nextID
+	if c.cfg.Cluster != nil {
+		// Before the shards start: they are placed over the members, and
+		// their preferred leaders skip drained nodes.
+		c.loadClusterState(ctx, m.cluster)
+	}
 	for _, st := range m.records {
 		h := c.newHandle(st)
 		c.spawnShards(ctx, h)
@@ -409,6 +467,7 @@ func (c *catalog) newHandle(st storedStream) *StreamHandle {
 		CreatedUnixNano: st.Created,
 		Log:             c.cfg.Memory,
 		createdReplicas: cmp.Or(st.CreatedReplicas, st.Replicas),
+		createdNodes:    st.CreatedNodes,
 	}
 	if st.Durable {
 		h.Log = c.cfg.Durable
@@ -496,6 +555,13 @@ func (c *catalog) onLookup(ctx actor.Context, from *actor.PID, m *LookupStreamRe
 	}
 	if h, ok := c.streams[nameKey(m.Name)]; ok {
 		reply(&LookupStreamResponse{Stream: h})
+		return
+	}
+	if c.cfg.Cluster != nil && !c.joined() {
+		// A node added to the cluster that has not taken its state yet
+		// knows no cluster stream: ask another node.
+		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader,
+			Message: fmt.Sprintf("this node has not joined the cluster yet; stream %s may be the cluster's: ask another node", m.Name)}})
 		return
 	}
 	if !m.AutoCreate {

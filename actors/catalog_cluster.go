@@ -43,6 +43,21 @@ type CatalogCluster struct {
 	CompactEntries uint64
 	// FollowerMaxLag is ShardRaft.FollowerMaxLag.
 	FollowerMaxLag uint64
+	// View is where the catalog publishes the cluster's state (drained
+	// nodes) for the shards and the node (nil: not published).
+	View *ClusterView
+	// BalanceTicks is each replicated shard's ShardRaft.BalanceTicks.
+	BalanceTicks int
+	// Join is set on a node added to a running cluster (--join): with
+	// nothing stored, its metadata replica starts empty and takes the
+	// cluster's state from the group's leader (a snapshot), instead of
+	// starting a new group over the nodes of --peers.
+	Join bool
+	// OnPeers is told who this node's peers are, by id with the address
+	// cluster add gave ("" for a node of --peers), whenever that changes
+	// (nil: nobody is told). Called on the catalog's goroutine: it must
+	// not block.
+	OnPeers func(map[uint64]string)
 }
 
 // metaGroupKey names the metadata group: stream id 0 is never a stream's.
@@ -55,7 +70,7 @@ const replicatedIDBase = uint64(1) << 63
 
 // metaEntry is one entry of the metadata group.
 type metaEntry struct {
-	Op string `json:"op"` // "create", or "replicas" (Config.Replicas is the new count)
+	Op string `json:"op"` // "create", "replicas" (Config.Replicas is the new count), "drain" or "undrain" (of Target)
 	// Node and Proposal name the proposer, which answers its client.
 	Node     uint64            `json:"node"`
 	Proposal uint64            `json:"proposal"`
@@ -65,12 +80,45 @@ type metaEntry struct {
 	// Strict refuses an existing stream of another config (an explicit
 	// create); an auto-create takes the stream as it is.
 	Strict bool `json:"strict,omitempty"`
+	// Target is the node a cluster operation changes (catalog_members.go),
+	// Addr an added node's peer address, Force a removal at once.
+	Target uint64 `json:"target,omitempty"`
+	Addr   string `json:"addr,omitempty"`
+	Force  bool   `json:"force,omitempty"`
 }
 
 // metaWait is a create this node proposed, waiting for its apply.
 type metaWait struct {
 	waiters []*actor.PID
 	timer   func() bool
+	// cluster is set for a cluster operation: its waiters take a
+	// ClusterChangeResponse, not a LookupStreamResponse; data is its
+	// entry, proposed again every election timeout until it applies (a
+	// proposal in flight at a change of leader is lost, and a cluster
+	// change applied twice changes nothing the second time), and retry
+	// stops that.
+	cluster bool
+	data    []byte
+	retry   func() bool
+}
+
+// stop stops w's timers.
+func (w *metaWait) stop() {
+	w.timer()
+	if w.retry != nil {
+		w.retry()
+	}
+}
+
+// fail answers w's waiters with err.
+func (w *metaWait) fail(ctx actor.Context, err *wire.Error) {
+	var resp any = &LookupStreamResponse{Err: err}
+	if w.cluster {
+		resp = &ClusterChangeResponse{Err: err}
+	}
+	for _, from := range w.waiters {
+		ctx.Send(from, resp)
+	}
 }
 
 // metaProposalExpired ends a create whose entry did not apply in time.
@@ -113,11 +161,22 @@ func (c *catalog) onMetaLoaded(ctx actor.Context, m *metaStateLoaded) {
 	}
 	cl := c.cfg.Cluster
 	d := m.resp.Raft
-	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: metaGroupKey, Self: cl.Self, Peers: cl.Router.Nodes,
+	if c.left {
+		ctx.Logger().Warn("cluster: this node left the cluster; its metadata replica does not start (stop the node: its data is no longer the cluster's)")
+		return
+	}
+	// A node joining a running cluster with nothing stored starts its
+	// replica empty: the group's leader sends it a snapshot of the
+	// cluster's state once it was added.
+	join := cl.Join && d.HardState == nil && d.Snapshot == nil && len(d.Entries) == 0
+	if join {
+		ctx.Logger().Info("cluster: joining a running cluster; waiting for its metadata group to send this node the cluster's state")
+	}
+	r, err := startRaftReplica(ctx, raftReplicaConfig{Key: metaGroupKey, Self: cl.Self, Peers: cl.Router.Nodes, Join: join,
 		Durable: d, Applied: d.Applied, Writer: c.cfg.Writer, Link: cl.Router.Link,
 		Tick: cl.Tick, ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks,
-		ForwardProposals: true, Apply: c.applyMeta,
-		Alive: cl.Router.Alive, Busy: func() bool { return len(c.metaWaits) > 0 }})
+		ForwardProposals: true, Apply: c.applyMeta, OnTick: c.onMetaTick, OnConf: c.onMetaConf, Install: c.installMeta,
+		Alive: cl.Router.Alive, Busy: func() bool { return len(c.metaWaits) > 0 || c.metaHandingAway() || c.metaReconfiguring() }})
 	if err != nil {
 		ctx.Logger().Error("catalog: cannot start the metadata group", slog.Any("error", err))
 		return
@@ -125,7 +184,9 @@ func (c *catalog) onMetaLoaded(ctx actor.Context, m *metaStateLoaded) {
 	c.meta = r
 	c.metaWaits = map[uint64]*metaWait{}
 	c.nextMetaProposal = rand.Uint64() >> 1
+	c.metaConfChecked, c.metaConfUntil = false, 0
 	cl.Router.Register(metaGroupKey, ctx.Self())
+	c.notifyPeers()
 }
 
 // proposeCreate proposes a replicated stream's creation.
@@ -143,10 +204,10 @@ func (c *catalog) proposeCreate(ctx actor.Context, from *actor.PID, name wire.St
 	case !cfg.Durable:
 		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "a replicated stream must be durable")})
 		return
-	case int(cfg.Replicas) > len(cl.Router.Nodes):
-		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", cfg.Replicas, len(cl.Router.Nodes))})
+	case c.joined() && int(cfg.Replicas) > len(c.placementNodes()):
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", cfg.Replicas, len(c.placementNodes()))})
 		return
-	case c.meta == nil || c.meta.failed() != nil:
+	case !c.joined() || c.meta == nil || c.meta.failed() != nil:
 		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader, Message: "the cluster's metadata group is not running on this node yet; retry shortly"}})
 		return
 	}
@@ -162,7 +223,7 @@ func (c *catalog) proposeCreate(ctx actor.Context, from *actor.PID, name wire.St
 }
 
 // waitMeta waits for the apply of this node's proposal id, for from.
-func (c *catalog) waitMeta(ctx actor.Context, id uint64, from *actor.PID) {
+func (c *catalog) waitMeta(ctx actor.Context, id uint64, from *actor.PID) *metaWait {
 	w := &metaWait{}
 	if from != nil {
 		w.waiters = append(w.waiters, from)
@@ -174,6 +235,7 @@ func (c *catalog) waitMeta(ctx actor.Context, id uint64, from *actor.PID) {
 	}
 	w.timer = time.AfterFunc(timeout, func() { root.Send(self, &metaProposalExpired{proposal: id}) }).Stop
 	c.metaWaits[id] = w
+	return w
 }
 
 func (c *catalog) onMetaProposalExpired(ctx actor.Context, m *metaProposalExpired) {
@@ -182,11 +244,12 @@ func (c *catalog) onMetaProposalExpired(ctx actor.Context, m *metaProposalExpire
 		return
 	}
 	delete(c.metaWaits, m.proposal)
-	resp := &LookupStreamResponse{Err: &wire.Error{Code: wire.CodeReplicationTimeout,
-		Message: "the stream's creation or change was not committed by the cluster in time; it may still be: describe the stream, or ask again"}}
-	for _, from := range w.waiters {
-		ctx.Send(from, resp)
+	w.stop()
+	msg := "the stream's creation or change was not committed by the cluster in time; it may still be: describe the stream, or ask again"
+	if w.cluster {
+		msg = "the cluster change was not committed in time; it may still be: look at herald cluster status, or ask again"
 	}
+	w.fail(ctx, &wire.Error{Code: wire.CodeReplicationTimeout, Message: msg})
 }
 
 // applyMeta applies one committed entry of the metadata group.
@@ -202,7 +265,7 @@ func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
 	if me.Node == c.cfg.Cluster.Self {
 		if w = c.metaWaits[me.Proposal]; w != nil {
 			delete(c.metaWaits, me.Proposal)
-			w.timer()
+			w.stop()
 		}
 	}
 	answer := func(r *LookupStreamResponse) {
@@ -217,6 +280,9 @@ func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
 	case "create":
 	case "replicas":
 		c.applyReplicas(ctx, me, w, appliedPut)
+		return nil
+	case "drain", "undrain", "add", "remove", "left":
+		c.applyClusterChange(ctx, me, w, appliedPut)
 		return nil
 	default:
 		return fmt.Errorf("metadata entry %d: unknown op %q", e.GetIndex(), me.Op)
@@ -253,7 +319,16 @@ func (c *catalog) applyMeta(ctx actor.Context, e *pb.Entry) error {
 		c.writeMetaApplied(ctx, appliedPut)
 		return nil
 	}
+	nodes := c.placementNodes()
+	if int(me.Config.Replicas) > len(nodes) {
+		// The cluster lost nodes since the proposer checked: every node
+		// refuses it alike.
+		answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", me.Config.Replicas, len(nodes))})
+		c.writeMetaApplied(ctx, appliedPut)
+		return nil
+	}
 	st := storedFrom(id, me.Name, me.Config, me.Created)
+	st.CreatedNodes = nodes
 	cr := &creation{handle: c.newHandle(st)}
 	if w != nil {
 		cr.waiters = append(cr.waiters, w.waiters...)
@@ -279,7 +354,8 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 	return &ShardRaft{Self: cl.Self, Replicas: reps[i], Preferred: pref[i], Bootstrap: p.bootstrap[i], Targets: p.targets,
 		Router: cl.Router, Tick: cl.Tick,
 		ElectionTicks: cl.ElectionTicks, HeartbeatTicks: cl.HeartbeatTicks, ProposalTimeout: cl.ProposalTimeout, CompactEntries: cl.CompactEntries,
-		Goroutines: c.cfg.Goroutines, FollowerMaxLag: cl.FollowerMaxLag}
+		Goroutines: c.cfg.Goroutines, FollowerMaxLag: cl.FollowerMaxLag,
+		View: cl.View, BalanceTicks: cl.BalanceTicks}
 }
 
 // placement is where a replicated stream's shards live (rendezvous
@@ -288,11 +364,10 @@ func (c *catalog) replicaSet(h *StreamHandle, i uint32) *ShardRaft {
 // than ceil(shards / nodes) of its shards. Pure functions of the stream's
 // id and the nodes, so every node computes the same; cached per stream.
 func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]uint64) {
-	if p, ok := c.placements[h.ID]; ok && p.count == h.Config.Replicas {
+	if p, ok := c.placements[h.ID]; ok && p.count == h.Config.Replicas && p.gen == c.clusterGen {
 		return p.replicas, p.preferred
 	}
-	nodes := c.cfg.Cluster.Router.Nodes
-	place := func(count uint8) map[uint32][]uint64 {
+	place := func(nodes []uint64, count uint8) map[uint32][]uint64 {
 		reps := map[uint32][]uint64{}
 		for i := uint32(0); i < h.Config.Shards; i++ {
 			r, err := placeReplicas(h.ID, i, nodes, int(count))
@@ -304,13 +379,13 @@ func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]ui
 		}
 		return reps
 	}
-	reps := place(h.Config.Replicas)
+	reps := place(c.placementNodes(), h.Config.Replicas)
 	refs := map[shardRef][]uint64{}
 	for i, r := range reps {
 		refs[shardRef{Stream: h.ID, Shard: i}] = r
 	}
 	pref := map[uint32]uint64{}
-	for ref, lead := range spreadLeaders(refs, nodes) {
+	for ref, lead := range spreadLeaders(refs, c.leaderNodes()) {
 		pref[ref.Shard] = lead
 	}
 	if c.placements == nil {
@@ -318,13 +393,13 @@ func (c *catalog) placement(h *StreamHandle) (map[uint32][]uint64, map[uint32]ui
 	}
 	p := c.placements[h.ID] // kept: the shards share its targets
 	p.replicas, p.preferred = reps, pref
-	p.bootstrap = place(cmp.Or(h.createdReplicas, h.Config.Replicas))
+	p.bootstrap = place(c.createdNodes(h), cmp.Or(h.createdReplicas, h.Config.Replicas))
 	if p.targets == nil {
 		p.targets = NewReplicaTargets(reps, pref)
 	} else {
 		p.targets.p.Store(&streamPlacement{replicas: reps, preferred: pref})
 	}
-	p.count = h.Config.Replicas
+	p.count, p.gen = h.Config.Replicas, c.clusterGen
 	c.placements[h.ID] = p
 	return reps, pref
 }
@@ -337,8 +412,10 @@ type streamPlacement struct {
 	preferred map[uint32]uint64
 	bootstrap map[uint32][]uint64
 	targets   *ReplicaTargets
-	// count is the replica count it places.
+	// count is the replica count it places, gen the cluster state's
+	// generation (catalog.clusterGen) it was placed under.
 	count uint8
+	gen   uint64
 }
 
 // proposeReplicas proposes a change of a cluster stream's replica count.
@@ -365,13 +442,13 @@ func (c *catalog) proposeReplicas(ctx actor.Context, from *actor.PID, m *SetRepl
 		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig,
 			"stream %s is this node's own, not a cluster stream: its replicas cannot change (a cluster, --peers, places every durable stream)", m.Name)})
 		return
-	case m.Replicas < 1 || int(m.Replicas) > len(cl.Router.Nodes):
-		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", m.Replicas, len(cl.Router.Nodes))})
+	case m.Replicas < 1 || c.joined() && int(m.Replicas) > len(c.placementNodes()):
+		reply(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", m.Replicas, len(c.placementNodes()))})
 		return
 	case known && h.Config.Replicas == m.Replicas:
 		reply(&LookupStreamResponse{Stream: h})
 		return
-	case c.meta == nil || c.meta.failed() != nil:
+	case !c.joined() || c.meta == nil || c.meta.failed() != nil:
 		reply(&LookupStreamResponse{Err: &wire.Error{Code: wire.CodeNotLeader, Message: "the cluster's metadata group is not running on this node yet; retry shortly"}})
 		return
 	}
@@ -402,9 +479,9 @@ func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, ap
 	}
 	key := nameKey(me.Name)
 	n := me.Config.Replicas
-	if n < 1 || int(n) > len(c.cfg.Cluster.Router.Nodes) {
+	if n < 1 || int(n) > len(c.placementNodes()) {
 		// Checked by the proposer; every node refuses it alike.
-		answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", n, len(c.cfg.Cluster.Router.Nodes))})
+		answer(&LookupStreamResponse{Err: wire.Errorf(wire.CodeInvalidConfig, "%d replicas asked of a cluster of %d nodes", n, len(c.placementNodes()))})
 		c.writeMetaApplied(ctx, appliedPut)
 		return
 	}
@@ -423,7 +500,7 @@ func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, ap
 		if h.Config.Replicas != n {
 			// A new handle (handles are immutable), with the same shards.
 			nh = &StreamHandle{ID: h.ID, Name: h.Name, Config: h.Config, CreatedUnixNano: h.CreatedUnixNano, Log: h.Log,
-				Shards: h.Shards, Progress: h.Progress, createdReplicas: cmp.Or(h.createdReplicas, h.Config.Replicas)}
+				Shards: h.Shards, Progress: h.Progress, createdReplicas: cmp.Or(h.createdReplicas, h.Config.Replicas), createdNodes: h.createdNodes}
 			nh.Config.Replicas = n
 			c.streams[key] = nh
 			ctx.Logger().Info("stream replicas changing", slog.String("stream", key),
@@ -442,9 +519,7 @@ func (c *catalog) applyReplicas(ctx actor.Context, me metaEntry, w *metaWait, ap
 		c.writeMetaApplied(ctx, appliedPut)
 		return
 	}
-	st := storedFrom(nh.ID, nh.Name, nh.Config, nh.CreatedUnixNano)
-	st.CreatedReplicas = nh.createdReplicas
-	value, _ := json.Marshal(st)
+	value, _ := json.Marshal(recordOf(nh))
 	req := &MetaWriteRequest{Puts: []storage.MetaPut{{Key: append(append([]byte(nil), metaStreamPrefix...), key...), Value: value}, appliedPut}}
 	f := ctx.RequestFuture(c.cfg.Writer, req, 30*time.Second)
 	meta := c.meta
@@ -502,12 +577,34 @@ func (c *catalog) stopMeta(ctx actor.Context) {
 	}
 	c.meta.stop()
 	c.cfg.Cluster.Router.Unregister(metaGroupKey, ctx.Self())
-	resp := &LookupStreamResponse{Err: &wire.Error{Code: wire.CodeReplicationTimeout, Message: "the catalog stopped before the stream's creation applied; it may still"}}
+	err := &wire.Error{Code: wire.CodeReplicationTimeout, Message: "the catalog stopped before the change applied; it may still"}
 	for _, w := range c.metaWaits {
-		w.timer()
-		for _, from := range w.waiters {
-			ctx.Send(from, resp)
-		}
+		w.stop()
+		w.fail(ctx, err)
 	}
 	clear(c.metaWaits)
+}
+
+// recordOf is a replicated stream's record as stored: its config, and the
+// replica count and nodes its shards' first configuration was placed with.
+func recordOf(h *StreamHandle) storedStream {
+	st := storedFrom(h.ID, h.Name, h.Config, h.CreatedUnixNano)
+	if h.createdReplicas != h.Config.Replicas {
+		st.CreatedReplicas = h.createdReplicas
+	}
+	st.CreatedNodes = h.createdNodes
+	return st
+}
+
+// createdNodes are the nodes h's replicas were first placed over: those
+// recorded at its creation, or the cluster's first nodes for a stream
+// created before they were recorded.
+func (c *catalog) createdNodes(h *StreamHandle) []uint64 {
+	if len(h.createdNodes) > 0 {
+		return h.createdNodes
+	}
+	if first := c.clusterState().First; len(first) > 0 {
+		return first
+	}
+	return c.cfg.Cluster.Router.Nodes
 }

@@ -37,6 +37,10 @@ type StreamHandle struct {
 	// (its shards' first raft configuration); Config.Replicas is its
 	// count now.
 	createdReplicas uint8
+	// createdNodes are the nodes the stream's replicas were placed over
+	// at its creation (nil: the cluster's first nodes); with
+	// createdReplicas they give each shard's first configuration.
+	createdNodes []uint64
 }
 
 // ShardProgress is a shard's committed tail and first retained offset, as

@@ -57,6 +57,10 @@ type raftCoreConfig struct {
 	Logger raft.Logger
 	// ForwardProposals lets a follower forward a proposal to its leader.
 	ForwardProposals bool
+	// Join starts a replica with nothing stored from nothing, not from
+	// Peers: no configuration, no snapshot; the leader that adds it sends
+	// it a snapshot (raft's way for a member that joins later).
+	Join bool
 }
 
 // raftDurable is a replica's raft state as storage holds it.
@@ -193,7 +197,14 @@ func newRaftCore(cfg raftCoreConfig) (*raftCore, error) {
 	log := raft.NewMemoryStorage()
 	d := cfg.Durable
 	snap := d.Snapshot
-	if snap == nil || raft.IsEmptySnap(snap) {
+	join := cfg.Join && (snap == nil || raft.IsEmptySnap(snap)) && d.HardState == nil && len(d.Entries) == 0
+	if join {
+		// Nothing at all: raft's log starts at index 0, which the leader
+		// cannot send entries after (its log starts after its first
+		// snapshot), so it sends a snapshot that holds this replica.
+		snap = &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(0)), Term: new(uint64(0)), ConfState: &pb.ConfState{}}}
+		cfg.Applied = 0 // (storage reads an empty group as one at its implied first snapshot)
+	} else if snap == nil || raft.IsEmptySnap(snap) {
 		// Every replica of a group starts from the same state, implied by
 		// its peers rather than written: a snapshot at index 1 holding the
 		// configuration. No configuration entries, so the first entry a
@@ -203,8 +214,10 @@ func newRaftCore(cfg raftCoreConfig) (*raftCore, error) {
 		}
 		snap = raftBootstrapSnapshot(cfg.Peers)
 	}
-	if err := log.ApplySnapshot(snap); err != nil {
-		return nil, fmt.Errorf("raft: restoring the snapshot: %w", err)
+	if !join {
+		if err := log.ApplySnapshot(snap); err != nil {
+			return nil, fmt.Errorf("raft: restoring the snapshot: %w", err)
+		}
 	}
 	if len(d.Entries) > 0 {
 		if err := log.Append(d.Entries); err != nil {

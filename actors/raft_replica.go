@@ -100,8 +100,13 @@ type raftReplicaConfig struct {
 	// (the metadata group: whoever proposes learns the outcome from its own
 	// apply). Shards refuse on a follower instead, naming the leader.
 	ForwardProposals bool
-	Apply            func(actor.Context, *pb.Entry) error
-	Soft             func(actor.Context, raft.SoftState)
+	// Join starts a replica that has nothing stored with no state at all,
+	// not the group's first configuration: it waits for the leader to add
+	// it and send it a snapshot (a node joining a running cluster's
+	// metadata group, whose first configuration it does not know).
+	Join  bool
+	Apply func(actor.Context, *pb.Entry) error
+	Soft  func(actor.Context, raft.SoftState)
 	// OnConf learns of each configuration change applied, with the
 	// configuration it made and the entry's index; fresh is false for one
 	// a restart hands out again (the owner applied past it before).
@@ -129,7 +134,7 @@ func startRaftReplica(ctx actor.Context, cfg raftReplicaConfig) (*raftReplica, e
 		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
 	core, err := newRaftCore(raftCoreConfig{ID: cfg.Self, Peers: cfg.Peers, ElectionTicks: cfg.ElectionTicks,
-		HeartbeatTicks: cfg.HeartbeatTicks, Durable: cfg.Durable, Applied: cfg.Applied, ForwardProposals: cfg.ForwardProposals})
+		HeartbeatTicks: cfg.HeartbeatTicks, Durable: cfg.Durable, Applied: cfg.Applied, ForwardProposals: cfg.ForwardProposals, Join: cfg.Join})
 	if err != nil {
 		return nil, err
 	}

@@ -39,10 +39,17 @@ func NewRaftRouter(root *actor.RootContext, self uint64, nodes []uint64) *RaftRo
 		groups: map[peerwire.Group]*actor.PID{}, alive: map[uint64]bool{}}
 }
 
-// SetLinks sets the peer links, by peer id.
+// SetLinks sets the peer links, by peer id: the links of peers not in
+// links are gone (their nodes left the cluster).
 func (r *RaftRouter) SetLinks(links map[uint64]*actor.PID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for id := range r.links {
+		if _, ok := links[id]; !ok {
+			delete(r.links, id)
+			delete(r.alive, id)
+		}
+	}
 	for id, pid := range links {
 		r.links[id] = pid
 	}

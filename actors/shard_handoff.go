@@ -5,7 +5,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/tracker"
 )
 
 // Handing leadership over before a node stops. A node that stops while it
@@ -51,7 +50,8 @@ func (s *shard) onHandOff(ctx actor.Context) {
 }
 
 // handOff transfers leadership to the voter furthest along that was heard
-// from lately (on each tick while the shard hands over: raft abandons a
+// from lately, an undrained one if there is one (on each tick while the
+// shard hands over: raft abandons a
 // transfer that does not complete within an election timeout, and an
 // election may make this replica leader again).
 func (s *shard) handOff(ctx actor.Context) (handing bool) {
@@ -66,18 +66,7 @@ func (s *shard) handOff(ctx actor.Context) (handing bool) {
 	if st.LeadTransferee != 0 {
 		return true
 	}
-	recent := max(2*s.cfg.Raft.HeartbeatTicks, s.electionTicks()/2)
-	best, bestMatch := uint64(0), uint64(0)
-	for _, id := range r.core.conf.GetVoters() {
-		pr, ok := st.Progress[id]
-		heard, seen := s.heard[id]
-		if id == s.cfg.Raft.Self || !ok || pr.State != tracker.StateReplicate || !seen || s.ticks-heard > recent || !s.cfg.Raft.Router.Alive(id) {
-			continue // (a peer that just stopped may still look replicating)
-		}
-		if best == 0 || pr.Match > bestMatch {
-			best, bestMatch = id, pr.Match
-		}
-	}
+	best := s.successor(st, false)
 	if best == 0 {
 		return false // no replica to take over: it leads on until it stops
 	}
@@ -87,7 +76,7 @@ func (s *shard) handOff(ctx actor.Context) (handing bool) {
 }
 
 // metaHandOff hands the metadata group's leadership to the voter furthest
-// along whose node is alive.
+// along whose node is alive, an undrained one if there is one.
 func (c *catalog) metaHandOff(ctx actor.Context) {
 	leading, handing := false, false
 	if c.meta != nil && c.meta.failed() == nil {
@@ -95,17 +84,7 @@ func (c *catalog) metaHandOff(ctx actor.Context) {
 		leading = st.RaftState == raft.StateLeader
 		handing = leading && st.LeadTransferee != 0
 		if leading && !handing {
-			best, bestMatch := uint64(0), uint64(0)
-			for _, id := range c.meta.core.conf.GetVoters() {
-				pr, ok := st.Progress[id]
-				if id == c.cfg.Cluster.Self || !ok || pr.State != tracker.StateReplicate || !c.cfg.Cluster.Router.Alive(id) {
-					continue
-				}
-				if best == 0 || pr.Match > bestMatch {
-					best, bestMatch = id, pr.Match
-				}
-			}
-			if best != 0 {
+			if best := c.metaSuccessor(false); best != 0 {
 				c.meta.wake(ctx)
 				c.meta.handle(ctx, c.meta.core.transferLeader(best))
 				handing = true

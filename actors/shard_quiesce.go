@@ -18,11 +18,10 @@ func (s *shard) busy() bool {
 		(s.core != nil && len(s.core.pending) > 0) {
 		return true
 	}
-	if s.lead == rc.Self && (s.reconfiguring() || s.handingOff || len(s.notifyRemoved) > 0) {
+	if s.lead == rc.Self && (s.reconfiguring() || s.handingOff || len(s.notifyRemoved) > 0 || s.drainedLeader()) {
 		return true
 	}
-	_, pref := rc.target(s.cfg.Key.Shard)
-	return s.lead == rc.Self && pref != 0 && pref != rc.Self && rc.Router.Alive(pref)
+	return s.lead == rc.Self && s.balancePending()
 }
 
 func (s *shard) onQuiet(n int64) { s.cfg.Stats.RaftQuiesced.Add(n) }

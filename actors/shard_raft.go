@@ -72,6 +72,13 @@ type ShardRaft struct {
 	// may be behind its leader's commit before it refuses reads as
 	// replica_behind (follower_reads.go; 0: no bound).
 	FollowerMaxLag uint64
+	// View is the cluster's state (drained nodes: shard_drain.go; nil:
+	// none is drained).
+	View *ClusterView
+	// BalanceTicks is how many ticks apart a leader in its preferred
+	// replica's place checks whether to hand leadership back
+	// (shard_balance.go; 0: 20, the default; below 0: never).
+	BalanceTicks int
 }
 
 // hosted reports whether this node holds a replica.
@@ -376,11 +383,6 @@ func (s *shard) onSoftState(ctx actor.Context, st raft.SoftState) {
 		Message: fmt.Sprintf("this node stopped leading shard %d of %s before the publish committed; it may still commit", s.cfg.Key.Shard, s.cfg.Stream)})
 }
 
-// transferEvery is how many ticks apart a leader checks whether to hand
-// leadership to the shard's preferred replica; a leader also waits this
-// long after it was elected, so the preferred one can catch up first.
-const transferEvery = 20
-
 // Compaction. Every replica compacts its raft log behind its shard log, at
 // an index the leader chose and put in the log itself: a compaction entry
 // (raftEntryCompact | index u64) naming an index every live replica's log
@@ -492,24 +494,11 @@ func (s *shard) onRaftTick(ctx actor.Context) {
 		return // its node stops: no change, no handover to the preferred replica
 	}
 	s.driveConfChange(ctx)
-	_, pref := s.cfg.Raft.target(s.cfg.Key.Shard)
-	if pref == 0 || pref == s.cfg.Raft.Self || s.ticks%transferEvery != 0 || s.reconfiguring() {
+	if s.drainedLeader() {
+		s.handAway(ctx) // shard_drain.go
 		return
 	}
-	st := s.replica.core.rn.Status()
-	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 || s.ticks-s.ledSince < transferEvery {
-		return
-	}
-	// The preferred replica must be alive (heard from within the last two
-	// heartbeats: raft's own RecentActive is reset every election timeout,
-	// in step with these checks) and hold every committed entry.
-	pr, ok := st.Progress[pref]
-	heard, seen := s.heard[pref]
-	if !ok || !seen || s.ticks-heard > 2*max(s.cfg.Raft.HeartbeatTicks, 1) || pr.Match < st.GetCommit() {
-		return
-	}
-	s.logger(ctx).Info("shard: handing leadership to its preferred replica", slog.Uint64("to", pref))
-	s.replica.handle(ctx, s.replica.core.transferLeader(pref))
+	s.balanceLeader(ctx) // shard_balance.go
 }
 
 // answerProposals answers every waiting proposal with err.

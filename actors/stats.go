@@ -39,6 +39,10 @@ type Stats struct {
 	// RaftConfChanges counts raft configuration changes (a learner added
 	// or promoted, a replica removed) the replicas here applied.
 	RaftConfChanges atomic.Uint64
+	// MetaSnapshotsInstalled counts the metadata group's snapshots this
+	// node's replica installed (it joined, or was behind the group's first
+	// entry).
+	MetaSnapshotsInstalled atomic.Uint64
 	// RaftQuiesced counts the replicated shards' replicas here that are
 	// quiesced now (idle: no ticks, no heartbeats).
 	RaftQuiesced atomic.Int64
@@ -47,6 +51,15 @@ type Stats struct {
 	// the live subscriptions they ended because their replica fell behind
 	// (or, asked of the leader, stopped leading).
 	ReplicaBehind, SubscriptionsEnded atomic.Uint64
+	// ClusterMembers, ClusterDrained and ClusterLeaving count the
+	// cluster's members, drained nodes and leaving nodes as this node
+	// applied the metadata group; ClusterSelf is this node's own state
+	// there (ClusterSelfState).
+	ClusterMembers, ClusterDrained, ClusterLeaving atomic.Int64
+	ClusterSelf                                    atomic.Int32
+	// InCluster is set on a node with peers (the cluster metrics are
+	// exported only then).
+	InCluster atomic.Bool
 	// PublishedBatches, PublishedRecords and PublishedBytes count committed
 	// publishes.
 	PublishedBatches, PublishedRecords, PublishedBytes atomic.Uint64

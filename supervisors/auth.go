@@ -44,7 +44,7 @@ type TokenEntry struct {
 	SHA256 string `yaml:"sha256"`
 	// Tenant is the one tenant the token can touch.
 	Tenant string `yaml:"tenant"`
-	// Permissions are publish, subscribe, consume and manage.
+	// Permissions are publish, subscribe, consume, manage and cluster.
 	Permissions []string `yaml:"permissions"`
 	// Namespaces, if any, are the only namespaces of Tenant it can touch.
 	Namespaces []string `yaml:"namespaces"`
@@ -129,7 +129,7 @@ func ParseTokens(b []byte) ([]actors.TokenGrant, error) {
 			bad("tenant: %v", err)
 		}
 		if len(t.Permissions) == 0 {
-			bad("permissions must list at least one of publish, subscribe, consume, manage")
+			bad("permissions must list at least one of publish, subscribe, consume, manage, cluster")
 		}
 		var perms actors.Permission
 		for _, name := range t.Permissions {
@@ -154,7 +154,8 @@ func ParseTokens(b []byte) ([]actors.TokenGrant, error) {
 }
 
 // CheckPermission returns an error unless name is a permission a token
-// or client certificate may grant: publish, subscribe, consume or manage.
+// or client certificate may grant: publish, subscribe, consume, manage or
+// cluster.
 func CheckPermission(name string) error {
 	_, err := actors.ParsePermission(name)
 	return err

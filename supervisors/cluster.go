@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -29,7 +30,9 @@ import (
 // the links to the node's raft replicas (the metadata group in the
 // catalog, and every replicated shard hosted here).
 type cluster struct {
-	self  uint64
+	self uint64
+	// peers are the nodes of --peers with their addresses: the first
+	// peers, and where this node reaches a peer that --peers names.
 	peers map[uint64]string
 	tls   transport.PeerTLS
 	udp   *net.UDPConn
@@ -38,6 +41,16 @@ type cluster struct {
 	pid   *actor.PID
 	// router routes raft messages between the links and the replicas.
 	router *actors.RaftRouter
+	// view is the cluster's state as the catalog applied it (drained
+	// nodes).
+	view *actors.ClusterView
+	// mu guards current, gen and pid's hand-over to setPeers.
+	mu sync.Mutex
+	// current are the peers now, by id with the address this node reaches
+	// them at (the catalog's OnPeers; --peers until it first says);
+	// gen counts the sets.
+	current map[uint64]string
+	gen     uint64
 	// resetKey is the peer transport's stateless reset key.
 	resetKey quic.StatelessResetKey
 	wg       sync.WaitGroup
@@ -55,9 +68,23 @@ func (n *Node) clusterCatalog() *actors.CatalogCluster {
 		ids = append(ids, id)
 	}
 	c.router = actors.NewRaftRouter(n.sys.Root, c.self, ids)
+	c.view = &actors.ClusterView{}
+	n.stats.InCluster.Store(true)
+	c.current = map[uint64]string{}
+	for id, addr := range c.peers {
+		if id != c.self {
+			c.current[id] = addr
+		}
+	}
 	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
-	return &actors.CatalogCluster{Self: c.self, Router: c.router, Tick: election / 10, ElectionTicks: 10, HeartbeatTicks: 1,
+	tick := election / 10
+	balance := -1 // off
+	if n.cfg.LeaderBalanceIntervalMillis > 0 {
+		balance = max(1, int(time.Duration(n.cfg.LeaderBalanceIntervalMillis)*time.Millisecond/tick))
+	}
+	return &actors.CatalogCluster{Self: c.self, Router: c.router, Tick: tick, ElectionTicks: 10, HeartbeatTicks: 1,
 		ProposalTimeout: time.Duration(n.cfg.ReplicationTimeoutMillis) * time.Millisecond, CompactEntries: uint64(n.cfg.RaftCompactEntries),
+		View: c.view, BalanceTicks: balance, Join: n.cfg.ClusterJoin, OnPeers: func(p map[uint64]string) { n.setPeers(p) },
 		FollowerMaxLag: uint64(n.cfg.FollowerMaxLagEntries)}
 }
 
@@ -110,7 +137,9 @@ func (n *Node) groupRelay() *actors.GroupRelay {
 	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
 	return &actors.GroupRelay{Self: c.self, Timeout: n.cfg.HandshakeTimeout,
 		Dial: func(ctx context.Context, node uint64) (*quic.Conn, error) {
-			addr, ok := c.peers[node]
+			c.mu.Lock()
+			addr, ok := c.current[node]
+			c.mu.Unlock()
 			if !ok || node == c.self {
 				return nil, fmt.Errorf("node %d is not a peer", node)
 			}
@@ -169,23 +198,34 @@ func (n *Node) startCluster() error {
 	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
 	var links []actors.PeerLinkConfig
 	dial := actors.PeerDialer(c.tr, c.tls.Client, peerQUIC())
-	for id, addr := range c.peers {
-		if id == c.self {
-			continue
-		}
-		links = append(links, actors.PeerLinkConfig{Self: c.self, Peer: id, Addr: addr, Dial: dial, CheckIdentity: c.tls.CheckPeerIdentity,
-			Deliver: c.router.Deliver, DeliverShard: c.router.DeliverShard, Goroutines: n.goroutines,
-			BeatEvery: election / 10, SuspectAfter: election / 2, OnSuspect: c.router.OnSuspect, OnAlive: c.router.OnAlive})
+	template := actors.PeerLinkConfig{Self: c.self, Dial: dial, CheckIdentity: c.tls.CheckPeerIdentity,
+		Deliver: c.router.Deliver, DeliverShard: c.router.DeliverShard, Goroutines: n.goroutines,
+		BeatEvery: election / 10, SuspectAfter: election / 2, OnSuspect: c.router.OnSuspect, OnAlive: c.router.OnAlive}
+	c.mu.Lock()
+	for id, addr := range c.current {
+		lc := template
+		lc.Peer, lc.Addr = id, addr
+		links = append(links, lc)
 	}
+	c.mu.Unlock()
 	slices.SortFunc(links, func(a, b actors.PeerLinkConfig) int { return cmp.Compare(a.Peer, b.Peer) })
-	if c.pid, err = n.sys.Root.SpawnNamed(actors.NewPeersProps(actors.PeersConfig{Links: links}), "peers"); err != nil {
+	pid, err := n.sys.Root.SpawnNamed(actors.NewPeersProps(actors.PeersConfig{Links: links, Template: template, OnLinks: c.router.SetLinks}), "peers")
+	if err != nil {
 		return fmt.Errorf("node: spawn peers: %w", err)
 	}
-	res, err := n.sys.Root.RequestFuture(c.pid, &actors.PeerLinksRequest{}, 10*time.Second).Result()
+	res, err := n.sys.Root.RequestFuture(pid, &actors.PeerLinksRequest{}, 10*time.Second).Result()
 	if err != nil {
 		return fmt.Errorf("node: peer links: %w", err)
 	}
 	c.router.SetLinks(res.(*actors.PeerLinks).Links)
+	// The catalog may have said who the peers are meanwhile.
+	c.mu.Lock()
+	c.pid = pid
+	set := &actors.PeersSet{Gen: c.gen, Addrs: maps.Clone(c.current)}
+	c.mu.Unlock()
+	if set.Gen > 0 {
+		n.sys.Root.Send(pid, set)
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -209,7 +249,7 @@ func (n *Node) acceptPeers() {
 		if conn.ConnectionState().TLS.NegotiatedProtocol == peerwire.RelayALPN {
 			// Another node relays its client's group traffic: served as a
 			// client connection acting for that client.
-			ra := &actors.RelayAccept{Self: c.self, Known: func(id uint64) bool { _, ok := c.peers[id]; return ok }}
+			ra := &actors.RelayAccept{Self: c.self, Known: c.isPeer}
 			if c.tls.Authenticated {
 				ra.CheckIdentity = c.tls.CheckPeerIdentity
 			}
@@ -221,7 +261,7 @@ func (n *Node) acceptPeers() {
 			defer c.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HandshakeTimeout)
 			defer cancel()
-			from, stream, err := actors.AcceptPeer(ctx, conn, c.self, func(id uint64) bool { _, ok := c.peers[id]; return ok && id != c.self }, c.tls.CheckPeerIdentity)
+			from, stream, err := actors.AcceptPeer(ctx, conn, c.self, c.isPeer, c.tls.CheckPeerIdentity)
 			if err != nil {
 				n.logger.Warn("cluster: refused a peer connection", slog.String("remote", conn.RemoteAddr().String()), slog.Any("error", err))
 				_ = conn.CloseWithError(1, err.Error())
@@ -267,6 +307,37 @@ type ClusterStatus struct {
 	// this node knows it leads.
 	Groups  []GroupStatus  `json:"groups"`
 	Leaders map[uint64]int `json:"leaders"`
+	// Drained are the drained nodes (cluster drain), as this node applied
+	// the metadata group.
+	Drained []uint64 `json:"drained"`
+	// Meta is the metadata group as this node's replica sees it.
+	Meta MetaStatus `json:"metadata"`
+	// Members are the cluster's nodes as this node applied the metadata
+	// group (none on a node that has not joined yet); Left is set on a
+	// node that left the cluster (it should be stopped).
+	Members []MemberStatus `json:"members"`
+	Left    bool           `json:"left,omitempty"`
+}
+
+// MemberStatus is one node of the cluster as ClusterStatus shows it.
+type MemberStatus struct {
+	NodeID uint64 `json:"node_id"`
+	// Addr is the address cluster add gave ("" for a node of --peers).
+	Addr string `json:"addr,omitempty"`
+	// State is active, drained or leaving (being removed: its replicas
+	// move off it, then it leaves).
+	State string `json:"state"`
+	// Metadata is its place in the metadata group: voter, learner
+	// (joining), or none.
+	Metadata string `json:"metadata"`
+}
+
+// MetaStatus is the cluster's metadata group as ClusterStatus shows it.
+type MetaStatus struct {
+	Leader   uint64   `json:"leader"`
+	Term     uint64   `json:"term"`
+	Voters   []uint64 `json:"voters"`
+	Learners []uint64 `json:"learners,omitempty"`
 }
 
 // GroupStatus is one replicated shard's raft group as ClusterStatus shows
@@ -328,11 +399,11 @@ func (n *Node) ClusterStatus(ctx context.Context) (ClusterStatus, bool, error) {
 	for id, pid := range links {
 		futures[id] = n.sys.Root.RequestFuture(pid, &actors.PeerStatusRequest{}, wait)
 	}
-	for id := range c.peers {
-		if id == c.self {
-			continue
-		}
-		ps := PeerStatus{NodeID: id, Addr: c.peers[id]}
+	c.mu.Lock()
+	current := maps.Clone(c.current)
+	c.mu.Unlock()
+	for id, addr := range current {
+		ps := PeerStatus{NodeID: id, Addr: addr}
 		if f := futures[id]; f == nil {
 			ps.LastError = "no link"
 		} else if r, err := f.Result(); err != nil {
@@ -346,6 +417,31 @@ func (n *Node) ClusterStatus(ctx context.Context) (ClusterStatus, bool, error) {
 	}
 	slices.SortFunc(out.Peers, func(a, b PeerStatus) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	out.Groups, out.Leaders = n.groupStatus(wait)
+	state := c.view.Load()
+	out.Drained = nonNil(state.Drained)
+	if r, err := n.sys.Root.RequestFuture(n.children.Catalog, &actors.MetaStatusRequest{}, wait).Result(); err == nil {
+		if m, ok := r.(*actors.MetaStatusResponse); ok {
+			out.Meta = MetaStatus{Leader: m.Leader, Term: m.Term, Voters: nonNil(m.Voters), Learners: m.Learners}
+		}
+	}
+	out.Members = []MemberStatus{}
+	out.Left = slices.Contains(state.Removed, c.self)
+	for _, mb := range state.Members {
+		ms := MemberStatus{NodeID: mb.ID, Addr: mb.Addr, State: "active", Metadata: "none"}
+		switch {
+		case mb.Leaving:
+			ms.State = "leaving"
+		case state.IsDrained(mb.ID):
+			ms.State = "drained"
+		}
+		switch {
+		case slices.Contains(out.Meta.Voters, mb.ID):
+			ms.Metadata = "voter"
+		case slices.Contains(out.Meta.Learners, mb.ID):
+			ms.Metadata = "learner"
+		}
+		out.Members = append(out.Members, ms)
+	}
 	return out, true, nil
 }
 
@@ -498,5 +594,43 @@ func (n *Node) handOffLeadership(ctx context.Context) {
 	default:
 		n.logger.Info("cluster: leaderships handed over before stopping", slog.Int64("shards", leading), slog.Bool("metadata_led", metaAtStart),
 			slog.Bool("metadata_kept", metaLeads), slog.Duration("took", time.Since(start)))
+	}
+}
+
+// isPeer reports whether node id is a peer of this node now (a member of
+// the cluster, or of its metadata group, other than this node).
+func (c *cluster) isPeer(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.current[id]
+	return ok && id != c.self
+}
+
+// setPeers takes the catalog's word on who the peers are now (ids with
+// the address cluster add gave; "" for a node of --peers) and hands it to
+// the peer links. A peer's address is what --peers says when it names the
+// peer (so that a node may reach another through a proxy), else the one
+// cluster add gave.
+func (n *Node) setPeers(peers map[uint64]string) {
+	c := n.cluster
+	addrs := make(map[uint64]string, len(peers))
+	for id, addr := range peers {
+		if a, ok := c.peers[id]; ok {
+			addr = a
+		}
+		if addr == "" {
+			n.logger.Error("cluster: a peer has no address: it is not in --peers, and was not added with one; this node cannot reach it", slog.Uint64("peer", id))
+			continue
+		}
+		addrs[id] = addr
+	}
+	c.mu.Lock()
+	c.current = addrs
+	c.gen++
+	set := &actors.PeersSet{Gen: c.gen, Addrs: maps.Clone(addrs)}
+	pid := c.pid
+	c.mu.Unlock()
+	if pid != nil {
+		n.sys.Root.Send(pid, set)
 	}
 }

@@ -205,6 +205,11 @@ type Config struct {
 	ClusterCA   string `yaml:"cluster_ca"`
 	ClusterCert string `yaml:"cluster_cert"`
 	ClusterKey  string `yaml:"cluster_key"`
+	// ClusterJoin is set on a node added to a running cluster (herald
+	// cluster add): with nothing stored, it takes the cluster's state from
+	// the cluster's metadata group, instead of starting a new cluster of
+	// the nodes of Peers. Ignored once the node has joined.
+	ClusterJoin bool `yaml:"cluster_join"`
 	// RaftElectionTimeoutMillis is how long a follower waits without
 	// hearing from its leader before it stands for election (randomized
 	// between one and two times this); a leader heartbeats ten times as
@@ -224,6 +229,12 @@ type Config struct {
 	// subscriptions it serves); 0: no bound (silence and elections still
 	// count).
 	FollowerMaxLagEntries int `yaml:"follower_max_lag_entries"`
+	// LeaderBalanceIntervalMillis is how often the leader of a replicated
+	// shard led by a replica other than its preferred one checks whether
+	// to hand leadership back (and how long a new leader waits before its
+	// first check): leaders spread again this long at most after a node
+	// that came back has caught up. 0 turns the handing back off.
+	LeaderBalanceIntervalMillis int `yaml:"leader_balance_interval_ms"`
 	// Badger sizes the storage engine.
 	Badger BadgerConfig `yaml:"badger"`
 }
@@ -311,6 +322,7 @@ func DefaultConfig() Config {
 		ReplicationTimeoutMillis:      5000,
 		RaftCompactEntries:            10000,
 		FollowerMaxLagEntries:         1000,
+		LeaderBalanceIntervalMillis:   2000,
 		RetentionCheckInterval:        30 * time.Second,
 		ReadMaxRecords:                1000,
 		ReadMaxBytes:                  1 << 20,
@@ -361,8 +373,8 @@ func (c *Config) Validate() error {
 		bad("tls_cert", "tls_cert and tls_key must be given together")
 	}
 	if c.Peers == "" {
-		if c.ClusterListen != "" || c.ClusterCA != "" || c.ClusterCert != "" || c.ClusterKey != "" {
-			bad("peers", "cluster_listen and cluster_ca/cert/key need peers (a node without peers is a single node)")
+		if c.ClusterListen != "" || c.ClusterCA != "" || c.ClusterCert != "" || c.ClusterKey != "" || c.ClusterJoin {
+			bad("peers", "cluster_listen, cluster_join and cluster_ca/cert/key need peers (a node without peers is a single node)")
 		}
 	} else if peers, err := ParsePeers(c.Peers); err != nil {
 		bad("peers", "%v", err)
@@ -456,6 +468,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RaftElectionTimeoutMillis < 100 {
 		bad("raft_election_timeout_ms", "must be at least 100, got %d", c.RaftElectionTimeoutMillis)
+	}
+	if c.LeaderBalanceIntervalMillis < 0 {
+		bad("leader_balance_interval_ms", "must be 0 (off) or more, got %d", c.LeaderBalanceIntervalMillis)
 	}
 	if c.RaftCompactEntries < 1 {
 		bad("raft_compact_entries", "must be at least 1, got %d", c.RaftCompactEntries)

@@ -85,14 +85,42 @@ func newNodeMetrics(stats *actors.Stats) (*nodeMetrics, error) {
 		func(o metric.Int64Observer) { o.Observe(stats.RaftQuiesced.Load()) })
 	counter("herald.raft.snapshots_sent", "{snapshot}", "Snapshots the leaders here sent to replicas behind their compacted raft logs.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftSnapshotsSent.Load())) })
-	counter("herald.raft.snapshots_installed", "{snapshot}", "Snapshots the replicas here installed, their shard logs fetched in pages.",
-		func(o metric.Int64Observer) { o.Observe(u(stats.RaftSnapshotsInstalled.Load())) })
+	counter("herald.raft.snapshots_installed", "{snapshot}", "Snapshots the replicas here installed: a shard's, its log fetched in pages, and the metadata group's (a node that joined, or was behind its first entry).",
+		func(o metric.Int64Observer) {
+			o.Observe(u(stats.RaftSnapshotsInstalled.Load() + stats.MetaSnapshotsInstalled.Load()))
+		})
 	counter("herald.raft.conf_changes", "{change}", "Raft configuration changes (a learner added or promoted, a replica removed) the replicas here applied.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.RaftConfChanges.Load())) })
 	counter("herald.raft.replica_behind", "{request}", "Range reads and subscriptions the followers here refused as replica_behind.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.ReplicaBehind.Load())) })
 	counter("herald.raft.subscriptions_ended", "{subscription}", "Live subscriptions the replicas here ended because they fell behind their leaders (or, asked of the leader, stopped leading): their clients resume on another replica.",
 		func(o metric.Int64Observer) { o.Observe(u(stats.SubscriptionsEnded.Load())) })
+	gauge("herald.raft.replicas", "{replica}", "Replicas of replicated shards held here (raft groups this node is a member of, or waits to be added to).",
+		func(o metric.Int64Observer) {
+			n := int64(0)
+			stats.EachRaftGroup(func(*actors.RaftGauges) { n++ })
+			o.Observe(n)
+		})
+	gauge("herald.cluster.members", "{node}", "The cluster's members as this node applied its metadata group (leaving ones included; 0 on a node that has not joined).",
+		func(o metric.Int64Observer) { o.Observe(stats.ClusterMembers.Load()) })
+	gauge("herald.cluster.drained", "{node}", "The cluster's drained nodes, as this node applied its metadata group.",
+		func(o metric.Int64Observer) { o.Observe(stats.ClusterDrained.Load()) })
+	gauge("herald.cluster.leaving", "{node}", "The cluster's nodes being removed (their replicas moving off them), as this node applied its metadata group.",
+		func(o metric.Int64Observer) { o.Observe(stats.ClusterLeaving.Load()) })
+	gauge("herald.cluster.node_state", "", "This node's state in its cluster: 1 for the state it is in (joining, active, drained, leaving or left), by state.",
+		func(o metric.Int64Observer) {
+			if !stats.InCluster.Load() {
+				return
+			}
+			self := actors.ClusterSelfState(stats.ClusterSelf.Load())
+			for s := actors.ClusterSelfJoining; s <= actors.ClusterSelfLeft; s++ {
+				v := int64(0)
+				if s == self {
+					v = 1
+				}
+				o.Observe(v, metric.WithAttributes(attribute.String("state", s.String())))
+			}
+		})
 	limit := func(key string) metric.ObserveOption { return metric.WithAttributes(attribute.String("limit", key)) }
 	counter("herald.limit.hits", "{refusal}", "Requests, frames or connections refused by a configured limit, by its configuration key.",
 		func(o metric.Int64Observer) {

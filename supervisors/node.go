@@ -606,6 +606,10 @@ func (n *Node) httpHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("/cluster", n.serveCluster)
+	mux.HandleFunc("/cluster/drain", n.serveClusterChange(actors.ClusterDrain))
+	mux.HandleFunc("/cluster/undrain", n.serveClusterChange(actors.ClusterUndrain))
+	mux.HandleFunc("/cluster/add", n.serveClusterChange(actors.ClusterAdd))
+	mux.HandleFunc("/cluster/remove", n.serveClusterChange(actors.ClusterRemove))
 	mux.HandleFunc("/streams/describe", n.serveDescribe)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")

@@ -34,6 +34,10 @@ type testCluster struct {
 	// node's options.
 	mutate  func(*Config)
 	options func(*Options)
+	// peersOf is a node's --peers when it is not peers (a node added
+	// later); join marks the nodes started with --join.
+	peersOf map[uint64]string
+	join    map[uint64]bool
 }
 
 func newTestCluster(t *testing.T, wrap ...map[uint64]func(storage.Log) storage.Log) *testCluster {
@@ -65,7 +69,12 @@ func (tc *testCluster) start(id uint64) *Node {
 	n := testNode(tc.t, tc.dirs[id], func(c *Config, o *Options) {
 		o.WrapDurableLog = tc.wrap[id]
 		c.NodeID, c.Peers, c.ClusterListen, c.Listen = id, tc.peers, tc.addrs[id], tc.listen[id]
+		if p, ok := tc.peersOf[id]; ok {
+			c.Peers = p
+		}
+		c.ClusterJoin = tc.join[id]
 		c.RaftElectionTimeoutMillis = 300
+		c.LeaderBalanceIntervalMillis = 600 // two election timeouts, as the default's
 		c.ReplicationTimeoutMillis = 3000
 		if tc.mutate != nil {
 			tc.mutate(c)

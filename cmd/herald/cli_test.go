@@ -92,6 +92,11 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"node", "--nope"}, "herald node: flag provided but not defined: -nope"},
 		{[]string{"token", "new"}, "herald token new: --name and --tenant are required"},
 		{[]string{"version", "-o", "xml"}, `herald version: --output "xml": want table, json or yaml`},
+		{[]string{"cluster", "drain"}, "herald cluster drain: want exactly one NODE (a node id), got 0 arguments"},
+		{[]string{"cluster", "undrain", "two"}, `herald cluster undrain: NODE "two": want a node id`},
+		{[]string{"cluster", "bogus"}, `herald cluster: unknown command "bogus": want add, drain, remove, status or undrain`},
+		{[]string{"cluster", "add", "4"}, `herald cluster add: "4": want ID=ADDR`},
+		{[]string{"cluster", "remove"}, "herald cluster remove: want exactly one NODE"},
 	} {
 		code, out, errOut := runCLI(t, tc.args...)
 		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
@@ -421,7 +426,7 @@ func TestOutputFlagOnPrintingCommands(t *testing.T) {
 	want := map[string]bool{}
 	for _, p := range []string{"stream create", "stream describe", "stream edit", "stream list", "stream delete", "pub", "sub", "read",
 		"group poll", "group dead-letters", "group describe", "group list", "group seek", "group delete", "context ls", "version", "token new",
-		"cluster status"} {
+		"cluster status", "cluster drain", "cluster undrain", "cluster add", "cluster remove"} {
 		want["herald "+p] = true
 	}
 	walk(root, func(c *cobra.Command) {

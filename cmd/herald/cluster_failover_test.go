@@ -405,6 +405,7 @@ func (w *clusterWorkload) finish(d time.Duration) {
 		return finals
 	}
 	orders, ledger := read(w.orders, 3), read(w.ledger, 1)
+	ref := fmt.Sprintf("node-%d", dc.nodes[0].id) // the final log the others are compared with
 	// `herald cluster status` on every node: every peer up (waitUp above),
 	// the four groups held, each at the tail of the final log.
 	for _, n := range dc.nodes {
@@ -413,9 +414,9 @@ func (w *clusterWorkload) finish(d time.Duration) {
 			t.Fatalf("node %d's status holds groups %+v", n.id, st.Groups)
 		}
 		for _, g := range st.Groups {
-			final := orders["node-1"]
+			final := orders[ref]
 			if g.Stream == "default/default/ledger" {
-				final = ledger["node-1"]
+				final = ledger[ref]
 			}
 			if want := uint64(len(final[g.Shard].Entries)); g.Tail != want || g.Leader == 0 {
 				t.Errorf("node %d's status of %s shard %d: %+v, want tail %d and a leader", n.id, g.Stream, g.Shard, g, want)
@@ -428,13 +429,13 @@ func (w *clusterWorkload) finish(d time.Duration) {
 		finals map[string]history.Final
 	}{{"orders", w.rec, orders}, {"ledger", w.ledRec, ledger}} {
 		h := c.rec.History()
-		for _, v := range history.Check(h, c.finals["node-1"]) {
+		for _, v := range history.Check(h, c.finals[ref]) {
 			t.Errorf("%s history: %v", c.name, v)
 		}
 		for _, v := range history.CompareReplicas(c.finals) {
 			t.Errorf("%s replicas: %v", c.name, v)
 		}
-		sum := history.Summarize(h, c.finals["node-1"])
+		sum := history.Summarize(h, c.finals[ref])
 		t.Logf("%s history over %v: %v", c.name, time.Since(w.started).Round(time.Second), sum)
 		if sum.Acked == 0 || sum.Lost != 0 || sum.Duplicated != 0 {
 			t.Errorf("%s: acked %d, lost %d, duplicated %d", c.name, sum.Acked, sum.Lost, sum.Duplicated)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +23,8 @@ type clusterNodeProcess struct {
 	id                               uint64
 	dir, listen, http, clusterListen string
 	peers                            string
+	// join starts it with --join (a node added to a running cluster).
+	join bool
 	// env is added to the node's environment (configuration keys).
 	env     []string
 	cmd     *exec.Cmd
@@ -33,6 +36,9 @@ func (p *clusterNodeProcess) start(t *testing.T) {
 	t.Helper()
 	p.cmd = exec.Command(heraldBinary(t), "node", "--node-id", fmt.Sprint(p.id), "--listen", p.listen, "--http", p.http,
 		"--cluster-listen", p.clusterListen, "--peers", p.peers, "--data-dir", p.dir)
+	if p.join {
+		p.cmd.Args = append(p.cmd.Args, "--join")
+	}
 	if len(p.env) > 0 {
 		p.cmd.Env = append(os.Environ(), p.env...)
 	}
@@ -196,5 +202,65 @@ func TestClusterStatusAnswers(t *testing.T) {
 	code, _, stderr = runCLI(t, "cluster", "status", "--http", tcp, "--timeout", "2s")
 	if code != 1 || !strings.Contains(stderr, tcp) {
 		t.Fatalf("nobody at the address: %d %q", code, stderr)
+	}
+}
+
+// `herald cluster drain`, `undrain`, `add` and `remove` print a node's
+// refusal with its code and send what they were asked; a node without
+// peers is not a cluster; a token goes as a bearer token; --no-wait
+// returns once the change is committed.
+func TestClusterDrainAnswers(t *testing.T) {
+	var gotAuth, gotBody string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, _ := io.ReadAll(r.Body)
+			gotAuth, gotBody = r.Header.Get("Authorization"), string(b)
+		}
+		switch r.URL.Path {
+		case "/cluster/drain":
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"code":"invalid_request","message":"node 9 is not a node of this cluster"}`)
+		case "/cluster/undrain":
+			_, _ = io.WriteString(w, `{"drained":[3]}`)
+		case "/cluster/add":
+			_, _ = io.WriteString(w, `{"members":[1,2,3,4],"leaving":[],"drained":[]}`)
+		case "/cluster/remove":
+			_, _ = io.WriteString(w, `{"members":[1,2,3,4],"leaving":[3],"drained":[]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	code, _, stderr := runCLI(t, "cluster", "drain", "9", "--http", addr, "--token", "tok-1")
+	if code != 1 || !strings.Contains(stderr, "herald cluster drain: invalid_request: node 9 is not a node of this cluster") {
+		t.Fatalf("a refusal: %d %q", code, stderr)
+	}
+	if gotAuth != "Bearer tok-1" || gotBody != `{"node":9}` {
+		t.Fatalf("sent %q with %q", gotBody, gotAuth)
+	}
+	code, out, stderr := runCLI(t, "cluster", "undrain", "2", "--http", addr)
+	if code != 0 || out != "node 2 undrained (drained nodes: 3)\n" || gotAuth != "" {
+		t.Fatalf("undrain: %d %q %q (auth %q)", code, out, stderr, gotAuth)
+	}
+	code, out, stderr = runCLI(t, "cluster", "add", "4=10.0.0.4:7402", "--http", addr)
+	if code != 0 || !strings.HasPrefix(out, "node 4 added at 10.0.0.4:7402 (members: 1, 2, 3, 4)\n") || gotBody != `{"node":4,"addr":"10.0.0.4:7402"}` {
+		t.Fatalf("add: %d %q %q (sent %s)", code, out, stderr, gotBody)
+	}
+	code, out, stderr = runCLI(t, "cluster", "remove", "3", "--no-wait", "--http", addr)
+	if code != 0 || out != "node 3 is leaving: its replicas move off it, then it leaves (members: 1, 2, 3, 4)\n" || gotBody != `{"node":3}` {
+		t.Fatalf("remove: %d %q %q (sent %s)", code, out, stderr, gotBody)
+	}
+	if _, _, _ = runCLI(t, "cluster", "remove", "3", "--no-wait", "--force", "--http", addr); gotBody != `{"node":3,"force":true}` {
+		t.Fatalf("remove --force sent %s", gotBody)
+	}
+	single := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"code":"invalid_request","message":"not a cluster: this node runs without peers"}`)
+	}))
+	defer single.Close()
+	code, _, stderr = runCLI(t, "cluster", "drain", "1", "--no-wait", "--http", strings.TrimPrefix(single.URL, "http://"))
+	if code != 1 || !strings.Contains(stderr, "not part of a cluster") {
+		t.Fatalf("a single node: %d %q", code, stderr)
 	}
 }

@@ -115,6 +115,7 @@ var nodeFlagKeys = []struct {
 	{"cluster-ca", "cluster_ca", "PEM `file` of the cluster CA for mutual TLS between peers (with --cluster-cert, --cluster-key)"},
 	{"cluster-cert", "cluster_cert", "PEM certificate `file` of this node under --cluster-ca"},
 	{"cluster-key", "cluster_key", "PEM private key `file` for --cluster-cert"},
+	{"join", "cluster_join", "join a running cluster: with nothing stored, take the cluster's state from it (a node added with herald cluster add)"},
 }
 
 // nodeFlags holds what registerNodeFlags registered, for loadNodeConfig.
@@ -140,7 +141,11 @@ func registerNodeFlags(fs *flag.FlagSet) *nodeFlags {
 		if !ok {
 			panic(fmt.Sprintf("herald: flag --%s names unknown config key %q", f.flag, f.key))
 		}
-		fs.String(f.flag, formatValue(field.value), f.usage)
+		if field.value.Kind() == reflect.Bool {
+			fs.Bool(f.flag, field.value.Bool(), f.usage) // --join, not --join true
+		} else {
+			fs.String(f.flag, formatValue(field.value), f.usage)
+		}
 		nf.keys[f.flag] = f.key
 	}
 	return nf

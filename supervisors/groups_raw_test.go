@@ -311,6 +311,12 @@ func (c *fakeClock) Now() time.Time {
 func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if d <= 0 {
+		// Due already (the clock was advanced between a deadline's
+		// reckoning and its timer), as time.AfterFunc fires it: at once.
+		go f()
+		return func() bool { return false }
+	}
 	t := &fakeTimer{at: c.now.Add(d), f: f}
 	c.timers = append(c.timers, t)
 	return func() bool {

@@ -106,7 +106,7 @@ func (cs *connSession) groupRequest(lane *actor.PID, answers *AnswerMeter, f wir
 	}
 	if node, relay := cs.groupRoute(h); relay {
 		answers.Dispatch()
-		cs.relayRequest(node, lane, f)
+		cs.relayRequest(node, lane, f, h.ID)
 		return nil, nil
 	}
 	switch m := msg.(type) {
@@ -171,7 +171,7 @@ func (cs *connSession) listGroups(lane *actor.PID, answers *AnswerMeter, f wire.
 	}
 	answers.Dispatch()
 	if node, relay := cs.groupRoute(h); relay {
-		cs.relayRequest(node, lane, f)
+		cs.relayRequest(node, lane, f, h.ID)
 		return nil
 	}
 	cs.root.Send(cs.cfg.Groups, &GroupListRequest{GroupTarget: GroupTarget{Stream: h, ReplyTo: lane, ReqID: id}})
@@ -228,7 +228,7 @@ func (cs *connSession) groupStream(s *quic.Stream, f wire.Frame) error {
 	if !cs.draining.Load() {
 		if h, werr := cs.groupStream0(req.Name, req.Group, PermConsume); werr == nil {
 			if node, relay := cs.groupRoute(h); relay {
-				return cs.relayMember(s, f, node)
+				return cs.relayMember(s, f, node, h.ID)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,7 +47,9 @@ import (
 // not_leader, and a request that may have changed the group (an ack, a
 // nack, a seek, ...) replication_timeout: its outcome is unknown.
 
-// GroupRelay is a cluster node's dialler of relay connections.
+// GroupRelay is a cluster node's dialler of relay connections. It is
+// shared by the node's connections: what it learns of unreachable nodes
+// serves them all.
 type GroupRelay struct {
 	// Self is this node's id.
 	Self uint64
@@ -54,6 +57,52 @@ type GroupRelay struct {
 	Dial func(ctx context.Context, node uint64) (*quic.Conn, error)
 	// Timeout bounds a dial and its hello (default 5 s).
 	Timeout time.Duration
+	// Now is the clock of unreachable (nil: time.Now).
+	Now func() time.Time
+	// unreachable holds, by node, until when a node whose relay could not
+	// be dialled is passed over by groupRoute.
+	unreachable sync.Map
+	// leaders holds, by stream id, the node that a relayed request was
+	// last sent on to (a not_leader named it): where a node without a
+	// replica of the stream's shard 0 sends the stream's group traffic.
+	leaders sync.Map
+}
+
+// relayUnreachableFor is how long a node whose relay failed to dial is
+// passed over, where another replica of shard 0 can be asked instead.
+const relayUnreachableFor = 10 * time.Second
+
+// learned records that node coordinates stream's groups (a not_leader
+// named it).
+func (r *GroupRelay) learned(stream, node uint64) {
+	if stream != 0 && node != 0 {
+		r.leaders.Store(stream, node)
+	}
+}
+
+func (r *GroupRelay) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// markUnreachable notes that node's relay could not be dialled.
+func (r *GroupRelay) markUnreachable(node uint64) {
+	r.unreachable.Store(node, r.now().Add(relayUnreachableFor))
+}
+
+// reachable reports whether node is not known to be unreachable.
+func (r *GroupRelay) reachable(node uint64) bool {
+	v, ok := r.unreachable.Load(node)
+	if !ok {
+		return true
+	}
+	if r.now().After(v.(time.Time)) {
+		r.unreachable.CompareAndDelete(node, v)
+		return true
+	}
+	return false
 }
 
 // RelayAccept is how a connection that arrived as a relay (on the cluster
@@ -105,6 +154,8 @@ type relayReq struct {
 	frame []byte
 	id    uint64
 	lane  *actor.PID
+	// stream is the request's stream id (where a redirect is learned).
+	stream uint64
 	// settles is set for a request that may change the group (its loss
 	// is outcome unknown); hops counts the redirects followed.
 	settles bool
@@ -115,6 +166,11 @@ type relayReq struct {
 // false), or by the coordinator on node (relay true; node 0: no leader
 // known, answered not_leader). A single node's streams, and every request
 // on a relayed connection, are served here.
+//
+// A node that holds no replica of shard 0 knows only where the shard's
+// replicas are, and asks its preferred one first (which names the leader
+// if it does not lead); while that one cannot be reached (its relay failed
+// to dial lately), it asks the others in turn.
 func (cs *connSession) groupRoute(h *StreamHandle) (node uint64, relay bool) {
 	r := cs.cfg.Relay
 	if r == nil || !groupsClustered(h) || cs.relayAccept != nil {
@@ -123,6 +179,23 @@ func (cs *connSession) groupRoute(h *StreamHandle) (node uint64, relay bool) {
 	lead := groupLeaderHint(h)
 	if lead == r.Self {
 		return 0, false
+	}
+	if len(h.Progress) == 0 || h.Progress[0] == nil {
+		return lead, true
+	}
+	reps := h.Progress[0].Remote.Load()
+	if reps == nil {
+		return lead, true // a replica here knows the leader
+	}
+	if v, ok := r.leaders.Load(h.ID); ok && r.reachable(v.(uint64)) && slices.Contains(*reps, v.(uint64)) {
+		return v.(uint64), true
+	}
+	if lead != 0 && !r.reachable(lead) {
+		for _, n := range *reps {
+			if n != lead && n != r.Self && r.reachable(n) {
+				return n, true
+			}
+		}
 	}
 	return lead, true
 }
@@ -180,9 +253,9 @@ func (rc *relayConn) retire() {
 
 // relayRequest relays a pull request to node, answering on lane; the
 // caller has counted it in the lane's answer meter (Dispatch).
-func (cs *connSession) relayRequest(node uint64, lane *actor.PID, f wire.Frame) {
+func (cs *connSession) relayRequest(node uint64, lane *actor.PID, f wire.Frame, stream uint64) {
 	req := &relayReq{frame: wire.AppendFrame(nil, f.Header.Type, f.Header.Flags, f.Header.RequestID, f.Body), id: f.Header.RequestID,
-		lane: lane, settles: relaySettles(f.Header.Type)}
+		lane: lane, settles: relaySettles(f.Header.Type), stream: stream}
 	cs.sendRelayed(node, req)
 }
 
@@ -197,17 +270,38 @@ func relaySettles(t wire.Type) bool {
 
 // sendRelayed hands req to the relay to node, or answers it when there is
 // no coordinator to send it to.
+//
+// A request is queued only on a relay that has not failed, under its lock:
+// a relay that fails takes every request queued before it failed, and
+// none after (those go to a new relay).
 func (cs *connSession) sendRelayed(node uint64, req *relayReq) {
-	if node == 0 {
+	switch {
+	case node == 0:
 		cs.answerRelayed(req, &wire.Error{Code: wire.CodeNotLeader, Message: "no node is known to coordinate this stream's consumer groups (its shard 0 is electing a leader); retry shortly"})
 		return
+	case node == cs.cfg.Relay.Self:
+		// This node leads shard 0 now (the coordinator named it): the
+		// request comes again, and is served here.
+		cs.answerRelayed(req, &wire.Error{Code: wire.CodeNotLeader, Detail: node, Message: "this node coordinates the group now; retry"})
+		return
 	}
-	rc := cs.relayTo(node)
-	select {
-	case rc.out <- req:
-	default:
-		cs.answerRelayed(req, wire.Errorf(wire.CodeOverloaded, "too many group requests on their way to node %d; retry after a delay", node))
+	for range 2 {
+		rc := cs.relayTo(node)
+		rc.mu.Lock()
+		if rc.mu.err != nil {
+			rc.mu.Unlock()
+			continue // failed meanwhile: a new one
+		}
+		select {
+		case rc.out <- req:
+			rc.mu.Unlock()
+		default:
+			rc.mu.Unlock()
+			cs.answerRelayed(req, wire.Errorf(wire.CodeOverloaded, "too many group requests on their way to node %d; retry after a delay", node))
+		}
+		return
 	}
+	cs.answerRelayed(req, wire.Errorf(wire.CodeNotLeader, "node %d, which coordinates the group, cannot be reached; retry", node))
 }
 
 // answerRelayed answers a relayed request with err.
@@ -229,6 +323,7 @@ func (rc *relayConn) run() {
 	cs := rc.cs
 	conn, ctl, err := rc.dial()
 	if err != nil {
+		cs.cfg.Relay.markUnreachable(rc.node)
 		rc.fail(err)
 		close(rc.ready)
 		return
@@ -288,6 +383,9 @@ func (rc *relayConn) dial() (*quic.Conn, *quic.Stream, error) {
 	p := cs.principal
 	hello := peerwire.RelayHello{Version: peerwire.Version, From: r.Self, To: rc.node, Token: cs.token,
 		Principal: peerwire.RelayPrincipal{Name: p.Name, Tenant: p.Tenant, Any: p.Any, Perms: uint8(p.Perms), Namespaces: p.Namespaces}}
+	if err := hello.Validate(); err != nil {
+		return fail(err)
+	}
 	if _, err := ctl.Write(peerwire.AppendRelayHello(nil, hello)); err != nil {
 		return fail(err)
 	}
@@ -346,8 +444,11 @@ func (rc *relayConn) read(ctl *quic.Stream) {
 		if f.Header.Type == wire.TypeError {
 			werr, derr := wire.DecodeError(f.Body)
 			if derr == nil {
-				if to := werr.Detail; werr.Code == wire.CodeNotLeader && to != 0 && to != rc.node && req.hops < relayHops {
+				// A not_leader naming this node itself goes back to the
+				// client as it is: its retry is served here.
+				if to := werr.Detail; werr.Code == wire.CodeNotLeader && to != 0 && to != rc.node && to != cs.cfg.Relay.Self && req.hops < relayHops {
 					req.hops++
+					cs.cfg.Relay.learned(req.stream, to)
 					cs.sendRelayed(to, req)
 					continue
 				}
@@ -386,10 +487,11 @@ func (rc *relayConn) fail(err error) {
 	for _, req := range pending {
 		cs.answerRelayed(req, req.lostError(rc.node, err))
 	}
+	// Those never written were not applied, whatever they ask.
 	for {
 		select {
 		case req := <-rc.out:
-			cs.answerRelayed(req, req.lostError(rc.node, err))
+			cs.answerRelayed(req, wire.Errorf(wire.CodeNotLeader, "the connection to node %d, which coordinates the group, failed before the request went (%v); retry", rc.node, err))
 		default:
 			return
 		}
@@ -413,15 +515,15 @@ func (cs *connSession) closeRelays() {
 // relayMember relays a push member's stream s (whose GroupSubscribe is f)
 // to the coordinator on node: the subscribe goes on a stream of the relay,
 // and frames are copied both ways until either side ends.
-func (cs *connSession) relayMember(s *quic.Stream, f wire.Frame, node uint64) error {
+func (cs *connSession) relayMember(s *quic.Stream, f wire.Frame, node, stream uint64) error {
 	id := f.Header.RequestID
 	lost := func(err error) *wire.Error {
 		return wire.Errorf(wire.CodeNotLeader, "the group's coordinator could not be reached (%v); join again", err)
 	}
 	frame := wire.AppendFrame(nil, f.Header.Type, f.Header.Flags, id, f.Body)
 	for hops := 0; ; hops++ {
-		if node == 0 {
-			refuseStream(s, id, &wire.Error{Code: wire.CodeNotLeader, Message: "no node is known to coordinate this stream's consumer groups (its shard 0 is electing a leader); join again shortly"})
+		if node == 0 || node == cs.cfg.Relay.Self {
+			refuseStream(s, id, &wire.Error{Code: wire.CodeNotLeader, Detail: node, Message: "no other node is known to coordinate this stream's consumer groups (its shard 0 is electing a leader, or this node leads it now); join again shortly"})
 			return nil
 		}
 		rc := cs.relayTo(node)
@@ -457,10 +559,11 @@ func (cs *connSession) relayMember(s *quic.Stream, f wire.Frame, node uint64) er
 		}
 		if first.Header.Type == wire.TypeError {
 			if werr, derr := wire.DecodeError(first.Body); derr == nil && werr.Code == wire.CodeNotLeader &&
-				werr.Detail != 0 && werr.Detail != node && hops < relayHops {
+				werr.Detail != 0 && werr.Detail != node && werr.Detail != cs.cfg.Relay.Self && hops < relayHops {
 				rs.CancelRead(0)
 				_ = rs.Close()
 				node = werr.Detail
+				cs.cfg.Relay.learned(stream, node)
 				continue
 			}
 		}
@@ -518,6 +621,7 @@ func (cs *connSession) pipeMember(s, rs *quic.Stream, node uint64) {
 			if err := writeFrame(s, relayedFrame(f, node)); err != nil {
 				rs.CancelRead(0)
 				rs.CancelWrite(0)
+				s.CancelRead(0) // ends the copy the other way
 				return
 			}
 		}

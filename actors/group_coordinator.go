@@ -518,9 +518,15 @@ func (g *groupCoordinator) shutdown(ctx actor.Context, err *wire.Error) {
 		ctx.Send(pid, &GroupMemberEnded{Err: err})
 		delete(g.memberPIDs, id)
 	}
+	// A flush on its way may still be applied: its answers are in doubt
+	// (replication_timeout), unlike those never sent, which were not.
+	flushErr := err
+	if g.lost != nil {
+		flushErr = wire.Errorf(wire.CodeReplicationTimeout, "the group's coordinator stopped before its write was answered; it may or may not have been applied")
+	}
 	for _, fs := range g.flushes {
 		for _, f := range fs {
-			f(err)
+			f(flushErr)
 		}
 	}
 	for _, f := range g.waiting {

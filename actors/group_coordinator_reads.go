@@ -247,6 +247,19 @@ func (g *groupCoordinator) onPicksRead(ctx actor.Context, m *picksRead) {
 	if m.err == nil {
 		g.cache.keep(m.last)
 	}
+	if errors.Is(m.err, errRemoteUnavailable) {
+		// A shard held on other nodes whose replicas did not serve the read
+		// in time: wait again, and read anew (no claim was made).
+		g.log.Warn("group: reading records of a shard held on other nodes", slog.Any("error", m.err))
+		if p != nil {
+			if !p.dropped {
+				g.pollers = slices.Insert(g.pollers, 0, p)
+			}
+		} else if g.member(r.member, r.epoch) != nil && g.memberPIDs[r.member] != nil {
+			g.hungry[r.member] = r.max
+		}
+		return
+	}
 	if m.err != nil {
 		g.log.Error("group: reading records to deliver", slog.Any("error", m.err))
 		werr := wire.Errorf(wire.CodeStorageFailure, "reading the records to deliver failed: %v", m.err)

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,8 @@ type GroupsConfig struct {
 	// Remote reads the shards of cluster streams this node holds no
 	// replica of (nil: a single node).
 	Remote *RemoteShards
+	// Self is this node's id in its cluster (0: a single node).
+	Self uint64
 	// CoordinatorProps, if set, wraps coordinator props (tests add
 	// middleware).
 	CoordinatorProps func(*actor.Props) *actor.Props
@@ -427,6 +430,13 @@ func (r *groups) notCoordinating(h *StreamHandle) *wire.Error {
 		return nil
 	}
 	lead := groupLeaderHint(h)
+	if r.cfg.Self != 0 && lead == r.cfg.Self {
+		// Leading, as this node's replica of shard 0 publishes it: a
+		// registry that restarted heard no GroupLeadership since (a
+		// coordinator's barrier still checks).
+		r.leading[h.ID] = true
+		return nil
+	}
 	if lead == 0 {
 		return &wire.Error{Code: wire.CodeNotLeader,
 			Message: fmt.Sprintf("the consumer groups of %s are coordinated by the leader of its shard 0, which is not known here yet; retry shortly", h.Name)}
@@ -581,23 +591,54 @@ type groupKeysListed struct {
 const groupDeleteChunk = 4096
 
 // deleteClusterState deletes a cluster stream's group through shard 0's
-// raft group, so every replica deletes it: the group's keys are read here
-// (its coordinator stopped and its requests wait, so nothing writes them
-// meanwhile, and every replica holds the same keys at the same index),
-// then deleted by name, a chunk per write.
+// raft group, so every replica deletes it: the group's keys are read here,
+// once every write its coordinator proposed has applied and been stored
+// here (a barrier through shard 0: the coordinator stopped with a write on
+// its way, and keys that write makes must go too), and its requests wait
+// meanwhile, so nothing writes them; every replica holds the same keys at
+// the same index. They are deleted by name, a chunk per write, the
+// group's marker and cursors last: a delete cut short (the leadership
+// moved between chunks) leaves a group that exists, with fewer records
+// settled above its cursor, which a retried delete finishes.
 func (r *groups) deleteClusterState(ctx actor.Context, k groupKey, e *groupEntry) {
 	token, log := r.token, e.handle.Log
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	if !r.cfg.Goroutines.Go(func() {
-		var keys [][]byte
-		err := log.ScanMeta(groupPrefix(k.stream, k.group), func(key, _ []byte) error {
-			keys = append(keys, append([]byte(nil), key...))
-			return nil
-		})
-		root.Send(self, &groupKeysListed{token: token, key: k, keys: keys, err: err})
-	}) {
-		r.deleted(ctx, k, e, errShuttingDown)
+	ctx.ReenterAfter(ctx.RequestFuture(e.handle.Shards[0], &GroupStateWrite{}, 30*time.Second), func(res any, err error) {
+		if r.stopped || token != r.token {
+			return
+		}
+		if err = writeErr(res, err); err != nil {
+			r.deleted(ctx, k, e, err)
+			return
+		}
+		if !r.cfg.Goroutines.Go(func() {
+			var keys [][]byte
+			prefix := groupPrefix(k.stream, k.group)
+			err := log.ScanMeta(prefix, func(key, _ []byte) error {
+				keys = append(keys, append([]byte(nil), key...))
+				return nil
+			})
+			slices.SortStableFunc(keys, func(a, b []byte) int {
+				return cmp.Compare(deleteRank(a[len(prefix)]), deleteRank(b[len(prefix)]))
+			})
+			root.Send(self, &groupKeysListed{token: token, key: k, keys: keys, err: err})
+		}) {
+			r.deleted(ctx, k, e, errShuttingDown)
+		}
+	})
+}
+
+// deleteRank orders a group's keys, by kind, for its delete: what is
+// settled, owed, attempted and dead first, then the cursors, then the
+// group's marker.
+func deleteRank(kind byte) int {
+	switch kind {
+	case 'c':
+		return 1
+	case 'g':
+		return 2
 	}
+	return 0
 }
 
 // onGroupKeysListed deletes the keys of a cluster stream's group, a chunk

@@ -102,43 +102,58 @@ type RemoteShards struct {
 	Router *RaftRouter
 }
 
+// errRemoteUnavailable is a remote read that no replica answered with what
+// it asked within its time: the shard's replicas are down, electing, or
+// behind; the read is tried again later.
+var errRemoteUnavailable = errors.New("no replica of the shard served the read")
+
 // Read returns batches of shard from the batch holding from on, at most
 // maxBytes of records (at least one batch when there is one), as
 // storage.Log's Read does, read from one of replicas. A replica behind
-// from (a lagging follower: its log ends before it) is passed over, and
-// if every one is, the read fails: the caller reads only offsets it knows
-// were committed.
+// from (a lagging follower: its log ends before it) is passed over; while
+// none serves it (a replica down, the others behind until the next leader
+// tells them the commit), it asks them all again after a pause, until ctx
+// ends, and then fails with an error that is errRemoteUnavailable: the
+// caller reads only offsets it knows were committed, and tries later.
 func (rs *RemoteShards) Read(ctx context.Context, replicas []uint64, shard storage.ShardKey, from uint64, maxBytes int) ([]storage.Batch, error) {
 	var last error
-	for _, to := range replicas {
-		if to == rs.Router.Self {
-			continue
-		}
-		fctx, cancel := context.WithTimeout(ctx, remoteFetchTimeout)
-		p, err := rs.Router.Fetch(fctx, to, shard, from, math.MaxUint64, maxBytes)
-		cancel()
-		if err != nil {
-			last = err
-			if ctx.Err() != nil {
-				return nil, err
+	pause := 20 * time.Millisecond
+	for {
+		for _, to := range replicas {
+			if to == rs.Router.Self {
+				continue
 			}
-			continue
+			fctx, cancel := context.WithTimeout(ctx, remoteFetchTimeout)
+			p, err := rs.Router.Fetch(fctx, to, shard, from, math.MaxUint64, maxBytes)
+			cancel()
+			if err != nil {
+				last = err
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("%w: %w", errRemoteUnavailable, last)
+				}
+				continue
+			}
+			if len(p.Batches) == 0 {
+				// The coordinator reads offsets it knows were committed: a
+				// replica without them is behind (an empty answer would read as
+				// records deleted by retention).
+				last = fmt.Errorf("node %d holds no batch of shard %d at offset %d yet (its tail is %d)", to, shard.Shard, from, p.Tail)
+				continue
+			}
+			out := make([]storage.Batch, len(p.Batches))
+			for i, b := range p.Batches {
+				out[i] = storage.Batch{Base: b.Base, Count: b.Count, Timestamp: b.Timestamp, Records: b.Records}
+			}
+			return out, nil
 		}
-		if len(p.Batches) == 0 {
-			// The coordinator reads offsets it knows were committed: a
-			// replica without them is behind (an empty answer would read as
-			// records deleted by retention).
-			last = fmt.Errorf("node %d holds no batch of shard %d at offset %d yet (its tail is %d)", to, shard.Shard, from, p.Tail)
-			continue
+		if last == nil {
+			last = fmt.Errorf("shard %d of stream %d has no other replica to read from", shard.Shard, shard.Stream)
 		}
-		out := make([]storage.Batch, len(p.Batches))
-		for i, b := range p.Batches {
-			out[i] = storage.Batch{Base: b.Base, Count: b.Count, Timestamp: b.Timestamp, Records: b.Records}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", errRemoteUnavailable, last)
+		case <-time.After(pause):
 		}
-		return out, nil
+		pause = min(2*pause, 500*time.Millisecond)
 	}
-	if last == nil {
-		last = fmt.Errorf("shard %d of stream %d has no replica to read from", shard.Shard, shard.Stream)
-	}
-	return nil, last
 }

@@ -109,7 +109,7 @@ func peerQUIC() *quic.Config {
 func relayQUIC(election time.Duration) *quic.Config {
 	idle := max(2*election, time.Second)
 	return &quic.Config{
-		HandshakeIdleTimeout:  5 * time.Second,
+		HandshakeIdleTimeout:  idle,
 		MaxIdleTimeout:        idle,
 		KeepAlivePeriod:       idle / 4,
 		MaxIncomingStreams:    -1,
@@ -135,7 +135,9 @@ func (n *Node) groupRelay() *actors.GroupRelay {
 		return nil
 	}
 	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
-	return &actors.GroupRelay{Self: c.self, Timeout: n.cfg.HandshakeTimeout,
+	// A dead coordinator is passed over once its relay's dial gives up:
+	// as soon as a live peer would have answered a few times over.
+	return &actors.GroupRelay{Self: c.self, Timeout: max(2*election, time.Second),
 		Dial: func(ctx context.Context, node uint64) (*quic.Conn, error) {
 			c.mu.Lock()
 			addr, ok := c.current[node]

@@ -352,6 +352,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 			CoordinatorProps: opts.CoordinatorProps,
 			Goroutines:       n.goroutines,
 			Remote:           n.remoteShards(),
+			Self:             n.cfg.NodeID,
 		},
 		wrapCatalog: opts.CatalogProps,
 		wrapWriter:  opts.WriterProps,

@@ -693,3 +693,169 @@ func TestTraceOfAReplicatedPublish(t *testing.T) {
 		t.Errorf("raft index %d on the replication round, %d on the apply", index(rep), index(app))
 	}
 }
+
+// A cluster group deleted right after an ack leaves no key behind: the
+// delete lists the group's keys only once the coordinator's last write,
+// which may still be on its way through raft when the coordinator stops,
+// has applied (a barrier through shard 0); keys that write makes would
+// otherwise survive, and a group made later under the name would start
+// from them (records settled before it never delivered to it).
+func TestReplicatedGroupDeleteLeavesNoKeys(t *testing.T) {
+	tc := newTestCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cc, name := tc.replicatedStream(ctx, "gdel", 1)
+	p := cc.NewProducer(name, 5)
+	publishRecords(t, ctx, p, 0, 20)
+	lead := tc.leaderOf(name, 0)
+	acker, deleter := tc.dial(lead), tc.dial(lead)
+	const rounds = 10
+	deleted := map[string]bool{}
+	for i := range rounds {
+		group := fmt.Sprintf("del-%02d-x", i)
+		g := acker.Group(name, group)
+		recs, err := g.Poll(ctx, 0, 3, time.Second)
+		if err != nil || len(recs) != 3 {
+			t.Fatalf("poll %s: %d records, %v", group, len(recs), err)
+		}
+		acked := make(chan error, 1)
+		// An out-of-order ack: its flush puts settled markers ('k') that
+		// do not exist yet.
+		go func() { _, err := g.Ack(ctx, recs[1], recs[2]); acked <- err }()
+		time.Sleep(2 * time.Millisecond) // the ack reaches the coordinator first
+		if err := deleter.Group(name, group).Delete(ctx); err != nil {
+			t.Logf("delete %s: %v", group, err)
+		} else {
+			deleted[group] = true
+		}
+		<-acked
+	}
+	var applied uint64
+	d := tc.describeAll(name, "every replica applied the same", func(_ uint64, d StreamDescription) bool {
+		if applied == 0 || d.Shard[0].Applied > applied {
+			applied = d.Shard[0].Applied
+			return false
+		}
+		return d.Shard[0].Applied == applied
+	})
+	id := d[lead].ID
+	for _, n := range []uint64{1, 2, 3} {
+		tc.stop(n)
+	}
+	state := tc.groupState(lead, id)
+	var left []string
+	for group := range deleted {
+		marker := string([]byte{byte(len(group))}) + group
+		for k := range state {
+			if strings.Contains(k, marker) {
+				left = append(left, fmt.Sprintf("%s: key %x", group, k))
+			}
+		}
+	}
+	if len(left) > 0 {
+		t.Fatalf("%d groups deleted OK; keys of them left on node %d: %v", len(deleted), lead, left)
+	}
+}
+
+// Four nodes, a stream of three replicas: the node that holds no replica
+// of shard 0 knows only where its replicas are, and sends the stream's
+// group traffic to its preferred one. When that one stops, the node passes
+// it over once its relay fails to dial, asks another replica, which names
+// the new leader, and sends the group traffic there from then on: its
+// clients' group calls are served again.
+func TestReplicatedGroupsThroughANodeWithoutShard0WhenItsLeaderStops(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	addrs, listen := map[uint64]string{}, map[uint64]string{}
+	var peers []string
+	for id := uint64(1); id <= 4; id++ {
+		addrs[id], listen[id] = freeUDP(t), freeUDP(t)
+		peers = append(peers, fmt.Sprintf("%d=%s", id, addrs[id]))
+	}
+	nodes := map[uint64]*Node{}
+	for id := uint64(1); id <= 4; id++ {
+		nodes[id] = testNode(t, t.TempDir(), func(c *Config, _ *Options) {
+			c.NodeID, c.Peers, c.ClusterListen, c.Listen = id, strings.Join(peers, ","), addrs[id], listen[id]
+			c.RaftElectionTimeoutMillis = 300
+			c.ReplicationTimeoutMillis = 3000
+		})
+	}
+	admin := dialTestClient(t, nodes[1])
+	name := client.StreamName{Tenant: "default", Namespace: "default", Stream: "four"}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		_, err := admin.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true, Replicas: 3})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Wait for shard 0's preferred replica to lead, as its replicas see it.
+	var lead, outside uint64
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		lead, outside = 0, 0
+		ok := true
+		for id, n := range nodes {
+			d, err := n.DescribeStream(ctx, name)
+			if err != nil || len(d.Shard) == 0 {
+				ok = false
+				break
+			}
+			s0 := d.Shard[0]
+			if !slices.Contains(s0.Replicas, id) {
+				outside = id
+				continue
+			}
+			if s0.Leader == 0 || s0.Leader != s0.Preferred || (lead != 0 && lead != s0.Leader) {
+				ok = false
+				break
+			}
+			lead = s0.Leader
+		}
+		if ok && lead != 0 && outside != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no preferred leader of shard 0")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("node %d leads shard 0; node %d holds no replica of it", lead, outside)
+	if _, err := dialTestClient(t, nodes[lead]).PublishBatch(ctx, name, [][]byte{[]byte("a"), []byte("b"), []byte("c")}); err != nil {
+		t.Fatal("publish:", err)
+	}
+	c := dialTestClient(t, nodes[outside])
+	g := c.Group(name, "g")
+	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+	if _, err := g.Poll(pctx, 0, 1, time.Second); err != nil {
+		t.Fatalf("poll through node %d before the failover: %v", outside, err)
+	}
+	pcancel()
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := nodes[lead].Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	scancel()
+	delete(nodes, lead)
+	start := time.Now()
+	var replica uint64
+	for id := range nodes {
+		if id != outside {
+			replica = id
+		}
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	if _, err := dialTestClient(t, nodes[replica]).Group(name, "g").Poll(rctx, 0, 1, time.Second); err != nil {
+		t.Fatalf("poll through node %d (a replica of shard 0) after the failover: %v", replica, err)
+	}
+	rcancel()
+	t.Logf("a poll through node %d (a replica) was answered %s after the failover", replica, time.Since(start).Round(time.Millisecond))
+	pctx, pcancel = context.WithTimeout(ctx, 30*time.Second)
+	defer pcancel()
+	if _, err := g.Poll(pctx, 0, 1, time.Second); err != nil {
+		t.Fatalf("poll through node %d after node %d (shard 0's preferred replica) stopped: %v after %s", outside, lead, err, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("poll answered %s after the failover", time.Since(start).Round(time.Millisecond))
+}

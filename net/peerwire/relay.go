@@ -43,7 +43,22 @@ type RelayPrincipal struct {
 // connection's first stream.
 const TypeRelayHello Type = 0x04
 
-// AppendRelayHello appends a RelayHello frame:
+// Validate refuses a hello its frame cannot carry: a string longer than
+// 65535 bytes, or more than 65535 namespaces (AppendRelayHello would cut
+// them, changing the principal it states).
+func (h RelayHello) Validate() error {
+	for _, s := range append([]string{h.Principal.Name, h.Principal.Tenant, h.Token}, h.Principal.Namespaces...) {
+		if len(s) > 0xFFFF {
+			return malformed("relay hello string of %d bytes", len(s))
+		}
+	}
+	if len(h.Principal.Namespaces) > 0xFFFF {
+		return malformed("relay hello of %d namespaces", len(h.Principal.Namespaces))
+	}
+	return nil
+}
+
+// AppendRelayHello appends a RelayHello frame (h must Validate):
 //
 //	version u16 | from u64 | to u64 | flags u8 (1: any) | perms u8 |
 //	name | tenant | token | count u16 | count × namespace

@@ -498,20 +498,6 @@ func (rc *relayConn) fail(err error) {
 	}
 }
 
-// closeRelays closes the session's relay connections (the client's
-// connection ended).
-func (cs *connSession) closeRelays() {
-	cs.relays.Lock()
-	rcs := make([]*relayConn, 0, len(cs.relays.m))
-	for _, rc := range cs.relays.m {
-		rcs = append(rcs, rc)
-	}
-	cs.relays.Unlock()
-	for _, rc := range rcs {
-		rc.fail(errSessionShutdown)
-	}
-}
-
 // relayMember relays a push member's stream s (whose GroupSubscribe is f)
 // to the coordinator on node: the subscribe goes on a stream of the relay,
 // and frames are copied both ways until either side ends.

@@ -86,6 +86,9 @@ type ConnectionConfig struct {
 	// another node coordinates (connection_relay.go; nil on a single
 	// node).
 	Relay *GroupRelay
+	// ClusterNodes answers a ClusterNodes request: the cluster's nodes and
+	// the client addresses they advertise (nil on a single node).
+	ClusterNodes func() []wire.ClusterNode
 	// relayAccept is set, by the listener, on a connection that arrived
 	// as another node's relay (ConnectionAccepted.Relay).
 	relayAccept *RelayAccept

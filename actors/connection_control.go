@@ -132,6 +132,14 @@ func (cs *connSession) controlRequest(lane *actor.PID, answers *AnswerMeter, f w
 			return nil, err
 		}
 		return cs.changeStream(id, req.Name, &SetReplicasRequest{Name: req.Name, Replicas: req.Replicas}), nil
+	case wire.TypeClusterNodes:
+		if err := wire.DecodeClusterNodes(f.Body); err != nil {
+			return nil, err
+		}
+		if cs.cfg.ClusterNodes == nil {
+			return wire.AppendError(nil, id, wire.Errorf(wire.CodeInvalidRequest, "this node is not in a cluster")), nil
+		}
+		return wire.AppendNodeList(nil, id, cs.cfg.ClusterNodes()), nil
 	case wire.TypeRead:
 		req, err := wire.DecodeRead(f.Body)
 		if err != nil {

@@ -132,6 +132,8 @@ type sessionConfig struct {
 	Goroutines *Goroutines
 	// Relay dials the group relays (nil on a single node).
 	Relay *GroupRelay
+	// ClusterNodes lists the cluster's nodes (nil on a single node).
+	ClusterNodes func() []wire.ClusterNode
 }
 
 // newConnSession returns the session of the connection actor self for
@@ -145,7 +147,7 @@ func newConnSession(conn *quic.Conn, cfg ConnectionConfig, root *actor.RootConte
 			ReadMaxRecords: cfg.ReadMaxRecords, ReadMaxBytes: cfg.ReadMaxBytes,
 			Stats: cfg.Stats, Tracer: cfg.Tracer, Auth: cfg.Auth,
 			MaxConnections: cfg.MaxConnections, Authenticated: cfg.Authenticated,
-			Goroutines: cfg.Goroutines, Relay: cfg.Relay,
+			Goroutines: cfg.Goroutines, Relay: cfg.Relay, ClusterNodes: cfg.ClusterNodes,
 		},
 		conn: conn, root: root, self: self, logger: logger, relayAccept: cfg.relayAccept,
 	}

@@ -76,6 +76,11 @@ type PeerLinkConfig struct {
 	AfterFunc func(time.Duration, func()) (stop func() bool)
 	// Goroutines owns the link's dialer, reader and writer.
 	Goroutines *Goroutines
+	// Advertise is the client address this node advertises in its hello
+	// ("" for none); OnAdvertised learns the one the peer advertises in
+	// its answer (nil: nobody).
+	Advertise    string
+	OnAdvertised func(peer uint64, addr string)
 }
 
 // PeerSend asks the link to send msgs; ReplyTo (the group's actor) hears
@@ -330,7 +335,7 @@ func dialPeer(ctx context.Context, cfg PeerLinkConfig) (*quic.Conn, *quic.Stream
 	if dl, ok := ctx.Deadline(); ok {
 		_ = stream.SetDeadline(dl)
 	}
-	if _, err := stream.Write(peerwire.AppendHello(nil, peerwire.Hello{Version: peerwire.Version, From: cfg.Self, To: cfg.Peer})); err != nil {
+	if _, err := stream.Write(peerwire.AppendHello(nil, peerwire.Hello{Version: peerwire.Version, From: cfg.Self, To: cfg.Peer, Advertise: cfg.Advertise})); err != nil {
 		return fail(err)
 	}
 	h, err := readPeerHello(stream)
@@ -346,12 +351,15 @@ func dialPeer(ctx context.Context, cfg PeerLinkConfig) (*quic.Conn, *quic.Stream
 		}
 	}
 	_ = stream.SetDeadline(time.Time{})
+	if cfg.OnAdvertised != nil {
+		cfg.OnAdvertised(cfg.Peer, h.Advertise)
+	}
 	return conn, stream, nil
 }
 
 // readPeerHello reads the Hello that opens a peer stream.
 func readPeerHello(s *quic.Stream) (peerwire.Hello, error) {
-	t, body, err := peerwire.ReadFrame(s, 64)
+	t, body, err := peerwire.ReadFrame(s, 2048)
 	if err != nil {
 		return peerwire.Hello{}, err
 	}
@@ -369,39 +377,40 @@ func readPeerHello(s *quic.Stream) (peerwire.Hello, error) {
 }
 
 // AcceptPeer exchanges Hellos on a connection a peer dialled to self:
-// it returns the dialler's id, or an error (the caller closes the
-// connection). known reports whether an id is one of this node's peers;
-// check, if set, that the dialler's certificate names the id it claims.
-func AcceptPeer(ctx context.Context, conn *quic.Conn, self uint64, known func(uint64) bool, check func([]*x509.Certificate, uint64) error) (uint64, *quic.Stream, error) {
+// it returns the dialler's id and the client address it advertises, or an
+// error (the caller closes the connection). advertise is this node's own;
+// known reports whether an id is one of this node's peers; check, if set,
+// that the dialler's certificate names the id it claims.
+func AcceptPeer(ctx context.Context, conn *quic.Conn, self uint64, advertise string, known func(uint64) bool, check func([]*x509.Certificate, uint64) error) (uint64, string, *quic.Stream, error) {
 	stream, err := conn.AcceptStream(ctx)
 	if err != nil {
-		return 0, nil, err
+		return 0, "", nil, err
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = stream.SetDeadline(dl)
 	}
 	h, err := readPeerHello(stream)
 	if err != nil {
-		return 0, nil, err
+		return 0, "", nil, err
 	}
 	switch {
 	case h.To != self:
-		return 0, nil, fmt.Errorf("node %d dialled node %d here, this is node %d: its --peers is wrong", h.From, h.To, self)
+		return 0, "", nil, fmt.Errorf("node %d dialled node %d here, this is node %d: its --peers is wrong", h.From, h.To, self)
 	case !known(h.From):
-		return 0, nil, fmt.Errorf("node %d is not in this node's --peers", h.From)
+		return 0, "", nil, fmt.Errorf("node %d is not in this node's --peers", h.From)
 	case h.From > self:
-		return 0, nil, fmt.Errorf("node %d dialled node %d: the lower id dials", h.From, self)
+		return 0, "", nil, fmt.Errorf("node %d dialled node %d: the lower id dials", h.From, self)
 	}
 	if check != nil {
 		if err := check(conn.ConnectionState().TLS.PeerCertificates, h.From); err != nil {
-			return 0, nil, err
+			return 0, "", nil, err
 		}
 	}
-	if _, err := stream.Write(peerwire.AppendHello(nil, peerwire.Hello{Version: peerwire.Version, From: self, To: h.From})); err != nil {
-		return 0, nil, err
+	if _, err := stream.Write(peerwire.AppendHello(nil, peerwire.Hello{Version: peerwire.Version, From: self, To: h.From, Advertise: advertise})); err != nil {
+		return 0, "", nil, err
 	}
 	_ = stream.SetDeadline(time.Time{})
-	return h.From, stream, nil
+	return h.From, h.Advertise, stream, nil
 }
 
 // onConnected takes a new connection (or a failed dial).

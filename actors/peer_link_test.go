@@ -70,7 +70,7 @@ func newTestPeerNode(t *testing.T, id uint64, addr string, tlsConf transport.Pee
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			from, stream, err := AcceptPeer(ctx, conn, n.id, func(id uint64) bool { return n.linkPID(id) != nil }, n.tls.CheckPeerIdentity)
+			from, _, stream, err := AcceptPeer(ctx, conn, n.id, "", func(id uint64) bool { return n.linkPID(id) != nil }, n.tls.CheckPeerIdentity)
 			cancel()
 			if err != nil {
 				_ = conn.CloseWithError(1, err.Error())
@@ -307,7 +307,7 @@ func TestPeerLinkWriteTimeout(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, _, err := AcceptPeer(ctx, conn, 2, func(id uint64) bool { return id == 1 }, nil); err != nil {
+		if _, _, _, err := AcceptPeer(ctx, conn, 2, "", func(id uint64) bool { return id == 1 }, nil); err != nil {
 			_ = conn.CloseWithError(1, err.Error())
 			return
 		}

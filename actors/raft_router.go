@@ -29,6 +29,27 @@ type RaftRouter struct {
 	alive map[uint64]bool
 	// fetches are the pages goroutines wait for (Fetch), by token.
 	fetches fetchWaiters
+	// clientAddrs are the client addresses the nodes advertise, by id (as
+	// their peer hellos said; this node's own too).
+	clientAddrs sync.Map
+}
+
+// SetClientAddr records the client address node id advertises ("" for
+// none).
+func (r *RaftRouter) SetClientAddr(id uint64, addr string) {
+	if addr == "" {
+		r.clientAddrs.Delete(id)
+		return
+	}
+	r.clientAddrs.Store(id, addr)
+}
+
+// ClientAddr is the client address node id advertised ("": none known).
+func (r *RaftRouter) ClientAddr(id uint64) string {
+	if v, ok := r.clientAddrs.Load(id); ok {
+		return v.(string)
+	}
+	return ""
 }
 
 // NewRaftRouter makes the router of node self in a cluster of nodes.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -21,15 +22,22 @@ import (
 // dropped and dialled again on demand; a publish the leader did not answer
 // goes to the next leader only through a ClusterProducer, whose re-sends
 // the nodes recognise (an unacknowledged plain publish fails with its
-// error: it may or may not have been written).
+// error: it may or may not have been written). A leader it has no address
+// for (a node added to the cluster since) it finds by asking the nodes it
+// reaches for the cluster's nodes and their advertised client addresses.
 //
 // Streams without replicas live on one node: the ClusterClient sends their
 // publishes to whichever node it reaches first, as a Client would; use
 // Node to talk to one node.
 type ClusterClient struct {
+	// addrs are the nodes' addresses: those given, then those learned
+	// (discover), which only grow; read with addrList.
 	addrs []string
 	opts  []Option
 	mu    sync.Mutex
+	// discovered is when the nodes were last asked for the cluster's
+	// nodes (discover).
+	discovered time.Time
 	// members are the connections by address (nil: not connected).
 	members map[string]*clusterMember
 	// leaders caches each shard's leader by node id.
@@ -191,17 +199,78 @@ func (cc *ClusterClient) Close() error {
 }
 
 // Node returns the connection to node id (dialling the addresses not
-// connected yet to find it), or nil if no reachable node has that id.
+// connected yet to find it), or nil if no reachable node has that id. A
+// node the client was not given (one added to the cluster later) is found
+// by asking the connected nodes for the cluster's nodes and the client
+// addresses they advertise (at most every clusterDiscoverEvery), then
+// dialled with the client's options (its TLS roots must cover it).
 func (cc *ClusterClient) Node(ctx context.Context, id uint64) *Client {
 	if m := cc.member(id); m != nil {
 		return m.c
 	}
-	for _, a := range cc.addrs {
+	for _, a := range cc.addrList() {
 		if m, err := cc.connect(ctx, a); err == nil && m.id == id {
 			return m.c
 		}
 	}
+	if addr := cc.discover(ctx, id); addr != "" {
+		if m, err := cc.connect(ctx, addr); err == nil && m.id == id {
+			return m.c
+		}
+	}
 	return nil
+}
+
+// clusterDiscoverEvery bounds how often the nodes are asked for the
+// cluster's nodes.
+const clusterDiscoverEvery = 500 * time.Millisecond
+
+// addrList is a copy of the addresses known.
+func (cc *ClusterClient) addrList() []string {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return slices.Clone(cc.addrs)
+}
+
+// discover asks a connected node for the cluster's nodes, adds the
+// addresses it did not know to addrs, and returns node id's ("" if no
+// node advertises one, or the nodes were asked too lately).
+func (cc *ClusterClient) discover(ctx context.Context, id uint64) string {
+	cc.mu.Lock()
+	if time.Since(cc.discovered) < clusterDiscoverEvery {
+		cc.mu.Unlock()
+		return ""
+	}
+	cc.discovered = time.Now()
+	var live []*Client
+	for _, m := range cc.members {
+		if m.c != nil && m.c.usable() == nil {
+			live = append(live, m.c)
+		}
+	}
+	cc.mu.Unlock()
+	for _, c := range live {
+		if c.session().welcome.Features&wire.FeatureClusterNodes == 0 {
+			continue
+		}
+		nodes, err := c.clusterNodes(ctx)
+		if err != nil {
+			continue
+		}
+		found := ""
+		cc.mu.Lock()
+		for _, n := range nodes {
+			if n.Addr != "" && !slices.Contains(cc.addrs, n.Addr) {
+				cc.addrs = append(cc.addrs, n.Addr)
+			}
+			if n.ID == id {
+				found = n.Addr
+			}
+		}
+		cc.mu.Unlock()
+		return found
+	}
+	return ""
 }
 
 // member is the live connection to node id, if any.
@@ -235,7 +304,7 @@ func (cc *ClusterClient) quiet(conn *clusterConn) {
 func (cc *ClusterClient) any(ctx context.Context, skip uint64) (*clusterConn, error) {
 	var errs []error
 	for pass := 0; pass < 2; pass++ {
-		for _, a := range cc.addrs {
+		for _, a := range cc.addrList() {
 			m, err := cc.connect(ctx, a)
 			if err != nil {
 				errs = append(errs, err)
@@ -677,4 +746,16 @@ func (p *ClusterProducer) send(ctx context.Context, shard uint32, seq uint64, pa
 			return PublishAck{}, werr
 		}
 	}
+}
+
+// clusterNodes asks the node for the cluster's nodes and the client
+// addresses they advertise.
+func (c *Client) clusterNodes(ctx context.Context) ([]wire.ClusterNode, error) {
+	v, err := c.call(ctx, wire.TypeNodeList, readOnly, func(dst []byte, id uint64) []byte {
+		return wire.AppendClusterNodes(dst, id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]wire.ClusterNode), nil
 }

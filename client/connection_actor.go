@@ -208,6 +208,8 @@ func decodeControlFrame(f wire.Frame) (*controlFrameReceived, error) {
 		m.value, err = wire.DecodeShardOffsets(f.Body)
 	case wire.TypeGroupList:
 		m.value, err = wire.DecodeGroupList(f.Body)
+	case wire.TypeNodeList:
+		m.value, err = wire.DecodeNodeList(f.Body)
 	case wire.TypeError:
 		m.value, err = wire.DecodeError(f.Body)
 	case wire.TypeGoAway:

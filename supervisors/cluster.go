@@ -21,6 +21,7 @@ import (
 	"github.com/heraldmq/herald/actors"
 	"github.com/heraldmq/herald/net/peerwire"
 	"github.com/heraldmq/herald/net/transport"
+	"github.com/heraldmq/herald/net/wire"
 	"github.com/heraldmq/herald/storage"
 )
 
@@ -44,6 +45,9 @@ type cluster struct {
 	// view is the cluster's state as the catalog applied it (drained
 	// nodes).
 	view *actors.ClusterView
+	// advertise is the client address this node advertises (set before the
+	// links start, never changed).
+	advertise string
 	// mu guards current, gen and pid's hand-over to setPeers.
 	mu sync.Mutex
 	// current are the peers now, by id with the address this node reaches
@@ -115,6 +119,58 @@ func relayQUIC(election time.Duration) *quic.Config {
 		MaxIncomingStreams:    -1,
 		MaxIncomingUniStreams: -1,
 	}
+}
+
+// advertise is the client address this node advertises to its peers:
+// advertise when set, else the address its client socket is bound to when
+// listen names a host, else none (a wildcard address reaches no one).
+func (n *Node) advertise() string {
+	if n.cfg.Advertise != "" {
+		return n.cfg.Advertise
+	}
+	host, _, err := net.SplitHostPort(n.cfg.Listen)
+	if err != nil || host == "" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip == nil {
+		// A host name: advertised as given, with the port bound.
+		if _, port, err := net.SplitHostPort(n.Addr()); err == nil {
+			return net.JoinHostPort(host, port)
+		}
+		return n.cfg.Listen
+	}
+	return n.Addr()
+}
+
+// clusterNodesFunc is clusterNodes, nil for a single node.
+func (n *Node) clusterNodesFunc() func() []wire.ClusterNode {
+	if n.cluster == nil {
+		return nil
+	}
+	return n.clusterNodes
+}
+
+// clusterNodes answers a client's ClusterNodes: this node and its peers,
+// by id, with the client address each advertised (or "").
+func (n *Node) clusterNodes() []wire.ClusterNode {
+	c := n.cluster
+	c.mu.Lock()
+	ids := []uint64{c.self}
+	for id := range c.current {
+		if id != c.self {
+			ids = append(ids, id)
+		}
+	}
+	c.mu.Unlock()
+	slices.Sort(ids)
+	out := make([]wire.ClusterNode, len(ids))
+	for i, id := range ids {
+		out[i] = wire.ClusterNode{ID: id, Addr: c.router.ClientAddr(id)}
+	}
+	return out
 }
 
 // remoteShards reads, for the group coordinators, the shards this node
@@ -200,9 +256,12 @@ func (n *Node) startCluster() error {
 	election := time.Duration(n.cfg.RaftElectionTimeoutMillis) * time.Millisecond
 	var links []actors.PeerLinkConfig
 	dial := actors.PeerDialer(c.tr, c.tls.Client, peerQUIC())
+	c.advertise = n.advertise()
+	c.router.SetClientAddr(c.self, c.advertise)
 	template := actors.PeerLinkConfig{Self: c.self, Dial: dial, CheckIdentity: c.tls.CheckPeerIdentity,
 		Deliver: c.router.Deliver, DeliverShard: c.router.DeliverShard, Goroutines: n.goroutines,
-		BeatEvery: election / 10, SuspectAfter: election / 2, OnSuspect: c.router.OnSuspect, OnAlive: c.router.OnAlive}
+		BeatEvery: election / 10, SuspectAfter: election / 2, OnSuspect: c.router.OnSuspect, OnAlive: c.router.OnAlive,
+		Advertise: c.advertise, OnAdvertised: c.router.SetClientAddr}
 	c.mu.Lock()
 	for id, addr := range c.current {
 		lc := template
@@ -263,12 +322,13 @@ func (n *Node) acceptPeers() {
 			defer c.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HandshakeTimeout)
 			defer cancel()
-			from, stream, err := actors.AcceptPeer(ctx, conn, c.self, c.isPeer, c.tls.CheckPeerIdentity)
+			from, addr, stream, err := actors.AcceptPeer(ctx, conn, c.self, c.advertise, c.isPeer, c.tls.CheckPeerIdentity)
 			if err != nil {
 				n.logger.Warn("cluster: refused a peer connection", slog.String("remote", conn.RemoteAddr().String()), slog.Any("error", err))
 				_ = conn.CloseWithError(1, err.Error())
 				return
 			}
+			c.router.SetClientAddr(from, addr)
 			n.sys.Root.Send(c.pid, &actors.PeerAcceptedFrom{From: from, PeerAccepted: actors.PeerAccepted{Conn: conn, Stream: stream}})
 		}()
 	}

@@ -193,6 +193,11 @@ type Config struct {
 	// ClusterListen is the UDP address peers reach this node at (QUIC,
 	// ALPN herald-peer/1); required with Peers.
 	ClusterListen string `yaml:"cluster_listen"`
+	// Advertise is the client address (host:port) this node tells the
+	// other nodes of a cluster to give clients that ask for the cluster's
+	// nodes ("": Listen when it names a host, none otherwise). Not used
+	// without Peers.
+	Advertise string `yaml:"advertise"`
 	// Peers lists every node of the cluster, this one included, as
 	// id=address pairs, comma-separated ("1=10.0.0.1:7402,2=..."). The
 	// address of a peer is what this list says. Empty: a single node, as
@@ -383,6 +388,13 @@ func (c *Config) Validate() error {
 			bad("node_id", "must be set (non-zero) with peers")
 		} else if _, ok := peers[c.NodeID]; !ok {
 			bad("node_id", "%d is not in peers", c.NodeID)
+		}
+		if c.Advertise != "" {
+			if _, _, err := net.SplitHostPort(c.Advertise); err != nil {
+				bad("advertise", "%v", err)
+			} else if len(c.Advertise) > 1024 {
+				bad("advertise", "longer than 1024 bytes")
+			}
 		}
 		if c.ClusterListen == "" {
 			bad("cluster_listen", "must be set with peers")

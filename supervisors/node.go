@@ -332,6 +332,7 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 			ConnectionProps:     opts.ConnectionProps,
 			Goroutines:          n.goroutines,
 			Relay:               n.groupRelay(),
+			ClusterNodes:        n.clusterNodesFunc(),
 		},
 		groups: actors.GroupsConfig{
 			Limits: actors.GroupLimits{

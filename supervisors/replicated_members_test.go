@@ -162,12 +162,14 @@ func TestReplicatedClusterAddAndRemoveNodes(t *testing.T) {
 		tc.leaderOf(name, shard)
 	}
 	before := tc.placedAsReplicas(name, "three replicas")
-	// Node 4 first, waiting to be added; the publisher knows every
-	// address.
+	// Node 4 first, waiting to be added. The publisher is given the first
+	// three nodes' addresses only (and every node's CA: each dev node
+	// makes its own): it learns node 4's from the cluster when node 4
+	// leads a shard.
 	tc.prepareNode(4, 1, 2, 3, 4)
 	tc.start(4)
 	addrs, _ := tc.addrs3()
-	cc, err := client.DialCluster(ctx, addrs+","+tc.nodes[4].Addr(), client.WithCAFile(fmt.Sprintf("%s,%s,%s,%s",
+	cc, err := client.DialCluster(ctx, addrs, client.WithCAFile(fmt.Sprintf("%s,%s,%s,%s",
 		tc.nodes[1].CAFile(), tc.nodes[2].CAFile(), tc.nodes[3].CAFile(), tc.nodes[4].CAFile())))
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +240,26 @@ func TestReplicatedClusterAddAndRemoveNodes(t *testing.T) {
 	}
 	if r := metricOf(t, tc.nodes[4], "herald_raft_replicas"); r != float64(moved) {
 		t.Fatalf("node 4 holds %d replicas, herald_raft_replicas says %v", moved, r)
+	}
+	// Node 4 leads its preferred shards, and the publisher, never given
+	// its address, publishes to them: it learned it from the cluster.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		d, err := tc.nodes[4].DescribeStream(ctx, name)
+		led := err == nil && slices.ContainsFunc(d.Shard, func(s ShardDescription) bool { return s.Leader == 4 })
+		if led {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 4 leads no shard: %+v, %v", d.Shard, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for n, deadline := dp.count()+100, time.Now().Add(20*time.Second); dp.count() < n; {
+		dp.check(t)
+		if time.Now().After(deadline) {
+			t.Fatalf("the publisher, not given node 4's address, stalled at %d publishes once node 4 led a shard", dp.count())
+		}
+		time.Sleep(10 * time.Millisecond) // polling the publisher's progress
 	}
 	dp.check(t)
 	t.Logf("node 4 joined the metadata group %v after its add; %d of %d shards have a replica there %v after the add; slowest publish meanwhile %v; %d acknowledged so far",

@@ -111,6 +111,7 @@ var nodeFlagKeys = []struct {
 	{"trace", "trace_exporter", "where spans go: `exporter` none, stdout or otlp (OTEL_EXPORTER_OTLP_* set the endpoint)"},
 	{"node-id", "node_id", "this node's `id` in a cluster (with --peers)"},
 	{"cluster-listen", "cluster_listen", "UDP `address` peers reach this node at (with --peers)"},
+	{"advertise", "advertise", "client `address` the cluster tells clients this node is at (with --peers; default: --listen when it names a host)"},
 	{"peers", "peers", "every node of the cluster as `id=address,...` (none: a single node)"},
 	{"cluster-ca", "cluster_ca", "PEM `file` of the cluster CA for mutual TLS between peers (with --cluster-cert, --cluster-key)"},
 	{"cluster-cert", "cluster_cert", "PEM certificate `file` of this node under --cluster-ca"},

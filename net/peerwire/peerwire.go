@@ -116,28 +116,51 @@ type Hello struct {
 	// node refuses a Hello to another id: its address in the speaker's
 	// --peers is wrong).
 	From, To uint64
+	// Advertise is the client address the speaker advertises ("" for
+	// none): what other nodes tell clients that ask for the cluster's
+	// nodes (a client learns of a node added later this way).
+	Advertise string
 }
 
-// helloSize is a Hello body's size.
+// helloSize is a Hello body's size without an address.
 const helloSize = 2 + 8 + 8
 
-// AppendHello appends a Hello frame.
+// AppendHello appends a Hello frame: version u16 | from u64 | to u64, then,
+// when the speaker advertises a client address, its length u16 and the
+// address (at most 1024 bytes).
 func AppendHello(dst []byte, h Hello) []byte {
-	var b [helloSize]byte
+	b := make([]byte, helloSize, helloSize+2+len(h.Advertise))
 	binary.BigEndian.PutUint16(b[0:], h.Version)
 	binary.BigEndian.PutUint64(b[2:], h.From)
 	binary.BigEndian.PutUint64(b[10:], h.To)
-	return AppendFrame(dst, TypeHello, b[:])
+	if h.Advertise != "" {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(h.Advertise)))
+		b = append(b, h.Advertise...)
+	}
+	return AppendFrame(dst, TypeHello, b)
 }
+
+// maxAdvertise bounds an advertised address.
+const maxAdvertise = 1024
 
 // DecodeHello decodes a Hello body.
 func DecodeHello(b []byte) (Hello, error) {
-	if len(b) != helloSize {
-		return Hello{}, malformed("hello of %d bytes, want %d", len(b), helloSize)
+	if len(b) < helloSize {
+		return Hello{}, malformed("hello of %d bytes, want at least %d", len(b), helloSize)
 	}
 	h := Hello{Version: binary.BigEndian.Uint16(b), From: binary.BigEndian.Uint64(b[2:]), To: binary.BigEndian.Uint64(b[10:])}
 	if h.From == 0 || h.To == 0 {
 		return Hello{}, malformed("hello from node %d to node %d: node ids are not 0", h.From, h.To)
+	}
+	if rest := b[helloSize:]; len(rest) > 0 {
+		if len(rest) < 2 {
+			return Hello{}, malformed("hello address cut short")
+		}
+		n := int(binary.BigEndian.Uint16(rest))
+		if n == 0 || n > maxAdvertise || len(rest) != 2+n {
+			return Hello{}, malformed("hello address of %d bytes in %d", n, len(rest)-2)
+		}
+		h.Advertise = string(rest[2:])
 	}
 	return h, nil
 }

@@ -70,9 +70,18 @@ func TestRefusals(t *testing.T) {
 	if _, _, err := ReadFrame(bytes.NewReader(hello[:len(hello)-1]), 64); err != io.ErrUnexpectedEOF {
 		t.Errorf("cut short: %v", err)
 	}
+	withAddr := AppendHello(nil, Hello{Version: Version, From: 1, To: 2, Advertise: "h:1"})[HeaderSize:]
+	if h, err := DecodeHello(withAddr); err != nil || h.Advertise != "h:1" {
+		t.Errorf("hello with an address: %+v, %v", h, err)
+	}
 	for name, b := range map[string][]byte{
-		"short":  {0, 1},
-		"node 0": AppendHello(nil, Hello{Version: Version, From: 0, To: 2})[HeaderSize:],
+		"short":           {0, 1},
+		"node 0":          AppendHello(nil, Hello{Version: Version, From: 0, To: 2})[HeaderSize:],
+		"address cut":     withAddr[:len(withAddr)-1],
+		"address long":    append(slices.Clone(withAddr), 'x'),
+		"empty address":   append(slices.Clone(withAddr[:helloSize]), 0, 0),
+		"one byte over":   append(slices.Clone(withAddr[:helloSize]), 0),
+		"address too big": append(append(slices.Clone(withAddr[:helloSize]), 0x04, 0x01), bytes.Repeat([]byte("a"), 1025)...),
 	} {
 		if _, err := DecodeHello(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("hello %s: %v", name, err)
@@ -96,6 +105,7 @@ func TestRefusals(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(AppendRaft(nil, []Message{{Group: Group{Stream: 3, Shard: 1}, Data: []byte("x")}})[HeaderSize:])
 	f.Add(AppendHello(nil, Hello{Version: 1, From: 1, To: 2})[HeaderSize:])
+	f.Add(AppendHello(nil, Hello{Version: 4, From: 1, To: 2, Advertise: "10.0.0.1:7400"})[HeaderSize:])
 	f.Add([]byte{})
 	f.Add(AppendRelayHello(nil, RelayHello{Version: Version, From: 2, To: 1, Token: "t",
 		Principal: RelayPrincipal{Name: "n", Tenant: "acme", Perms: 5, Namespaces: []string{"shop"}}})[HeaderSize:])

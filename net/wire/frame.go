@@ -41,6 +41,8 @@ const (
 	TypeOffsetsForTime Type = 0x18 // client → node: the first offset at or after a time, per shard
 	TypeShardOffsets   Type = 0x19 // node → client: an offset per shard (offsets_for_time and group_seek answer)
 	TypeSetReplicas    Type = 0x1A // client → node: change a cluster stream's replica count
+	TypeClusterNodes   Type = 0x1B // client → node: the cluster's nodes and their client addresses
+	TypeNodeList       Type = 0x1C // node → client: the answer to ClusterNodes
 	TypePublish        Type = 0x20 // client → node: a batch of records for one stream
 	TypePublishAck     Type = 0x21 // node → client: the offsets a publish was written at
 	TypeSubscribe      Type = 0x30 // client → node: first frame of a subscription stream
@@ -86,6 +88,10 @@ func (t Type) String() string {
 		return "delete_stream"
 	case TypeSetReplicas:
 		return "set_replicas"
+	case TypeClusterNodes:
+		return "cluster_nodes"
+	case TypeNodeList:
+		return "node_list"
 	case TypeRead:
 		return "read"
 	case TypeReadResult:

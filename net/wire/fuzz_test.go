@@ -304,6 +304,21 @@ func checkShardOffsets(t *testing.T, body []byte) {
 	reencode(t, body, wire.TypeShardOffsets, wire.DecodeShardOffsets, func(o []wire.ShardOffset) []byte { return wire.AppendShardOffsets(nil, 1, o) }, true)
 }
 
+func checkClusterNodes(t *testing.T, body []byte) {
+	reencode(t, body, wire.TypeClusterNodes, func(b []byte) (struct{}, error) { return struct{}{}, wire.DecodeClusterNodes(b) },
+		func(struct{}) []byte { return wire.AppendClusterNodes(nil, 1) }, true)
+}
+
+func checkNodeList(t *testing.T, body []byte) {
+	nodes, err := wire.DecodeNodeList(body)
+	for _, n := range nodes {
+		if err == nil && n.ID == 0 {
+			t.Fatal("node id 0 accepted")
+		}
+	}
+	reencode(t, body, wire.TypeNodeList, wire.DecodeNodeList, func(l []wire.ClusterNode) []byte { return wire.AppendNodeList(nil, 1, l) }, true)
+}
+
 func checkListGroups(t *testing.T, body []byte) {
 	reencode(t, body, wire.TypeListGroups, wire.DecodeListGroups, func(n wire.StreamName) []byte { return wire.AppendListGroups(nil, 1, n) }, true)
 }
@@ -367,6 +382,8 @@ var checkByType = map[wire.Type]func(*testing.T, []byte){
 	wire.TypeStreamList:     checkStreamList,
 	wire.TypeDeleteStream:   checkDeleteStream,
 	wire.TypeSetReplicas:    checkSetReplicas,
+	wire.TypeClusterNodes:   checkClusterNodes,
+	wire.TypeNodeList:       checkNodeList,
 	wire.TypeRead:           checkRead,
 	wire.TypeReadResult:     checkReadResult,
 	wire.TypeOffsetsForTime: checkOffsetsForTime,
@@ -450,6 +467,8 @@ func seedFrames() [][]byte {
 		wire.AppendStreamInfo(nil, 4, infoReplicated),
 		wire.AppendDeleteStream(nil, 7, nameABC),
 		wire.AppendSetReplicas(nil, 7, wire.SetReplicas{Name: nameABC, Replicas: 3}),
+		wire.AppendClusterNodes(nil, 7),
+		wire.AppendNodeList(nil, 7, []wire.ClusterNode{{ID: 1, Addr: "127.0.0.1:7400"}, {ID: 4}}),
 		wire.AppendRead(nil, 8, wire.Read{Name: nameABC, Shard: 1, Start: 11, End: wire.NoEnd, MaxRecords: 100, MaxBytes: 1 << 20}),
 		wire.AppendReadResult(nil, 8, 13, 0, 13, page),
 		wire.AppendOffsetsForTime(nil, 18, wire.OffsetsForTime{Name: nameABC, Shard: wire.AnyShard, UnixNano: 1_700_000_000_000_000_000}),
@@ -807,6 +826,19 @@ func FuzzDecodeShardOffsets(f *testing.F) {
 	f.Add(bcat(be32(2), be32(0), be64(1)))
 	f.Add(bcat(be32(1<<16+1), be32(0), be64(1)))
 	f.Fuzz(checkShardOffsets)
+}
+
+func FuzzDecodeClusterNodes(f *testing.F) {
+	addBodySeeds(f, wire.TypeClusterNodes)
+	f.Fuzz(checkClusterNodes)
+}
+
+func FuzzDecodeNodeList(f *testing.F) {
+	addBodySeeds(f, wire.TypeNodeList)
+	f.Add(splitFrame(f, wire.AppendNodeList(nil, 1, nil)).Body)
+	f.Add(bcat(be16(2), be64(1), str16("127.0.0.1:7400"), be64(0), str16("")))
+	f.Add(bcat(be16(math.MaxUint16), be64(1), str16("a")))
+	f.Fuzz(checkNodeList)
 }
 
 func FuzzDecodeListGroups(f *testing.F) {

@@ -41,12 +41,17 @@ const (
 	// behind its leader refuses with CodeReplicaBehind, and a replicated
 	// stream's StreamInfo gives each replica's lag in records and bytes.
 	FeatureFollowerReads uint64 = 1 << 11
+	// FeatureClusterNodes: a cluster node answers ClusterNodes with the
+	// cluster's nodes and the client addresses they advertise (frames
+	// 0x1B-0x1C).
+	FeatureClusterNodes uint64 = 1 << 12
 )
 
 // Features is every feature this package's version implements.
 const Features = FeaturePublishPipeline | FeatureEventBatch | FeatureSubscribeQueue |
 	FeaturePublishConditional | FeatureIdempotentProducer | FeatureRead | FeatureGroups |
-	FeatureOffsetsForTime | FeatureGroupAdmin | FeatureListAllTenants | FeatureGroupAcks | FeatureFollowerReads
+	FeatureOffsetsForTime | FeatureGroupAdmin | FeatureListAllTenants | FeatureGroupAcks | FeatureFollowerReads |
+	FeatureClusterNodes
 
 // StreamName names a stream: tenant, namespace and stream. Each part is 1–64
 // bytes of [A-Za-z0-9._-].

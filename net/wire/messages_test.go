@@ -582,6 +582,10 @@ func TestAppendKeepsPrefix(t *testing.T) {
 		"goaway":        func(b []byte) []byte { return wire.AppendGoAway(b, "r") },
 		"ok":            func(b []byte) []byte { return wire.AppendOK(b, 1) },
 		"delete_stream": func(b []byte) []byte { return wire.AppendDeleteStream(b, 1, nameABC) },
+		"cluster_nodes": func(b []byte) []byte { return wire.AppendClusterNodes(b, 1) },
+		"node_list": func(b []byte) []byte {
+			return wire.AppendNodeList(b, 1, []wire.ClusterNode{{ID: 2, Addr: "10.0.0.2:7400"}})
+		},
 		"set_replicas": func(b []byte) []byte {
 			return wire.AppendSetReplicas(b, 1, wire.SetReplicas{Name: nameABC, Replicas: 2})
 		},
@@ -766,7 +770,7 @@ func TestFeatures(t *testing.T) {
 	bits := []uint64{wire.FeaturePublishPipeline, wire.FeatureEventBatch, wire.FeatureSubscribeQueue,
 		wire.FeaturePublishConditional, wire.FeatureIdempotentProducer, wire.FeatureRead, wire.FeatureGroups,
 		wire.FeatureOffsetsForTime, wire.FeatureGroupAdmin, wire.FeatureListAllTenants, wire.FeatureGroupAcks,
-		wire.FeatureFollowerReads}
+		wire.FeatureFollowerReads, wire.FeatureClusterNodes}
 	var all uint64
 	for i, b := range bits {
 		if b != 1<<i {

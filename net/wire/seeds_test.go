@@ -38,6 +38,7 @@ var bodyTargets = map[string]wire.Type{
 	"FuzzDecodeStreamList":     wire.TypeStreamList,
 	"FuzzDecodeDeleteStream":   wire.TypeDeleteStream,
 	"FuzzDecodeSetReplicas":    wire.TypeSetReplicas,
+	"FuzzDecodeNodeList":       wire.TypeNodeList,
 	"FuzzDecodeRead":           wire.TypeRead,
 	"FuzzDecodeReadResult":     wire.TypeReadResult,
 	"FuzzDecodeOffsetsForTime": wire.TypeOffsetsForTime,

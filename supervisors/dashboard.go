@@ -52,7 +52,7 @@ const (
 	dashActive = 2 * time.Minute
 	// dashSizerPause is how long the sizer rests between passes over
 	// every stream.
-	dashSizerPause = 30 * time.Second
+	dashSizerPause = 10 * time.Second
 	// dashSizerDuty: the sizer sleeps this many times as long as each
 	// shard's walk took.
 	dashSizerDuty = 19

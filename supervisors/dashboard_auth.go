@@ -161,8 +161,8 @@ func (d *dashboard) openSession(v string, now time.Time) ([sha256.Size]byte, boo
 
 // whoami is who the API serves a request for (GET /api/v1/whoami).
 type whoami struct {
-	// Auth is "dev" (no credentials configured: everything is visible),
-	// "tokens" or "certificates" (the API then refuses every request).
+	// Auth is "dev" (no credentials configured: everything is visible) or
+	// "tokens".
 	Auth string `json:"auth"`
 	// Principal is the credentials' name; Tenant and Namespaces what they
 	// may see (Tenant empty: every tenant).
@@ -180,8 +180,6 @@ func (d *dashboard) whoamiOf(p actors.Principal) whoami {
 	w := whoami{Auth: "tokens", Principal: p.Name, Tenant: p.Tenant, Namespaces: p.Namespaces, Permissions: p.Perms.String(), Scope: "tenant"}
 	if d.n.auth.Dev() {
 		w.Auth = "dev"
-	} else if d.n.auth.Tokens() == 0 {
-		w.Auth = "certificates"
 	}
 	if p.Any {
 		w.Scope = "node"

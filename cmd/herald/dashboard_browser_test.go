@@ -30,7 +30,7 @@ const dashboardScreenshot = "../../docs/img/dashboard.png"
 
 // chromiumPath finds the browser: $HERALD_CHROMIUM, else chromium on the
 // PATH. A machine without one fails the test (make test installs it).
-func chromiumPath(t *testing.T) string {
+func chromiumPath(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("HERALD_CHROMIUM"); p != "" {
 		return p
@@ -49,7 +49,7 @@ func chromiumPath(t *testing.T) string {
 // sandbox as root, no GPU, no background networking: the network is
 // closed) and a fresh profile, and returns a tab's context. Exceptions the
 // page throws and errors it logs are collected in *pageErrors.
-func browser(t *testing.T, ctx context.Context, log *pageLog) context.Context {
+func browser(t testing.TB, ctx context.Context, log *pageLog) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
@@ -159,7 +159,7 @@ func waitNumber(t *testing.T, tab context.Context, sel, what string, ok func(flo
 
 // show navigates the tab to url and waits for every selector to be
 // visible.
-func show(t *testing.T, tab context.Context, log *pageLog, url string, sels ...string) {
+func show(t testing.TB, tab context.Context, log *pageLog, url string, sels ...string) {
 	t.Helper()
 	steps := []chromedp.Action[chromedp.Void]{chromedp.Navigate(url)}
 	for _, sel := range sels {
@@ -304,7 +304,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	pubSel := `#top-streams tr[data-stream="default/shop/orders"] td[data-col="publish_records_per_second"]`
 	waitNumber(t, tab, pubSel, "orders' publish rate on the overview", func(v float64) bool { return v > 0 })
 	start := published.Load()
-	for published.Load() < start+2000 {
+	for published.Load() < start+3000 {
 		select {
 		case <-ctx.Done():
 			t.Fatal("traffic stopped")
@@ -358,6 +358,71 @@ func drainGroup(t *testing.T, ctx context.Context, g *client.Group) {
 		}
 		if !behind {
 			return
+		}
+	}
+}
+
+// With tokens on, the page asks for one, and shows that token's tenant
+// only: the login form, then acme's streams and none of globex's; logging
+// out brings the form back.
+func TestDashboardLoginInBrowser(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const acmeToken, globexToken = "acme-dashboard-token-0123456789", "globex-dashboard-token-0123456789"
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
+	if err := os.WriteFile(tokens, []byte(`tokens:
+  - {name: acme-ops, tenant: acme, token: `+acmeToken+`, permissions: [publish, subscribe, consume, manage]}
+  - {name: globex-ops, tenant: globex, token: `+globexToken+`, permissions: [publish, subscribe, consume, manage]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node := startNode(t, t.TempDir(), "HERALD_AUTH_TOKENS_FILE="+tokens)
+	for tenant, token := range map[string]string{"acme": acmeToken, "globex": globexToken} {
+		c := node.dial(t, client.WithToken(token))
+		for _, s := range []string{"orders", tenant + "-ledger"} {
+			name := client.StreamName{Tenant: tenant, Namespace: "shop", Stream: s}
+			if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.PublishBatch(ctx, name, [][]byte{[]byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	log := &pageLog{}
+	tab := browser(t, ctx, log)
+	base := "http://" + node.http + "/"
+	show(t, tab, log, base+"#/streams", `#login #token`)
+	if err := chromedp.Do(tab, chromedp.SendKeys(chromedp.CSS("#token"), acmeToken), chromedp.Click(chromedp.CSS("#login button"))); err != nil {
+		t.Fatal(err)
+	}
+	show(t, tab, log, base+"#/streams", `#streams tr[data-stream="acme/shop/orders"]`)
+	// The login is a cookie: a new load of the page is still logged in.
+	show(t, tab, log, "about:blank")
+	show(t, tab, log, base+"#/streams", `#streams tr[data-stream="acme/shop/orders"]`, `#streams tr[data-stream="acme/shop/acme-ledger"]`)
+	text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#streams tbody tr").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2 || strings.Contains(text, "globex") || !strings.Contains(text, "tenant acme") {
+		t.Errorf("acme's page shows %d streams; its text:\n%s", rows, text)
+	}
+	// Logging out ends it.
+	show(t, tab, log, base+"#/", `#cards`)
+	if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS("#who button"))); err != nil {
+		t.Fatal(err)
+	}
+	show(t, tab, log, base+"#/", `#login #token`)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, e := range log.errs {
+		// The browser logs the 401 that tells the page to ask for a token.
+		if !strings.Contains(e, "401") {
+			t.Errorf("the page reported: %s", e)
 		}
 	}
 }

@@ -56,6 +56,7 @@ function fmtDuration(s) {
   if (m) return `${m}m ${s % 60}s`;
   return `${s % 60}s`;
 }
+const plural = (n, word) => `${fmtNum(n)} ${word}${n === 1 ? "" : "s"}`;
 const pct = (f) => Math.round(Math.min(Math.max(f, 0), 1) * 100);
 
 // ---- API ----
@@ -333,9 +334,9 @@ async function viewOverview() {
   const n = state.node;
   const t = n.totals;
   const cards = [
-    card("streams", fmtNum(t.streams), `${fmtNum(t.shards)} shards`, "streams"),
+    card("streams", fmtNum(t.streams), plural(t.shards, "shard"), "streams"),
     card("subscriptions", fmtNum(t.subscriptions), null, "subscriptions"),
-    card("groups", fmtNum(t.groups), `${fmtNum(t.group_members)} members · lag ${fmtNum(t.group_lag)}`, "groups"),
+    card("groups", fmtNum(t.groups), `${plural(t.group_members, "member")} · lag ${fmtNum(t.group_lag)}`, "groups"),
     card("published", fmtNum(t.published_records), `${fmtBytes(t.published_bytes)} · ${fmtRate(n.sample.publish_records_per_second)} rec/s`, "published_records"),
     card("delivered", fmtNum(t.delivered_batches) + " batches", `${fmtBytes(t.delivered_bytes)} · ${fmtBytes(n.sample.delivered_bytes_per_second)}/s`, "delivered_batches"),
     card("stored", fmtBytes(t.stored_bytes), "records bytes in the logs", "stored_bytes"),
@@ -343,7 +344,7 @@ async function viewOverview() {
   if (n.node) {
     const nd = n.node;
     cards.push(
-      card("connections", fmtNum(nd.connections), `${fmtNum(nd.goroutines)} goroutines`, "connections"),
+      card("connections", fmtNum(nd.connections), plural(nd.goroutines, "goroutine"), "connections"),
       card("memory", fmtBytes(nd.rss_bytes || nd.go_total_bytes), `heap ${fmtBytes(nd.heap_bytes)}`, "memory"),
       card("storage", fmtBytes(nd.storage_bytes), "data directory on disk", "storage"),
       card("commit latency", fmtSecs(nd.commit_p99_seconds), `p50 ${fmtSecs(nd.commit_p50_seconds)} · ${fmtRate(nd.commits_per_second)} commits/s`, "commit_p99"),

@@ -310,7 +310,7 @@ func (d *dashboard) tick(now time.Time) {
 	if res, err := d.n.sys.Root.RequestFuture(d.n.children.Catalog, &actors.AllStreamsRequest{}, time.Second).Result(); err == nil {
 		st.handles = res.(*actors.AllStreamsResponse).Streams
 	}
-	counters := map[string]*actors.StreamCounters{}
+	counters := make(map[string]*actors.StreamCounters, len(st.handles))
 	stats.EachStream(func(name string, c *actors.StreamCounters) { counters[name] = c })
 	groups := []groupRow{}
 	groupsOf := map[string][]int{}

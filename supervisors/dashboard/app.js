@@ -339,7 +339,7 @@ async function viewOverview() {
     card("groups", fmtNum(t.groups), `${plural(t.group_members, "member")} · lag ${fmtNum(t.group_lag)}`, "groups"),
     card("published", fmtNum(t.published_records), `${fmtBytes(t.published_bytes)} · ${fmtRate(n.sample.publish_records_per_second)} rec/s`, "published_records"),
     card("delivered", fmtNum(t.delivered_batches) + " batches", `${fmtBytes(t.delivered_bytes)} · ${fmtBytes(n.sample.delivered_bytes_per_second)}/s`, "delivered_batches"),
-    card("stored", fmtBytes(t.stored_bytes), "records bytes in the logs", "stored_bytes"),
+    card("stored", fmtBytes(t.stored_bytes), "records bytes in the logs, measured every 10 s", "stored_bytes"),
   ];
   if (n.node) {
     const nd = n.node;

@@ -1,5 +1,18 @@
 package actors
 
+// StreamIfAny returns the counters of stream, or nil if it has none (it
+// was deleted): unlike Stream it never brings a deleted stream's series
+// back.
+func (s *Stats) StreamIfAny(stream string) *StreamCounters {
+	if s == nil {
+		return nil
+	}
+	if v, ok := s.labels.streams.Load(stream); ok {
+		return v.(*StreamCounters)
+	}
+	return nil
+}
+
 // ShardLag is one shard's part of a group's lag: the group's committed
 // cursor there, as its coordinator last published it, and the shard's
 // committed tail, as the shard last published it.

@@ -54,11 +54,14 @@ type subscriptionFigures struct {
 	delivered, deliveredBytes, evicted uint64
 }
 
-// countSubscribed counts the subscription in its stream's figures, once.
+// countSubscribed counts the subscription in its stream's figures, once
+// (not at all if the stream was deleted meanwhile: it is about to end).
 func (s *subscription) countSubscribed() {
 	if s.figures.counters == nil {
-		s.figures.counters = s.cfg.Stats.Stream(s.cfg.Request.Name.String())
-		s.figures.counters.Subscriptions.Add(1)
+		if c := s.cfg.Stats.StreamIfAny(s.cfg.Request.Name.String()); c != nil {
+			s.figures.counters = c
+			c.Subscriptions.Add(1)
+		}
 	}
 }
 

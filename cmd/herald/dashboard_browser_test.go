@@ -171,6 +171,17 @@ func show(t testing.TB, tab context.Context, log *pageLog, url string, sels ...s
 		text, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.innerText`))
 		t.Fatalf("%s: %v\npage errors: %s\npage text:\n%s", url, err, log, text)
 	}
+	// What a rendering slip prints: an element, an array or a missing
+	// figure turned into text.
+	text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, slip := range []string{"[object ", "undefined", "NaN", ",http"} {
+		if strings.Contains(text, slip) {
+			t.Fatalf("%s shows %q:\n%s", url, slip, text)
+		}
+	}
 }
 
 func TestDashboardInBrowser(t *testing.T) {
@@ -292,6 +303,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	// The group's own page: per-shard lag and the auditors' member.
 	show(t, tab, log, base+"#/group/default/shop/orders/auditors", `#members`, `#group-shards`)
 	waitNumber(t, tab, `#members td[data-col="in_flight"]`, "auditor's in-flight", func(v float64) bool { return v >= 0 })
+
+	// The stream's page: its configuration, shards and groups.
+	show(t, tab, log, base+"#/stream/default/shop/orders", `#shards tbody tr`, `#stream-groups`)
 
 	// A shard's subscriptions: the subscriber's queue against its bounds.
 	show(t, tab, log, base+"#/stream/default/shop/orders/shard/0", `#subscriptions tbody tr`)

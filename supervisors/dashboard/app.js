@@ -17,7 +17,7 @@ function h(tag, attrs = {}, ...children) {
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -482,7 +482,7 @@ async function viewShard(parts, q) {
   replaceView(
     crumbs({ label: "Streams", href: "#/streams" }, { label: name, href: `#/stream/${streamPath(name)}` }, { label: `shard ${shard}` }),
     h("h2", {}, `${name} · shard ${shard}`),
-    h("p", { class: "muted" }, `${fmtNum(page.total)} subscriptions (${fmtNum(page.live)} live, ${fmtNum(page.reading)} reading history). ` +
+    h("p", { class: "muted" }, `${plural(page.total, "subscription")} (${fmtNum(page.live)} live, ${fmtNum(page.reading)} reading history). ` +
       "Queue: batches pushed and not yet returned as credit, against the subscriber's bounds. Lane: handed to its QUIC stream, not yet written, against its share of the connection's egress bound."),
     h("div", { class: "toolbar" },
       h("label", {}, "order ", h("select", { onchange: (e) => setQuery({ sort: e.target.value, offset: "" }) },

@@ -557,7 +557,7 @@ async function viewCluster(q) {
     { key: "replicas", label: "replicas", cell: (r) => r.raft ? r.raft.replicas.join(", ") : "–" },
     { key: "term", label: "term", num: true, cell: (r) => r.raft ? fmtNum(r.raft.term) : "–" },
     { key: "tail", label: "tail", num: true },
-    { key: "lag", label: "replication lag", cell: (r) => r.raft && r.raft.lag ? r.raft.lag.filter((l) => l.node !== r.raft.leader).map((l) => `${l.node}: ${fmtNum(l.entries)} entries, ${fmtNum(l.records)} rec`).join(" · ") || "caught up" : "known on the leader" },
+    { key: "lag", label: "replication lag", cell: (r) => r.raft && r.raft.lag ? r.raft.lag.filter((l) => l.node !== r.raft.leader).map((l) => `${l.node}: ${fmtNum(l.entries)} entries, ${fmtNum(l.records)} rec`).join(" · ") || "caught up" : (r.raft && r.raft.leader ? `on node ${r.raft.leader}'s dashboard (its leader)` : "no leader now") },
   ];
   replaceView(
     h("h2", {}, `Cluster · this is node ${c.node_id}`),

@@ -4,7 +4,7 @@ BIN       := bin/herald
 FUZZTIME  ?= 5m
 BENCHTIME ?= 3s
 
-.PHONY: all build run test verify bench bench-go bench-compare bench-report fuzz clean
+.PHONY: all build run test chromium verify bench bench-go bench-compare bench-report fuzz clean
 
 all: build
 
@@ -15,10 +15,21 @@ build:
 run: build
 	./$(BIN) node
 
-## test: every test with the race detector, including the fuzz targets' seed corpora
-test:
+## test: every test with the race detector, including the fuzz targets' seed corpora (the dashboard's browser test needs chromium)
+test: chromium
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -p 2 -timeout 14m ./...
+
+## chromium: Debian's chromium package for the dashboard's browser test (cmd/herald TestDashboardInBrowser), installed
+## when missing (as root, with apt-get); HERALD_CHROMIUM names another Chromium or Chrome binary instead
+chromium:
+	@if [ -n "$$HERALD_CHROMIUM" ] || command -v chromium >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+		echo "make: the dashboard's browser test needs Chromium: install Debian's chromium package as root (apt-get install chromium), or set HERALD_CHROMIUM"; \
+		exit 1; \
+	fi; \
+	echo "== installing Debian's chromium for the dashboard's browser test"; \
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 
 ## verify: formatting, vet, a tidy go.mod and staticcheck (pinned in go.mod as a tool: go tool staticcheck)
 verify:

@@ -265,6 +265,8 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 		QueueTotal:      c.cfg.QueueTotal,
 		Lane:            LaneConfig{MaxEvents: c.cfg.EventBatchMaxEvents, MaxBytes: c.cfg.EventBatchMaxBytes, MaxDelay: c.cfg.EventBatchMaxDelay},
 		Goroutines:      c.cfg.Goroutines,
+		Client:          c.conn.RemoteAddr().String(),
+		Principal:       m.principal,
 	})
 	if c.cfg.SubscriptionProps != nil {
 		props = c.cfg.SubscriptionProps(props)

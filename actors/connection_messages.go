@@ -39,6 +39,9 @@ type openSubscription struct {
 	stream *quic.Stream
 	reqID  uint64
 	req    wire.Subscribe
+	// principal is the name of the connection's credentials (read by the
+	// session, which owns them), for the dashboard.
+	principal string
 }
 
 // openGroupMember asks the connection actor to start a push member on a

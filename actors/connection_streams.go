@@ -84,7 +84,7 @@ func (cs *connSession) subscribeStream(s *quic.Stream, f wire.Frame) error {
 		refuseStream(s, f.Header.RequestID, wire.Errorf(wire.CodeShuttingDown, "node is draining"))
 		return nil
 	}
-	cs.root.Send(cs.self, &openSubscription{stream: s, reqID: f.Header.RequestID, req: req})
+	cs.root.Send(cs.self, &openSubscription{stream: s, reqID: f.Header.RequestID, req: req, principal: cs.principal.Name})
 	return nil
 }
 

@@ -330,6 +330,9 @@ func (g *groupCoordinator) settle(ctx actor.Context) {
 	g.updateGauges()
 	if g.core.deadLettered > g.reportedDead {
 		g.cfg.Stats.add(&g.cfg.Stats.GroupDeadLettered, g.core.deadLettered-g.reportedDead)
+		if g.gauges != nil {
+			g.gauges.DeadLettered.Add(g.core.deadLettered - g.reportedDead)
+		}
 		g.reportedDead = g.core.deadLettered
 	}
 	g.flush(ctx)
@@ -702,9 +705,12 @@ func (g *groupCoordinator) updateGauges() {
 	}
 	g.gauges.Claims.Store(int64(g.core.claimCount))
 	g.gauges.Members.Store(int64(len(g.core.members)))
+	dead := 0
 	for i, s := range g.core.shards {
 		if i < len(g.committed) {
 			g.committed[i].Store(s.committed)
 		}
+		dead += len(s.dead)
 	}
+	g.gauges.Dead.Store(int64(dead))
 }

@@ -537,6 +537,9 @@ func (g *groupCoordinator) onTick(ctx actor.Context) {
 	now := g.cfg.Now()
 	if n := g.core.expire(now); n > 0 {
 		g.cfg.Stats.add(&g.cfg.Stats.GroupRedelivered, uint64(n))
+		if g.gauges != nil {
+			g.gauges.Redelivered.Add(uint64(n))
+		}
 	}
 	for _, id := range g.core.lapsedIdle() {
 		if pid := g.memberPIDs[id]; pid != nil {

@@ -267,6 +267,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.onWatchTail(ctx, ctx.Sender(), m)
 	case *ShardInfoRequest:
 		s.onShardInfo(ctx, m)
+	case *ShardStatsRequest:
+		s.onStatsRequest(ctx, m)
 	case *RetentionApplied:
 		s.onRetentionApplied(m)
 	case *actor.Terminated:

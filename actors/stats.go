@@ -128,9 +128,15 @@ func record(r Recorder, v float64) {
 	}
 }
 
-// StreamCounters count one stream's committed publishes.
+// StreamCounters count one stream's committed publishes, and what its
+// subscriptions delivered.
 type StreamCounters struct {
 	Batches, Records, Bytes atomic.Uint64
+	// DeliveredBatches and DeliveredBytes count what the stream's
+	// subscriptions' lanes wrote; Subscriptions are its live ones (the
+	// dashboard's figures, not metrics).
+	DeliveredBatches, DeliveredBytes atomic.Uint64
+	Subscriptions                    atomic.Int64
 }
 
 // GroupGauges are one consumer group's gauges: Claims, its records in
@@ -140,6 +146,11 @@ type GroupGauges struct {
 	Claims        atomic.Int64
 	// Members are its push members (for ListGroups; not a metric).
 	Members atomic.Int64
+	// Redelivered and DeadLettered count the claims whose visibility
+	// lapsed and the records dead-lettered by its coordinator here; Dead
+	// is the dead letters it holds now (the dashboard's figures).
+	Redelivered, DeadLettered atomic.Uint64
+	Dead                      atomic.Int64
 	// lag is what Lag reads: the cursors the coordinator publishes and the
 	// tails the shards publish.
 	lag atomic.Pointer[groupLag]

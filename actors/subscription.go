@@ -59,6 +59,9 @@ type SubscriptionConfig struct {
 	QueueTotal *Budget
 	// Goroutines starts the subscription's goroutines (nil: untracked).
 	Goroutines *Goroutines
+	// Client and Principal say who subscribed (the connection's remote
+	// address, its credentials' name), for the dashboard.
+	Client, Principal string
 }
 
 // subscription pushes one shard's records to one client. It registers with
@@ -104,6 +107,8 @@ type subscription struct {
 	// read ends on its own), the node does at Close.
 	stopping *atomic.Bool
 	logger   *slog.Logger
+	// figures are its counters for the dashboard (subscription_stats.go).
+	figures subscriptionFigures
 }
 
 // NewSubscriptionProps returns the props of a subscription actor.
@@ -157,6 +162,8 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.onLaneFailed(ctx)
 	case *subscriberLeft:
 		s.onSubscriberLeft(ctx)
+	case *SubscriptionStatsRequest:
+		s.onStatsRequest(ctx)
 	case *actor.Terminated:
 		s.onTerminated(ctx, m)
 	case *actor.Stopping:
@@ -180,6 +187,7 @@ func (s *subscription) log_(ctx actor.Context) *slog.Logger {
 
 func (s *subscription) onStarted(ctx actor.Context) {
 	s.cfg.Stats.gauge(&s.cfg.Stats.Subscriptions, 1)
+	s.figures.started = time.Now()
 	laneCfg := s.cfg.Lane
 	laneCfg.W = s.cfg.Stream
 	laneCfg.EventReqID = s.cfg.ReqID
@@ -245,6 +253,7 @@ func (s *subscription) onSubscribed(ctx actor.Context, m *SubscribeShardResponse
 		return
 	}
 	s.subscribed = true
+	s.countSubscribed()
 	s.next = m.Next
 	ctx.Send(s.lane, &WriteFrame{Frame: wire.AppendSubscribed(nil, s.cfg.ReqID, wire.Subscribed{
 		Shard: s.cfg.Request.Shard, Offset: m.Next, Tail: m.Tail, QueueCapacity: uint32(s.cfg.Capacity)})})
@@ -282,6 +291,7 @@ func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
 				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBatches, -1)
 				s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -n)
 				s.cfg.Stats.add(&s.cfg.Stats.DropEvicted, 1)
+				s.figures.evicted++
 				entries++
 				bytes += n
 			}
@@ -372,6 +382,7 @@ func (s *subscription) onWritten(ctx actor.Context, m *SectionsWritten) {
 	s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -m.Bytes)
 	s.cfg.Stats.add(&s.cfg.Stats.DeliveredBatches, uint64(m.Entries))
 	s.cfg.Stats.add(&s.cfg.Stats.DeliveredBytes, uint64(m.Bytes))
+	s.countWritten(m.Entries, m.Bytes)
 	s.cfg.QueueTotal.Release(m.Bytes)
 	if s.cfg.EgressPool != nil {
 		s.cfg.EgressPool.Release(m.Bytes)
@@ -582,6 +593,7 @@ func (s *subscription) onStopped() {
 	s.cfg.Stats.gauge(&s.cfg.Stats.QueuedBytes, -s.queueBytes)
 	s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, -s.laneBytes)
 	s.cfg.Stats.gauge(&s.cfg.Stats.Subscriptions, -1)
+	s.uncount()
 	s.cfg.QueueTotal.Release(s.queueBytes + s.laneBytes)
 	s.cfg.EgressPool.Release(s.laneBytes)
 	s.queue, s.queueBytes, s.laneBytes = nil, 0, 0

@@ -668,6 +668,19 @@ func (c *cluster) isPeer(id uint64) bool {
 	return ok && id != c.self
 }
 
+// nodes returns the cluster's nodes now (after adds and removes): every
+// peer with the address this node reaches it at, and this node ("").
+func (c *cluster) nodes() map[uint64]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[uint64]string, len(c.current)+1)
+	for id, addr := range c.current {
+		m[id] = addr
+	}
+	m[c.self] = ""
+	return m
+}
+
 // setPeers takes the catalog's word on who the peers are now (ids with
 // the address cluster add gave; "" for a node of --peers) and hands it to
 // the peer links. A peer's address is what --peers says when it names the

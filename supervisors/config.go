@@ -181,6 +181,10 @@ type Config struct {
 	// HTTP listener. Off by default: profiles show the node's internals to
 	// whoever reaches the listener.
 	Pprof bool `yaml:"pprof"`
+	// Dashboard serves the live dashboard at / and its JSON API under
+	// /api/v1/ on the HTTP listener (docs/observability.md). The API
+	// authenticates with the node's tokens when auth_tokens_file is set.
+	Dashboard bool `yaml:"dashboard"`
 	// ActorMetrics turns on protoactor's own metrics (message receive
 	// durations, spawns, futures, mailbox lengths) on /metrics. It registers
 	// a mailbox gauge callback per spawned actor that protoactor never
@@ -310,6 +314,7 @@ func DefaultConfig() Config {
 		LogFormat:                     "text",
 		TraceSampleRatio:              -1,
 		AutoCreateStreams:             true,
+		Dashboard:                     true,
 		MaxFrameBytes:                 16 << 20,
 		PublishWindow:                 256,
 		SubscriberQueueCapacity:       512,

@@ -68,6 +68,10 @@ type Options struct {
 	// durable logs (tests make storage stall with them).
 	WrapMemoryLog  func(storage.Log) storage.Log
 	WrapDurableLog func(storage.Log) storage.Log
+	// DashboardTicks, if set, is when the dashboard samples (each value
+	// received is the tick's time) instead of every second: tests tick it
+	// by hand.
+	DashboardTicks <-chan time.Time
 }
 
 // Node is a running Herald broker: storage, the actor tree, the QUIC
@@ -91,6 +95,8 @@ type Node struct {
 	// queueTotal and ringTotal are the node-wide byte budgets (nil: off).
 	queueTotal, ringTotal *actors.Budget
 	metrics               *nodeMetrics
+	// dash is the dashboard on the HTTP listener (nil: off).
+	dash *dashboard
 	// deadLetters is the event-stream subscription that answers publishes
 	// sent to a shard that is gone.
 	deadLetters *eventstream.Subscription
@@ -199,6 +205,9 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	n.logAuth()
 	if n.metrics, err = newNodeMetrics(n.stats); err != nil {
 		return nil, err
+	}
+	if cfg.HTTP != "" && cfg.Dashboard {
+		n.dash = newDashboard(n, opts.DashboardTicks)
 	}
 	tp, roots := opts.TracerProvider, cfg.TraceSampleRatio > 0
 	if tp == nil {
@@ -385,6 +394,9 @@ func Start(cfg Config, opts Options) (_ *Node, err error) {
 	}
 	if err := n.listen(tlsConf); err != nil {
 		return nil, err
+	}
+	if n.dash != nil {
+		n.dash.start()
 	}
 	n.ready.Store(true)
 	build := ReadBuildInfo()
@@ -613,6 +625,9 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("/cluster/add", n.serveClusterChange(actors.ClusterAdd))
 	mux.HandleFunc("/cluster/remove", n.serveClusterChange(actors.ClusterRemove))
 	mux.HandleFunc("/streams/describe", n.serveDescribe)
+	if n.dash != nil {
+		n.dash.routes(mux)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

@@ -86,7 +86,9 @@ func (c *catalog) proposeClusterChange(ctx actor.Context, from *actor.PID, m *Cl
 		reply(&ClusterChangeResponse{Err: wire.Errorf(wire.CodeInvalidRequest, "this node is not part of a cluster (it runs without --peers)")})
 		return
 	}
-	if m.Op == clusterLeft {
+	switch m.Op {
+	case ClusterDrain, ClusterUndrain, ClusterAdd, ClusterRemove:
+	default:
 		reply(&ClusterChangeResponse{Err: wire.Errorf(wire.CodeInvalidRequest, "unknown cluster operation %q", m.Op)})
 		return
 	}
@@ -102,20 +104,16 @@ func (c *catalog) proposeClusterChange(ctx actor.Context, from *actor.PID, m *Cl
 			Message: "this node is not running the cluster's metadata group yet (starting): retry shortly, or ask another node"}})
 		return
 	}
-	change := clusterChange{Op: m.Op, Target: m.Node, Addr: m.Addr, Force: m.Force}
-	next, werr := c.clusterState().change(change, c.maxReplicas())
-	switch {
-	case werr != nil:
-		reply(&ClusterChangeResponse{Err: werr})
-		return
-	case next == c.clusterState():
-		reply(&ClusterChangeResponse{Membership: c.clusterState()}) // nothing to change
-		return
-	case m.Op == ClusterRemove && m.Force && (m.Node == cl.Self || cl.Router.Alive(m.Node)):
+	if m.Op == ClusterRemove && m.Force && (m.Node == cl.Self || cl.Router.Alive(m.Node)) {
 		reply(&ClusterChangeResponse{Err: wire.Errorf(wire.CodeInvalidRequest,
 			"node %d is up: remove it without --force (its replicas move off it first, and nothing is lost)", m.Node)})
 		return
 	}
+	// The change is not checked against this node's state here: that state
+	// may be behind the cluster's (a change another node has just answered
+	// and this one not applied yet), so a refusal here, or a "nothing to
+	// change", could be wrong. It is proposed, and checked where it applies
+	// (applyClusterChange), on the state every node applies it to.
 	c.nextMetaProposal++
 	id := c.nextMetaProposal
 	data, _ := json.Marshal(metaEntry{Op: string(m.Op), Node: cl.Self, Proposal: id, Target: m.Node, Addr: m.Addr, Force: m.Force,
@@ -162,8 +160,7 @@ func (c *catalog) applyClusterChange(ctx actor.Context, me metaEntry, w *metaWai
 	change := clusterChange{Op: ClusterOp(me.Op), Target: me.Target, Addr: me.Addr, Force: me.Force}
 	next, werr := c.clusterState().change(change, c.maxReplicas())
 	if werr != nil {
-		// Checked by the proposer too, on the state it knew: every node
-		// refuses it alike.
+		// Refused on the applied state: every node refuses it alike.
 		answer(&ClusterChangeResponse{Err: werr})
 		c.writeMetaApplied(ctx, appliedPut)
 		return

@@ -181,9 +181,9 @@ type clusterChange struct {
 
 // change returns the state after c, or why c is refused; maxReplicas is
 // the largest replica count of the cluster's streams (no node may leave
-// fewer nodes than that to place them on). It is the one rule both the
-// proposer (to refuse early) and every node applying the entry follow, so
-// every node refuses or applies alike. A change that changes nothing
+// fewer nodes than that to place them on). Every node applying the entry
+// follows it on the same applied state, so every node refuses or applies
+// alike (the proposer does not check it first: its state may be behind). A change that changes nothing
 // returns m itself.
 func (m *ClusterMembership) change(c clusterChange, maxReplicas int) (*ClusterMembership, *wire.Error) {
 	id := c.Target

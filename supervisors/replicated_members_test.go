@@ -187,7 +187,8 @@ func TestReplicatedClusterAddAndRemoveNodes(t *testing.T) {
 	}
 
 	// Refusals first: a bad address, an id in use, a removal that would
-	// leave too few nodes for the stream's three replicas.
+	// leave too few nodes for the stream's three replicas, a node that is
+	// up forced out.
 	for _, c := range []struct {
 		op   actors.ClusterOp
 		ch   ClusterChange
@@ -196,7 +197,7 @@ func TestReplicatedClusterAddAndRemoveNodes(t *testing.T) {
 		{actors.ClusterAdd, ClusterChange{Node: 4, Addr: "nowhere"}, "is not host:port"},
 		{actors.ClusterAdd, ClusterChange{Node: 2, Addr: tc.addrs[2]}, "is a node of this cluster already"},
 		{actors.ClusterRemove, ClusterChange{Node: 3}, "would leave 2 nodes for a stream of 3 replicas"},
-		{actors.ClusterRemove, ClusterChange{Node: 3, Force: true}, "would leave 2 nodes"},
+		{actors.ClusterRemove, ClusterChange{Node: 3, Force: true}, "node 3 is up"},
 	} {
 		if _, err := tc.nodes[1].ChangeCluster(ctx, c.op, c.ch); !isCode(err, wire.CodeInvalidRequest) || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("%s %+v: %v, want invalid_request: %s", c.op, c.ch, err, c.want)

@@ -59,8 +59,14 @@ const (
 	// dashStorageEvery is how many ticks apart the data directory's size is
 	// read.
 	dashStorageEvery = 10
-	// dashMaxEventStreams bounds the open event streams (/api/v1/events).
-	dashMaxEventStreams = 64
+	// dashMaxEventStreams bounds the open event streams (/api/v1/events);
+	// dashMaxScopeEventStreams those of one tenant scope, so that one
+	// tenant cannot take every stream from the others.
+	dashMaxEventStreams      = 64
+	dashMaxScopeEventStreams = 16
+	// dashEventWriteTimeout bounds one event's write: a client that stops
+	// reading loses its stream (and its place) rather than holding them.
+	dashEventWriteTimeout = 10 * time.Second
 )
 
 // dashboard is a node's dashboard state. Its goroutines (sampler and
@@ -92,6 +98,9 @@ type dashboard struct {
 	}
 	// ticks, if set, replaces the sampler's ticker (Options.DashboardTicks).
 	ticks <-chan time.Time
+	// skew is added to time.Now for logins' expiry (nanoseconds; tests
+	// move it forward).
+	skew atomic.Int64
 	// state is the sampler's own, touched only by its goroutine.
 	state samplerState
 }
@@ -278,6 +287,9 @@ func (d *dashboard) start() {
 		d.sizeLoop()
 	}()
 }
+
+// clock is the time logins are sealed and expire by.
+func (d *dashboard) clock() time.Time { return time.Now().Add(time.Duration(d.skew.Load())) }
 
 // used notes an API request: the sizer keeps measuring while requests
 // come.

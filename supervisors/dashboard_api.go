@@ -216,10 +216,25 @@ func (d *dashboard) serveStreams(w http.ResponseWriter, r *http.Request, p actor
 		writeError(w, aerr)
 		return
 	}
+	if aerr := groupsAllowed(p); aerr != nil && (q.Sort == "groups" || q.Sort == "group_lag") {
+		writeError(w, aerr)
+		return
+	}
 	snap := d.snap.Load()
 	rows, total := pageOf(snap.streams, q, func(s *streamRow) bool { return p.Sees(s.name) },
 		func(s *streamRow) string { return s.Name }, streamKeys)
+	for i := range rows {
+		hideGroups(p, &rows[i])
+	}
 	writeJSON(w, http.StatusOK, newListPage(q, snap.at, rows, total))
+}
+
+// hideGroups zeroes a stream row's group figures for credentials that may
+// not see consumer groups (groupsAllowed).
+func hideGroups(p actors.Principal, row *streamRow) {
+	if groupsAllowed(p) != nil {
+		row.Groups, row.GroupLag = 0, 0
+	}
 }
 
 // groupsAllowed says whether p may see consumer groups (consume or
@@ -306,6 +321,15 @@ func (d *dashboard) nodeView(p actors.Principal, series bool) (*nodeView, *apiEr
 		v.Series = sc.mu.ring.series(dashInterval.Seconds(), p.Any)
 	}
 	sc.mu.Unlock()
+	// The scope's group figures, to credentials that may see groups only:
+	// zero to the others, as in the streams list.
+	if groupsAllowed(p) != nil {
+		v.Totals.Groups, v.Totals.Members, v.Totals.GroupLag = 0, 0, 0
+		v.Sample.GroupLag = 0
+		if v.Series != nil {
+			clear(v.Series.GroupLag)
+		}
+	}
 	return v, nil
 }
 
@@ -322,8 +346,26 @@ func (d *dashboard) serveNode(w http.ResponseWriter, r *http.Request, p actors.P
 
 // serveEvents answers GET /api/v1/events: server-sent events, one "node"
 // event (the node view, without series) per tick, until the client leaves
-// or the node stops. At most dashMaxEventStreams are open at once.
+// or the node stops, or its credentials stop being accepted (a login that
+// expired, a token no longer in the tokens file). At most
+// dashMaxEventStreams are open at once, dashMaxScopeEventStreams of one
+// tenant scope; an event the client does not take within
+// dashEventWriteTimeout ends its stream.
 func (d *dashboard) serveEvents(w http.ResponseWriter, r *http.Request, p actors.Principal) {
+	sc := d.scopeOf(p)
+	if sc == nil {
+		writeError(w, &apiError{status: http.StatusForbidden, code: wire.CodePermissionDenied.String(), message: "these credentials have no view here"})
+		return
+	}
+	if !p.Any {
+		if sc.events.Add(1) > dashMaxScopeEventStreams {
+			sc.events.Add(-1)
+			writeError(w, &apiError{status: http.StatusServiceUnavailable, code: wire.CodeOverloaded.String(),
+				message: fmt.Sprintf("%d event streams of tenant %s are open, the most this node serves one tenant; poll /api/v1/node instead", dashMaxScopeEventStreams, p.Tenant)})
+			return
+		}
+		defer sc.events.Add(-1)
+	}
 	if d.events.Add(1) > dashMaxEventStreams {
 		d.events.Add(-1)
 		writeError(w, &apiError{status: http.StatusServiceUnavailable, code: wire.CodeOverloaded.String(),
@@ -332,16 +374,25 @@ func (d *dashboard) serveEvents(w http.ResponseWriter, r *http.Request, p actors
 	}
 	defer d.events.Add(-1)
 	rc := http.NewResponseController(w)
+	// The connection may serve another request after this one.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	snap := d.snap.Load()
-	for {
+	for first := true; ; first = false {
+		if !first {
+			// The credentials are checked again at every event.
+			if q, aerr := d.principal(r); aerr != nil || scopeKey(q) != sc.key {
+				return
+			}
+		}
 		v, aerr := d.nodeView(p, false)
 		if aerr != nil {
 			return
 		}
 		b, _ := json.Marshal(v)
+		_ = rc.SetWriteDeadline(time.Now().Add(dashEventWriteTimeout))
 		if _, err := fmt.Fprintf(w, "event: node\ndata: %s\n\n", b); err != nil {
 			return
 		}

@@ -90,7 +90,7 @@ func (d *dashboard) principal(r *http.Request) (actors.Principal, *apiError) {
 		return d.tokenPrincipal(strings.TrimSpace(token))
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil {
-		digest, ok := d.openSession(c.Value, time.Now())
+		digest, ok := d.openSession(c.Value, d.clock())
 		if !ok {
 			return actors.Principal{}, errUnauthenticated("the login has expired or is not this node's: log in again")
 		}
@@ -219,7 +219,7 @@ func (d *dashboard) serveLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	expires := time.Now().Add(sessionTTL)
+	expires := d.clock().Add(sessionTTL)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: d.sealSession(sha256.Sum256([]byte(req.Token)), expires), Path: "/",
 		Expires: expires, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	writeJSON(w, http.StatusOK, d.whoamiOf(p))
@@ -227,6 +227,13 @@ func (d *dashboard) serveLogin(w http.ResponseWriter, r *http.Request) {
 
 // serveLogout answers POST /api/v1/logout: the login cookie is cleared.
 func (d *dashboard) serveLogout(w http.ResponseWriter, r *http.Request) {
+	// A JSON request only, as for login: a cross-site form cannot log the
+	// page out.
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeError(w, &apiError{status: http.StatusUnsupportedMediaType, code: wire.CodeInvalidRequest.String(),
+			message: "log out with Content-Type: application/json"})
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	w.WriteHeader(http.StatusNoContent)

@@ -189,6 +189,7 @@ func (d *dashboard) serveStream(w http.ResponseWriter, r *http.Request, p actors
 	snap := d.snap.Load()
 	if i, ok := slices.BinarySearchFunc(snap.streams, v.Name, func(s streamRow, n string) int { return cmp.Compare(s.Name, n) }); ok {
 		row := snap.streams[i]
+		hideGroups(p, &row)
 		v.Row = &row
 	}
 	if groupsAllowed(p) == nil {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/heraldmq/herald/actors"
 )
@@ -133,6 +134,8 @@ type dashScope struct {
 	key string
 	// p is a principal of the scope: p.Sees decides what it sees.
 	p actors.Principal
+	// events counts the scope's open event streams.
+	events atomic.Int64
 	// mu guards ring and latest: the sampler writes them each tick, the
 	// API's handlers read them.
 	mu struct {

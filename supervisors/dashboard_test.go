@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,6 +267,30 @@ func TestDashboardTenantIsolation(t *testing.T) {
 	if status, body, _ := d.do(t, apiCall{path: "/api/v1/groups", token: tokenShopPub}); status != http.StatusForbidden {
 		t.Errorf("a publish-only token lists groups: %d %s", status, body)
 	}
+	// Nor does it see the groups' figures anywhere else (acme-workers is
+	// on acme/shop/orders), or sort by them.
+	if r := streams.Rows[0]; r.Groups != 0 || r.GroupLag != 0 {
+		t.Errorf("a publish-only token sees the stream's groups: %d, lag %d", r.Groups, r.GroupLag)
+	}
+	if status, body, _ := d.do(t, apiCall{path: "/api/v1/streams?sort=group_lag", token: tokenShopPub}); status != http.StatusForbidden {
+		t.Errorf("a publish-only token sorts by group lag: %d %s", status, body)
+	}
+	var pubNode nodeView
+	d.get(t, "/api/v1/node?series=1", tokenShopPub, &pubNode)
+	if pubNode.Totals.Groups != 0 || pubNode.Totals.Members != 0 || pubNode.Totals.GroupLag != 0 || pubNode.Sample.GroupLag != 0 ||
+		pubNode.Series == nil || slices.ContainsFunc(pubNode.Series.GroupLag, func(l int64) bool { return l != 0 }) {
+		t.Errorf("a publish-only token sees group figures: totals %+v sample %+v", pubNode.Totals, pubNode.Sample)
+	}
+	var detail streamView
+	d.get(t, "/api/v1/streams/acme/shop/orders", tokenShopPub, &detail)
+	if detail.Row == nil || detail.Row.Groups != 0 || detail.Row.GroupLag != 0 || len(detail.Groups) != 0 {
+		t.Errorf("a publish-only token sees the stream's groups in its detail: %+v %+v", detail.Row, detail.Groups)
+	}
+	var adminDetail streamView
+	d.get(t, "/api/v1/streams/acme/shop/orders", tokenAcme, &adminDetail)
+	if adminDetail.Row == nil || adminDetail.Row.Groups != 1 || len(adminDetail.Groups) != 1 {
+		t.Errorf("acme's own token does not see the stream's group: %+v %+v", adminDetail.Row, adminDetail.Groups)
+	}
 
 	// No credentials, wrong ones: nothing.
 	for _, c := range []apiCall{
@@ -311,7 +336,10 @@ func TestDashboardTenantIsolation(t *testing.T) {
 	if status, body, _ := d.do(t, apiCall{path: "/api/v1/streams", cookie: &forged}); status != http.StatusUnauthorized {
 		t.Errorf("a forged cookie: %d %s", status, body)
 	}
-	status, _, resp = d.do(t, apiCall{method: http.MethodPost, path: "/api/v1/logout", cookie: cookie})
+	if status, _, resp := d.do(t, apiCall{method: http.MethodPost, path: "/api/v1/logout", cookie: cookie, contentType: "application/x-www-form-urlencoded"}); status != http.StatusUnsupportedMediaType || len(resp.Cookies()) != 0 {
+		t.Errorf("a logout a cross-site form could send: %d, cookies %+v", status, resp.Cookies())
+	}
+	status, _, resp = d.do(t, apiCall{method: http.MethodPost, path: "/api/v1/logout", cookie: cookie, contentType: "application/json"})
 	if status != http.StatusNoContent || len(resp.Cookies()) != 1 || resp.Cookies()[0].MaxAge >= 0 {
 		t.Errorf("logout: %d, cookies %+v", status, resp.Cookies())
 	}
@@ -492,5 +520,122 @@ func TestDashboardPage(t *testing.T) {
 	}
 	if status, _, _ := d.do(t, apiCall{path: "/nothing"}); status != http.StatusNotFound {
 		t.Errorf("GET /nothing: %d", status)
+	}
+}
+
+// One tenant cannot take every event stream from the others: past
+// dashMaxScopeEventStreams of its own it is refused (503 overloaded, the
+// page then polls), while another tenant still gets one; a stream the
+// client leaves gives its place back.
+func TestDashboardEventStreamsPerTenant(t *testing.T) {
+	d := startDashNode(t, func(c *Config, _ *Options) { c.AuthTokensFile = writeTokens(t) })
+	open := func(token string) (*http.Response, context.CancelFunc) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.HTTPAddr()+"/api/v1/events", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		return resp, func() { cancel(); _ = resp.Body.Close() }
+	}
+	var closers []context.CancelFunc
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	for i := range dashMaxScopeEventStreams {
+		resp, done := open(tokenAcme)
+		closers = append(closers, done)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("acme's event stream %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	resp, done := open(tokenAcme)
+	body, _ := io.ReadAll(resp.Body)
+	done()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"overloaded"`) {
+		t.Fatalf("acme's event stream past its share: %d %s", resp.StatusCode, body)
+	}
+	if data := d.firstEvent(t, tokenGlobex); !strings.Contains(data, `"tenant":"globex"`) {
+		t.Errorf("globex's event stream beside acme's: %s", data)
+	}
+	// acme leaves one stream: the node sees it go and takes a new one.
+	closers[0]()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, done := open(tokenAcme)
+		closers = append(closers, done)
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		done()
+		if time.Now().After(deadline) {
+			t.Fatalf("acme's stream never came back after it closed one: %d", resp.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the handler's exit, with a deadline
+	}
+}
+
+// An event stream ends when its login does: the credentials are checked
+// again at every event, not only when the stream opened.
+func TestDashboardEventStreamEndsWithItsLogin(t *testing.T) {
+	d := startDashNode(t, func(c *Config, _ *Options) { c.AuthTokensFile = writeTokens(t) })
+	_, _, resp := d.do(t, apiCall{method: http.MethodPost, path: "/api/v1/login", body: `{"token":"` + tokenAcme + `"}`, contentType: "application/json"})
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie {
+			cookie = c
+		}
+	}
+	if cookie == nil {
+		t.Fatal("no login cookie")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.HTTPAddr()+"/api/v1/events", nil)
+	req.AddCookie(cookie)
+	events, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Body.Close()
+	if events.StatusCode != http.StatusOK {
+		t.Fatalf("events with the login: %d", events.StatusCode)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(events.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if sc.Text() == "event: node" {
+				lines <- sc.Text()
+			}
+		}
+	}()
+	next := func() (string, bool) {
+		select {
+		case l, ok := <-lines:
+			return l, ok
+		case <-ctx.Done():
+			t.Fatal("no event and no end")
+			return "", false
+		}
+	}
+	if _, ok := next(); !ok {
+		t.Fatal("the stream ended before its first event")
+	}
+	d.tick(t, time.Second)
+	if _, ok := next(); !ok {
+		t.Fatal("the stream ended while its login was good")
+	}
+	d.dash.skew.Store(int64(sessionTTL + time.Minute)) // the login has expired
+	d.tick(t, time.Second)
+	if _, ok := next(); ok {
+		t.Fatal("the stream went on after its login expired")
 	}
 }

@@ -837,7 +837,11 @@ func (n *Node) closeResources() error {
 	}
 	if n.httpSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = n.httpSrv.Shutdown(ctx)
+		if n.httpSrv.Shutdown(ctx) != nil {
+			// A handler still running (a client that stopped reading an
+			// event stream): close its connection so it ends.
+			_ = n.httpSrv.Close()
+		}
 		cancel()
 	} else if n.httpLn != nil {
 		_ = n.httpLn.Close()

@@ -625,9 +625,23 @@ function connect() {
     try {
       await api("/api/v1/whoami");
     } catch (err) {
-      if (err.status === 401) { es.close(); showLogin(); }
+      if (err.status === 401) { es.close(); showLogin(); return; }
     }
+    // A refusal (the node serves a bounded number of event streams) closes
+    // the source for good: poll the node view each second instead, and try
+    // the stream again after a while.
+    if (es.readyState === EventSource.CLOSED && state.events === es) pollThenReconnect(es);
   });
+}
+
+function pollThenReconnect(es) {
+  setLive(false, "polling");
+  let ticks = 0;
+  const timer = setInterval(async () => {
+    if (state.events !== es) { clearInterval(timer); return; }
+    if (++ticks >= 30) { clearInterval(timer); connect(); return; }
+    try { onNode(await api("/api/v1/node")); } catch { /* the next tick tries again */ }
+  }, 1000);
 }
 
 async function start() {
@@ -668,7 +682,7 @@ function showLogin(message) {
 }
 
 async function logout() {
-  await api("/api/v1/logout", { method: "POST" }).catch(() => {});
+  await api("/api/v1/logout", { method: "POST", headers: { "Content-Type": "application/json" } }).catch(() => {});
   state.who = null;
   renderWho();
   showLogin();

@@ -16,12 +16,15 @@ import (
 
 // Defaults of `herald bench groups`.
 const (
-	// defaultGroupRecords is how many records each run consumes.
-	defaultGroupRecords = 100_000
+	// defaultGroupRecords is how many records each run consumes: as many
+	// as JetStream's side consumes (herald-compare --messages), like with
+	// like, and long enough that one stall of the disk does not halve a run.
+	defaultGroupRecords = 300_000
 	// groupPreloadBatch is the records per publish when preloading.
 	groupPreloadBatch = 64
-	// groupPollMax is the most records one Group.Poll returns.
-	groupPollMax = 100
+	// groupPollMax is the most records one Group.Poll returns: JetStream's
+	// side pulls 500 at a time (herald-compare --pull), like with like.
+	groupPollMax = 500
 	// groupPollWait is how long one Group.Poll may wait for records.
 	groupPollWait = time.Second
 	// benchGroup is the consumer group's name.
@@ -230,14 +233,18 @@ func consumePush(ctx context.Context, c *client.Client, stream client.StreamName
 	return time.Since(start), firstErr
 }
 
-// consumePull polls shard 0 (up to 100 records a poll) and acks each
-// record with its own Group.AckAsync from the poll loop, up to inflight
+// consumePull polls shard 0 (up to groupPollMax records a poll, the next
+// poll on its way while the loop acks the last one's records, as
+// JetStream's Messages iterator keeps its next pull outstanding) and acks
+// each record with its own Group.AckAsync from the loop, up to inflight
 // unanswered at once (past it the loop waits for the oldest), until n
 // records were acked: what a NATS consumer does with Msg.Ack, but every
 // ack waited for, durable, before the run ends.
 func consumePull(ctx context.Context, c *client.Client, stream client.StreamName, inflight, n int, count *atomic.Int64) (time.Duration, error) {
 	start := time.Now()
 	g := c.Group(stream, benchGroup)
+	polls := startPoller(ctx, g, n)
+	defer polls.stop()
 	// pending is a FIFO of the acks on their way, oldest at head.
 	pending := make([]*client.AckFuture, inflight)
 	head, queued := 0, 0
@@ -253,13 +260,17 @@ func consumePull(ctx context.Context, c *client.Client, stream client.StreamName
 	}
 	var firstErr error
 	for got := 0; got < n && firstErr == nil; {
-		recs, err := g.Poll(ctx, 0, groupPollMax, groupPollWait)
-		if err != nil {
-			firstErr = err
+		p, ok := <-polls.out
+		if !ok {
+			firstErr = errors.New("the poller stopped early")
 			break
 		}
-		got += len(recs)
-		for _, r := range recs {
+		if p.err != nil {
+			firstErr = p.err
+			break
+		}
+		got += len(p.recs)
+		for _, r := range p.recs {
 			if queued == inflight {
 				if firstErr = settle(); firstErr != nil {
 					break
@@ -283,4 +294,47 @@ func consumePull(ctx context.Context, c *client.Client, stream client.StreamName
 		firstErr = errors.New("fewer records acked than consumed")
 	}
 	return time.Since(start), firstErr
+}
+
+// poll is one Group.Poll's answer.
+type poll struct {
+	recs []client.GroupRecord
+	err  error
+}
+
+// poller polls a group one request at a time on a goroutine of its own,
+// one answer ahead of its reader, until it has polled n records or fails.
+type poller struct {
+	// out carries the answers; closed when the poller ends.
+	out    chan poll
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startPoller(ctx context.Context, g *client.Group, n int) *poller {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &poller{out: make(chan poll, 1), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		defer close(p.out)
+		for got := 0; got < n; {
+			recs, err := g.Poll(ctx, 0, groupPollMax, groupPollWait)
+			select {
+			case p.out <- poll{recs: recs, err: err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+			got += len(recs)
+		}
+	}()
+	return p
+}
+
+// stop ends the poller and waits for its goroutine.
+func (p *poller) stop() {
+	p.cancel()
+	<-p.done
 }

@@ -36,21 +36,38 @@ func (g *Group) AckAsync(recs ...GroupRecord) (*AckFuture, error) {
 	if len(recs) == 0 {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "no records to settle")
 	}
-	byShard, err := offsetsByShard(recs)
-	if err != nil {
-		return nil, err
+	f := &AckFuture{done: make(chan struct{})}
+	var byShard []shardOffsets
+	if len(recs) == 1 {
+		// The common case (an ack per record) allocates the future and its
+		// channel only: its one part, offset and part list are the future's own.
+		f.offset[0] = recs[0].Offset
+		if err := checkOffsets(f.offset[:]); err != nil {
+			return nil, err
+		}
+		byShard = []shardOffsets{{shard: recs[0].Shard, offsets: f.offset[:]}}
+		f.parts = f.part[:]
+		f.part[0] = &f.one
+	} else {
+		var err error
+		if byShard, err = offsetsByShard(recs); err != nil {
+			return nil, err
+		}
+		f.parts = make([]*pendingAck, len(byShard))
+		for i := range f.parts {
+			f.parts[i] = &pendingAck{}
+		}
 	}
-	f := &AckFuture{done: make(chan struct{}), parts: make([]*pendingAck, len(byShard))}
 	f.left.Store(int32(len(byShard)))
 	coalesced := g.c.session().welcome.Features&wire.FeatureGroupAcks != 0
 	for i, s := range byShard {
+		// The offsets are the future's own (byShard's): no copy.
+		a := f.parts[i]
+		a.shard, a.offsets, a.future = s.shard, s.offsets, f
 		if coalesced {
-			// The offsets are the future's own (byShard's): no copy.
-			f.parts[i] = g.c.groupAcks.enqueue(g, s.shard, s.offsets, f.partResolved)
+			g.c.groupAcks.enqueue(g, a)
 			continue
 		}
-		a := &pendingAck{shard: s.shard, offsets: s.offsets, reply: make(chan ackOutcome, 1), resolved: f.partResolved}
-		f.parts[i] = a
 		if !g.c.s.goroutines.Go(func() {
 			n, err := g.sendSettle(g.c.s.life, false, a.shard, a.offsets)
 			a.resolve(ackOutcome{n: n, err: lifeErr(g.c.s.life, err)})
@@ -64,8 +81,12 @@ func (g *Group) AckAsync(recs ...GroupRecord) (*AckFuture, error) {
 // AckFuture is the pending outcome of Group.AckAsync.
 type AckFuture struct {
 	// parts are the ack's per-shard acks, in the order of their shards'
-	// first records; each gets exactly one outcome on its reply.
+	// first records; each is resolved exactly once, into its outcome.
 	parts []*pendingAck
+	// one, part and offset hold the single part of a one-record ack.
+	one    pendingAck
+	part   [1]*pendingAck
+	offset [1]uint64
 	// left counts the parts not yet answered; the last answer closes done.
 	left atomic.Int32
 	done chan struct{}
@@ -96,7 +117,7 @@ func (f *AckFuture) Wait(ctx context.Context) (int, error) {
 	}
 	f.once.Do(func() {
 		for _, p := range f.parts {
-			o := <-p.reply // answered: done is closed
+			o := p.outcome // answered: done is closed
 			f.n += o.n
 			if o.err != nil && f.err == nil {
 				f.err = o.err

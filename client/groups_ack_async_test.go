@@ -164,3 +164,52 @@ func TestGroupAckAsyncRefusalsAndClose(t *testing.T) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
 }
+
+// Against a node without coalesced acks, an AckAsync is a GroupAck per
+// shard, sent at once: a one-record future and a two-shard future each get
+// their own counts, and a shard's error is the future's (a future resolved
+// before its second shard's answer would have no error).
+func TestGroupAckAsyncWithoutCoalescedAcks(t *testing.T) {
+	srv := newTestServer(t)
+	srv.welcome.Features &^= wire.FeatureGroupAcks
+	frames := ctlScript(srv)
+	srv.start()
+	c := srv.dial(t)
+	sc := <-srv.conns
+	ctx := testCtx(t)
+	g := c.Group(orders, "fulfilment")
+
+	one, err := g.AckAsync(GroupRecord{Shard: 2, Offset: 41})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := nextFrame(t, frames, wire.TypeGroupAck)
+	if a, err := wire.DecodeGroupAck(f.Body); err != nil || a.Shard != 2 || !slices.Equal(a.Offsets, []uint64{41}) {
+		t.Fatalf("sent %+v, %v; want shard 2 offset 41", a, err)
+	}
+	sc.writeCtl(wire.AppendGroupDone(nil, f.Header.RequestID, 1))
+	if n, err := one.Wait(ctx); n != 1 || err != nil {
+		t.Fatalf("one-record future: %d, %v; want 1, nil", n, err)
+	}
+
+	two, err := g.AckAsync(GroupRecord{Shard: 0, Offset: 5}, GroupRecord{Shard: 1, Offset: 6}, GroupRecord{Shard: 0, Offset: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byShard := map[uint32]wire.Frame{}
+	for range 2 {
+		f := nextFrame(t, frames, wire.TypeGroupAck)
+		a, err := wire.DecodeGroupAck(f.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byShard[a.Shard] = f
+	}
+	sc.writeCtl(wire.AppendGroupDone(nil, byShard[0].Header.RequestID, 2))
+	sc.writeCtl(wire.AppendError(nil, byShard[1].Header.RequestID, wire.Errorf(wire.CodeNotDelivered, "offset 6 was not delivered")))
+	n, err := two.Wait(ctx)
+	var werr *wire.Error
+	if n != 2 || !errors.As(err, &werr) || werr.Code != wire.CodeNotDelivered {
+		t.Fatalf("two-shard future: %d, %v; want 2 and not_delivered", n, err)
+	}
+}

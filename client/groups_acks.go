@@ -38,21 +38,29 @@ type pendingAck struct {
 	// abandoned is set by the caller once it gave up (its context ended): an
 	// ack not yet taken into a request is then not sent.
 	abandoned atomic.Bool
-	// reply receives the outcome exactly once; capacity 1, so the sender
-	// never blocks on a caller that has gone.
+	// reply, for a caller that waits (Ack), receives the outcome exactly
+	// once; capacity 1, so the sender never blocks on a caller that has
+	// gone. Nil for a part of an AckFuture, whose outcome is kept in
+	// outcome instead (no channel per ack).
 	reply chan ackOutcome
-	// resolved, if set, is called once the outcome is on reply (an
-	// AckFuture counting its parts).
-	resolved func()
+	// future, if set, is the AckFuture this ack is a part of: resolve
+	// stores the outcome and counts the part answered.
+	future *AckFuture
+	// outcome is a future part's outcome; written once by resolve before
+	// it counts the part answered, read by the future only after every
+	// part is (the count's last decrement closes its done channel).
+	outcome ackOutcome
 }
 
 // resolve delivers a's outcome; every path that settles an ack ends here,
 // once.
 func (a *pendingAck) resolve(o ackOutcome) {
-	a.reply <- o
-	if a.resolved != nil {
-		a.resolved()
+	if a.future != nil {
+		a.outcome = o
+		a.future.partResolved()
+		return
 	}
+	a.reply <- o
 }
 
 // ackOutcome is what one caller's Ack returns.
@@ -160,7 +168,8 @@ type groupAckers struct {
 func (r *groupAckers) ack(ctx context.Context, g *Group, shard uint32, offsets []uint64) (int, error) {
 	// The offsets are copied: an ack whose caller gave up may still be
 	// encoded after Ack returned, when the caller may reuse its slice.
-	a := r.enqueue(g, shard, slices.Clone(offsets), nil)
+	a := &pendingAck{shard: shard, offsets: slices.Clone(offsets), reply: make(chan ackOutcome, 1)}
+	r.enqueue(g, a)
 	select {
 	case o := <-a.reply:
 		return o.n, o.err
@@ -170,11 +179,9 @@ func (r *groupAckers) ack(ctx context.Context, g *Group, shard uint32, offsets [
 	}
 }
 
-// enqueue hands an ack of offsets (which it keeps) of shard for g to g's
-// coalescer, starting a request if a slot is free, and returns it: its
-// reply gets exactly one outcome, after which resolved (if set) is called.
-func (r *groupAckers) enqueue(g *Group, shard uint32, offsets []uint64, resolved func()) *pendingAck {
-	a := &pendingAck{shard: shard, offsets: offsets, reply: make(chan ackOutcome, 1), resolved: resolved}
+// enqueue hands a (whose offsets it keeps) to g's coalescer, starting a
+// request if a slot is free: a is resolved exactly once.
+func (r *groupAckers) enqueue(g *Group, a *pendingAck) {
 	k := ackKey{stream: g.stream, group: g.name}
 	r.mu.Lock()
 	if r.mu.groups == nil {
@@ -190,7 +197,6 @@ func (r *groupAckers) enqueue(g *Group, shard uint32, offsets []uint64, resolved
 	if batch != nil {
 		r.start(g, k, batch)
 	}
-	return a
 }
 
 // start sends batch, and then each batch its answer frees, on a goroutine

@@ -269,8 +269,8 @@ func groupStatePuts(c *groupCore) []storage.MetaPut {
 // and below next, each with its attempts, and dead letters were delivered.
 func checkLoadedGroup(t *testing.T, c *groupCore) {
 	t.Helper()
-	if c.claimCount != 0 || len(c.deadlines) != 0 || len(c.members) != 0 {
-		t.Fatalf("loaded %d claims, %d deadlines, %d members", c.claimCount, len(c.deadlines), len(c.members))
+	if c.claimCount != 0 || c.deadlines.len() != 0 || len(c.members) != 0 {
+		t.Fatalf("loaded %d claims, %d deadlines, %d members", c.claimCount, c.deadlines.len(), len(c.members))
 	}
 	for _, s := range c.shards {
 		if s.committed > s.next {

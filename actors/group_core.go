@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -50,7 +49,7 @@ type groupCore struct {
 	lapsed map[string]struct{}
 	// deadlines orders claims by visibility deadline (lazily: entries of
 	// settled or re-claimed claims are skipped).
-	deadlines deadlineHeap
+	deadlines deadlineQueue
 	claimSeq  uint64
 	// deadLettered counts records dead-lettered (for metrics).
 	deadLettered uint64
@@ -176,26 +175,6 @@ type groupMember struct {
 	shards   []uint32
 	window   uint32
 	inFlight uint32
-}
-
-type deadlineEntry struct {
-	at     time.Time
-	shard  uint32
-	offset uint64
-	seq    uint64
-}
-
-type deadlineHeap []deadlineEntry
-
-func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineEntry)) }
-func (h *deadlineHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }
 
 func newGroupCore(stream uint64, group string, shards int, cfg GroupLimits) *groupCore {
@@ -544,8 +523,8 @@ func (c *groupCore) addClaim(s *groupShard, off uint64, owner string, now time.T
 	if owner != "" {
 		c.memberClaims[owner]++
 	}
-	heap.Push(&c.deadlines, deadlineEntry{at: cl.deadline, shard: s.index, offset: off, seq: cl.seq})
-	if len(c.deadlines) > 2*c.claimCount+1024 {
+	c.deadlines.push(deadlineEntry{at: cl.deadline, shard: s.index, offset: off, seq: cl.seq})
+	if c.deadlines.len() > 2*c.claimCount+1024 {
 		c.compactDeadlines()
 	}
 }
@@ -554,15 +533,13 @@ func (c *groupCore) addClaim(s *groupShard, off uint64, owner string, now time.T
 // would otherwise stay until their deadline (one unanswered claim would keep
 // a visibility timeout's worth of acked ones).
 func (c *groupCore) compactDeadlines() {
-	kept := c.deadlines[:0]
-	for _, e := range c.deadlines {
-		if cl, ok := c.shards[e.shard].claims[e.offset]; ok && cl.seq == e.seq {
-			kept = append(kept, e)
-		}
-	}
-	clear(c.deadlines[len(kept):])
-	c.deadlines = kept
-	heap.Init(&c.deadlines)
+	c.deadlines.retain(c.liveDeadline)
+}
+
+// liveDeadline reports whether e is the deadline of a claim still held.
+func (c *groupCore) liveDeadline(e deadlineEntry) bool {
+	cl, ok := c.shards[e.shard].claims[e.offset]
+	return ok && cl.seq == e.seq
 }
 
 // unclaim gives a claim up (the caller decides what follows).
@@ -871,8 +848,12 @@ func encodeDeadLetter(d *deadLetter) []byte {
 // expire releases every claim whose visibility deadline has passed.
 func (c *groupCore) expire(now time.Time) int {
 	n := 0
-	for len(c.deadlines) > 0 && !c.deadlines[0].at.After(now) {
-		e := heap.Pop(&c.deadlines).(deadlineEntry)
+	for {
+		e, ok := c.deadlines.front()
+		if !ok || e.at.After(now) {
+			break
+		}
+		c.deadlines.pop()
 		s := c.shards[e.shard]
 		if cl, ok := s.claims[e.offset]; ok && cl.seq == e.seq {
 			if cl.owner != "" {
@@ -902,12 +883,15 @@ func (c *groupCore) lapsedIdle() []string {
 
 // nextDeadline returns the earliest live claim deadline.
 func (c *groupCore) nextDeadline() (time.Time, bool) {
-	for len(c.deadlines) > 0 {
-		e := c.deadlines[0]
-		if cl, ok := c.shards[e.shard].claims[e.offset]; ok && cl.seq == e.seq {
+	for {
+		e, ok := c.deadlines.front()
+		if !ok {
+			break
+		}
+		if c.liveDeadline(e) {
 			return e.at, true
 		}
-		heap.Pop(&c.deadlines)
+		c.deadlines.pop()
 	}
 	return time.Time{}, false
 }

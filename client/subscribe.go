@@ -94,10 +94,16 @@ func WithAutoResume() SubscribeOption { return func(o *subscribeOptions) { o.aut
 // concurrent use; Close it when done.
 type Subscription struct {
 	subscriptionHandle
-	// mu guards buf: events brought back by a request and not yet returned
-	// by Next, in order.
-	mu  sync.Mutex
-	buf []Event
+	// mu guards buf, pos and spare. buf[pos:] are events brought back by a
+	// request and not yet returned by Next, in order; buf[:pos] were
+	// returned and cleared. spare is an emptied buf, given to the next
+	// request to fill, so that a subscription reading a million events
+	// allocates no event slices in steady state (they are the bulk of its
+	// pointer-holding garbage, and GC time).
+	mu    sync.Mutex
+	buf   []Event
+	pos   int
+	spare []Event
 	// stream names the stream in spans.
 	stream string
 	// shards are the subscribed shards, in ascending order.
@@ -335,7 +341,7 @@ func (sub *Subscription) Next(ctx context.Context) (Event, error) {
 	if ev, ok := sub.buffered(); ok {
 		return ev, nil
 	}
-	req := &nextRequest{reply: make(chan nextResult, 1), max: nextBatch}
+	req := &nextRequest{reply: make(chan nextResult, 1), max: nextBatch, buf: sub.takeSpare()}
 	sub.c.send(sub.pid, req)
 	select {
 	case r := <-req.reply:
@@ -375,13 +381,35 @@ const nextBatch = 256
 func (sub *Subscription) buffered() (Event, bool) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	if len(sub.buf) == 0 {
+	if sub.pos == len(sub.buf) {
 		return Event{}, false
 	}
-	ev := sub.buf[0]
-	sub.buf[0] = Event{}
-	sub.buf = sub.buf[1:]
+	ev := sub.pop()
 	return sub.trace(ev), true
+}
+
+// pop returns buf's next event, clearing its slot (the slice is reused: it
+// must not keep the event's bytes alive), and keeps buf as the spare once
+// it is empty. Called with mu held and an event in buf.
+func (sub *Subscription) pop() Event {
+	ev := sub.buf[sub.pos]
+	sub.buf[sub.pos] = Event{}
+	if sub.pos++; sub.pos == len(sub.buf) {
+		if cap(sub.buf) > cap(sub.spare) {
+			sub.spare = sub.buf[:0]
+		}
+		sub.buf, sub.pos = nil, 0
+	}
+	return ev
+}
+
+// takeSpare returns the spare event slice (nil if another request has it).
+func (sub *Subscription) takeSpare() []Event {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	s := sub.spare
+	sub.spare = nil
+	return s
 }
 
 // take returns the first event of an answer and keeps the rest for the
@@ -390,16 +418,16 @@ func (sub *Subscription) take(r nextResult) (Event, error) {
 	if r.err != nil || len(r.evs) == 0 {
 		return Event{}, r.err
 	}
-	if len(r.evs) > 1 {
-		sub.mu.Lock()
-		if len(sub.buf) == 0 {
-			sub.buf = r.evs[1:] // the answer's slice is ours: no copy
-		} else {
-			sub.buf = append(sub.buf, r.evs[1:]...)
-		}
-		sub.mu.Unlock()
+	sub.mu.Lock()
+	if sub.pos == len(sub.buf) {
+		sub.buf, sub.pos = r.evs, 0 // the answer's slice is ours: no copy
+	} else {
+		// Another Next's answer is still being handed out: queue behind it.
+		sub.buf = append(sub.buf, r.evs...)
 	}
-	return sub.trace(r.evs[0]), nil
+	ev := sub.pop()
+	sub.mu.Unlock()
+	return sub.trace(ev), nil
 }
 
 // trace records the consumer span of an event that carries trace context.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -259,4 +260,54 @@ func TestSubscribeWrongShard(t *testing.T) {
 		_, err = sub.Next(ctx)
 	}
 	wantCode(t, err, wire.CodeProtocolViolation)
+}
+
+// Next hands out a request's events from the answer's own slice, clears
+// each slot as it goes (a reused slice must not keep events' bytes alive),
+// and gives the emptied slice to the next request; an answer arriving while
+// another's events are held queues behind them, in order.
+func TestSubscriptionReusesItsEventSliceCleared(t *testing.T) {
+	sub := &Subscription{}
+	batch := func(offs ...uint64) []Event {
+		evs := make([]Event, 0, 4)
+		for _, o := range offs {
+			evs = append(evs, Event{Offset: o, Payload: []byte{byte(o)}})
+		}
+		return evs
+	}
+	first := batch(0, 1, 2)
+	var got []uint64
+	ev, err := sub.take(nextResult{evs: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, ev.Offset)
+	// A second answer (another Next's) while 1 and 2 are held.
+	ev, err = sub.take(nextResult{evs: batch(3, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, ev.Offset)
+	for {
+		ev, ok := sub.buffered()
+		if !ok {
+			break
+		}
+		got = append(got, ev.Offset)
+	}
+	if !slices.Equal(got, []uint64{0, 1, 2, 3, 4}) {
+		t.Fatalf("events in the order %v, want 0..4", got)
+	}
+	spare := sub.takeSpare()
+	if cap(spare) < 4 || len(spare) != 0 {
+		t.Fatalf("spare len %d cap %d: the emptied slice was not kept", len(spare), cap(spare))
+	}
+	for i, e := range spare[:cap(spare)] {
+		if e.Payload != nil || e.Offset != 0 {
+			t.Fatalf("spare slot %d still holds %+v", i, e)
+		}
+	}
+	if s := sub.takeSpare(); s != nil {
+		t.Fatal("the spare was handed out twice")
+	}
 }

@@ -470,7 +470,11 @@ func (a *subscriptionActor) serve() {
 			r, a.held = *a.held, nil
 		} else {
 			if n := min(a.ready(), max(w.max, 1)); n > 1 {
-				r.evs = make([]Event, 0, n)
+				if cap(w.buf) >= n {
+					r.evs = w.buf[:0]
+				} else {
+					r.evs = make([]Event, 0, n)
+				}
 			}
 			for len(r.evs) < max(w.max, 1) {
 				ev, err, ok := a.next()

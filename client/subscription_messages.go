@@ -65,6 +65,9 @@ type subscribeAnswer struct {
 type nextRequest struct {
 	reply chan nextResult // capacity 1
 	max   int
+	// buf, if its capacity allows, is filled with the answer's events
+	// (an emptied slice of the subscription's, reused).
+	buf []Event
 }
 
 // nextResult answers nextRequest: events, or an error (never both).

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"io"
+	"slices"
 )
 
 // Version is the protocol version this package speaks.
@@ -249,6 +250,15 @@ func ReadFrame(r io.Reader, maxBody uint32) (Frame, error) {
 // as the peer really sends.
 const readChunk = 64 << 10
 
+// readGrowth bounds how far a body's buffer runs ahead of the bytes read:
+// once full, it grows to readGrowth times what arrived (64 KiB, 256 KiB,
+// 1 MiB, ...). A peer that announces a large body and stops commits at most
+// that multiple of what it sent, and a body is copied less than a third of
+// its size on the way (doubling copied up to all of it, and allocated twice
+// its size: a producer-batched 256 KiB publish went through 64, 128 and
+// 256 KiB buffers).
+const readGrowth = 4
+
 // readBody reads n bytes, growing its buffer as data arrives.
 func readBody(r io.Reader, n int) ([]byte, error) {
 	if n <= readChunk {
@@ -259,7 +269,7 @@ func readBody(r io.Reader, n int) ([]byte, error) {
 	b := make([]byte, 0, readChunk)
 	for len(b) < n {
 		if len(b) == cap(b) {
-			b = append(b, make([]byte, min(cap(b), n-len(b)))...)[:len(b)]
+			b = slices.Grow(b, min(n, readGrowth*len(b))-len(b))
 		}
 		m, err := io.ReadFull(r, b[len(b):min(cap(b), n)])
 		b = b[:len(b)+m]

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"testing"
 )
@@ -22,5 +23,25 @@ func TestReadBodyGrowsWithTheData(t *testing.T) {
 				t.Fatalf("short n=%d: %v", n, err)
 			}
 		}
+	}
+}
+
+// BenchmarkReadBody reads bodies of the sizes a node sends and receives
+// under load: a lane's 64 KiB event batch, a producer-batched 256 KiB
+// publish, a 1 MiB frame.
+func BenchmarkReadBody(b *testing.B) {
+	for _, n := range []int{64 << 10, 66 << 10, 256 << 10, 1 << 20} {
+		src := make([]byte, n)
+		b.Run(fmt.Sprintf("%dKiB", n>>10), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			r := bytes.NewReader(src)
+			for b.Loop() {
+				r.Reset(src)
+				if _, err := readBody(r, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

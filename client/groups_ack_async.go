@@ -36,7 +36,7 @@ func (g *Group) AckAsync(recs ...GroupRecord) (*AckFuture, error) {
 	if len(recs) == 0 {
 		return nil, wire.Errorf(wire.CodeInvalidRequest, "no records to settle")
 	}
-	f := &AckFuture{done: make(chan struct{})}
+	f := &AckFuture{}
 	var byShard []shardOffsets
 	if len(recs) == 1 {
 		// The common case (an ack per record) allocates the future and its
@@ -87,19 +87,30 @@ type AckFuture struct {
 	one    pendingAck
 	part   [1]*pendingAck
 	offset [1]uint64
-	// left counts the parts not yet answered; the last answer closes done.
+	// left counts the parts not yet answered.
 	left atomic.Int32
-	done chan struct{}
+	// mu guards done and answered. done is made only when Done, or a Wait
+	// before the last answer, needs it (a future is mostly answered before
+	// anyone waits: no channel per ack); the last answer sets answered and
+	// closes done if it was made.
+	mu       sync.Mutex
+	done     chan struct{}
+	answered bool
 	// once collects the outcome into n and err, after done.
 	once sync.Once
 	n    int
 	err  error
 }
 
-// partResolved is called once per part, after its outcome is on its reply.
+// partResolved is called once per part, after its outcome is stored.
 func (f *AckFuture) partResolved() {
 	if f.left.Add(-1) == 0 {
-		close(f.done)
+		f.mu.Lock()
+		f.answered = true
+		if f.done != nil {
+			close(f.done)
+		}
+		f.mu.Unlock()
 	}
 }
 
@@ -110,14 +121,18 @@ func (f *AckFuture) partResolved() {
 // called again. It is safe to call from several goroutines, each with its
 // own ctx.
 func (f *AckFuture) Wait(ctx context.Context) (int, error) {
-	select {
-	case <-f.done:
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	// Every part answered (the load orders their outcomes before what
+	// follows), or wait for the last.
+	if f.left.Load() != 0 {
+		select {
+		case <-f.Done():
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
 	f.once.Do(func() {
 		for _, p := range f.parts {
-			o := p.outcome // answered: done is closed
+			o := p.outcome // every part is answered
 			f.n += o.n
 			if o.err != nil && f.err == nil {
 				f.err = o.err
@@ -129,4 +144,14 @@ func (f *AckFuture) Wait(ctx context.Context) (int, error) {
 
 // Done is closed once every part of the ack is answered (Wait then returns
 // at once).
-func (f *AckFuture) Done() <-chan struct{} { return f.done }
+func (f *AckFuture) Done() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done == nil {
+		f.done = make(chan struct{})
+		if f.answered {
+			close(f.done)
+		}
+	}
+	return f.done
+}

@@ -120,7 +120,10 @@ type connection struct {
 	members map[string]*actor.PID
 	// pool is the shared egress pool under lane policy block (nil
 	// otherwise); waiting are the subscriptions waiting for room in it.
-	pool    *Budget
+	pool *Budget
+	// share is the equal share of the egress bound every subscription
+	// reads (nil under policy block, or without a bound).
+	share   *atomic.Int64
 	waiting map[string]*actor.PID
 	// logger is the actor's, with the remote address (see log).
 	logger *slog.Logger
@@ -261,6 +264,7 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 		CapacityMax:     c.cfg.QueueCapacityMax,
 		MaxBytes:        c.cfg.QueueMaxBytes,
 		EgressPool:      c.pool,
+		EgressShare:     c.egressShareFor(len(c.subs) + 1),
 		Stats:           c.cfg.Stats,
 		QueueTotal:      c.cfg.QueueTotal,
 		Lane:            LaneConfig{MaxEvents: c.cfg.EventBatchMaxEvents, MaxBytes: c.cfg.EventBatchMaxBytes, MaxDelay: c.cfg.EventBatchMaxDelay},
@@ -273,7 +277,6 @@ func (c *connection) onOpenSubscription(ctx actor.Context, m *openSubscription) 
 	}
 	pid := ctx.Spawn(props)
 	c.subs[pid.Id] = pid
-	c.shareEgress(ctx)
 }
 
 func (c *connection) onOpenGroupMember(ctx actor.Context, m *openGroupMember) {
@@ -290,16 +293,29 @@ func (c *connection) onOpenGroupMember(ctx actor.Context, m *openGroupMember) {
 	m.reply <- pid
 }
 
-// shareEgress splits the egress bound equally among the subscriptions
-// (under lane policy block they share one pool instead).
-func (c *connection) shareEgress(ctx actor.Context) {
-	if c.cfg.EgressMaxBytes <= 0 || len(c.subs) == 0 || c.pool != nil {
+// egressShareFor sets the share for n subscriptions and returns it: the
+// value every subscription of the connection reads (nil under lane policy
+// block, where they share one pool, or without an egress bound).
+func (c *connection) egressShareFor(n int) *atomic.Int64 {
+	if c.cfg.EgressMaxBytes <= 0 || c.pool != nil {
+		return nil
+	}
+	if c.share == nil {
+		c.share = new(atomic.Int64)
+	}
+	c.shareEgress(n)
+	return c.share
+}
+
+// shareEgress splits the egress bound equally among n subscriptions
+// (under lane policy block they share one pool instead): each reads the
+// share at its next drain. A subscription is counted before it is spawned,
+// so no drain of it ever sees a share not counting it.
+func (c *connection) shareEgress(n int) {
+	if c.share == nil || n == 0 {
 		return
 	}
-	share := &EgressShare{Bytes: max(c.cfg.EgressMaxBytes/int64(len(c.subs)), 1)}
-	for _, pid := range c.subs {
-		ctx.Send(pid, share)
-	}
+	c.share.Store(max(c.cfg.EgressMaxBytes/int64(n), 1))
 }
 
 // onEgressWaiting parks a subscription until the shared pool has room. The
@@ -387,7 +403,7 @@ func (c *connection) onChildTerminated(ctx actor.Context, m *actor.Terminated) {
 		delete(c.waiting, m.Who.Id)
 		// Its lane's bytes went back to the pool when it stopped.
 		c.onEgressFreed(ctx)
-		c.shareEgress(ctx)
+		c.shareEgress(len(c.subs))
 		return
 	}
 	if cancel, ok := c.laneStreams[m.Who.Id]; ok {

@@ -53,6 +53,13 @@ type SubscriptionConfig struct {
 	// (instead of equal shares): one whose stream stalls can take it all,
 	// and then every subscription of the connection waits.
 	EgressPool *Budget
+	// EgressShare, when the connection's egress bound is split in equal
+	// shares (the default policy), holds this subscription's share: the
+	// bound divided by the connection's subscriptions, updated by the
+	// connection as they come and go (nil or 0: no bound). It is read at
+	// each drain rather than sent: a message to every subscription at every
+	// subscribe and unsubscribe made O(n²) messages on a connection of n.
+	EgressShare *atomic.Int64
 	// QueueTotal is the node-wide budget this subscription's queued and
 	// in-lane bytes count against until written (nil: none). The shard
 	// takes it for what it pushes; the subscription gives it back.
@@ -96,9 +103,6 @@ type subscription struct {
 	// written: they count against the connection's egress bound.
 	laneEntries int
 	laneBytes   int64
-	// share is this subscription's part of the connection's egress bound
-	// (0: none). A batch larger than it still goes when the lane is empty.
-	share int64
 	// closed is set once the subscription ended itself.
 	closed bool
 	// stopping is set when the actor stops; its goroutines then send
@@ -140,8 +144,6 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.onPushed(ctx, m)
 	case *SectionsWritten:
 		s.onWritten(ctx, m)
-	case *EgressShare:
-		s.onEgressShare(ctx, m)
 	case *egressAvailable:
 		s.onEgressAvailable(ctx)
 	case *ReadHistory:
@@ -319,6 +321,13 @@ func (s *subscription) drain(ctx actor.Context) {
 	var out []*wire.Section
 	var entries int
 	var bytes int64
+	// A batch larger than the share still goes when the lane is empty. A
+	// share that grew (a subscription left) is seen at the next drain, which
+	// comes when the lane writes what holds this one back.
+	var share int64
+	if s.cfg.EgressShare != nil {
+		share = s.cfg.EgressShare.Load()
+	}
 	for len(s.queue) > 0 {
 		size := int64(len(s.queue[0].Records))
 		if pool := s.cfg.EgressPool; pool != nil {
@@ -328,7 +337,7 @@ func (s *subscription) drain(ctx actor.Context) {
 				ctx.Request(ctx.Parent(), &egressWaiting{Size: size}) // Request: the connection needs the sender
 				break
 			}
-		} else if s.share > 0 && s.laneEntries > 0 && s.laneBytes+size > s.share {
+		} else if share > 0 && s.laneEntries > 0 && s.laneBytes+size > share {
 			break
 		}
 		out = append(out, s.queue[0])
@@ -390,12 +399,6 @@ func (s *subscription) onWritten(ctx actor.Context, m *SectionsWritten) {
 	}
 	s.drain(ctx)
 	s.readMore(ctx)
-}
-
-// onEgressShare takes the connection's new split of its egress bound.
-func (s *subscription) onEgressShare(ctx actor.Context, m *EgressShare) {
-	s.share = m.Bytes
-	s.drain(ctx)
 }
 
 // onEgressAvailable drains the queue now that the connection's egress pool

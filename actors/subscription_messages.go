@@ -17,14 +17,6 @@ type subscriberLeft struct {
 	err error
 }
 
-// EgressShare tells a subscription its share of its connection's egress
-// bound (subscriber_egress_max_bytes divided among the connection's
-// subscriptions): how many records bytes it may have handed to its lane and
-// not yet written.
-type EgressShare struct {
-	Bytes int64
-}
-
 // StreamGone tells a subscription its stream was deleted.
 type StreamGone struct{}
 

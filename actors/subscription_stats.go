@@ -88,11 +88,15 @@ func (s *subscription) onStatsRequest(ctx actor.Context) {
 	if ctx.Sender() == nil {
 		return
 	}
+	var share int64
+	if s.cfg.EgressShare != nil {
+		share = s.cfg.EgressShare.Load()
+	}
 	ctx.Respond(&SubscriptionStatsResponse{
 		Stream: s.cfg.Request.Name.String(), Shard: s.cfg.Request.Shard, Client: s.cfg.Client, Principal: s.cfg.Principal,
 		Started: s.figures.started, Next: s.next, Capacity: s.cfg.Capacity, MaxBytes: s.cfg.MaxBytes,
 		QueuedEntries: len(s.queue), QueuedBytes: s.queueBytes, LaneEntries: s.laneEntries, LaneBytes: s.laneBytes,
-		LaneShare: s.share, Reading: s.reading, DeliveredBatches: s.figures.delivered,
+		LaneShare: share, Reading: s.reading, DeliveredBatches: s.figures.delivered,
 		DeliveredBytes: s.figures.deliveredBytes, Evicted: s.figures.evicted,
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -567,4 +568,57 @@ func TestBlockStreamIgnoresQueueTotal(t *testing.T) {
 			t.Fatalf("reader: %q %v", ev.Payload, err)
 		}
 	}
+}
+
+// subscriber_egress_max_bytes is split in equal shares among a
+// connection's subscriptions, each share updated as subscriptions come and
+// go (and a connection's share never counts another connection's).
+func TestEgressSharePerConnection(t *testing.T) {
+	const bound = 300 << 10
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.SubscriberEgressMaxBytes = bound })
+	ctx := testCtx(t)
+	c := dialClient(t, n)
+	name := client.StreamName{Tenant: "t", Namespace: "egress", Stream: "shares"}
+	if _, err := c.CreateStream(ctx, name, client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var subs []*client.Subscription
+	for range 3 {
+		sub, err := c.Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		subs = append(subs, sub)
+	}
+	other, err := dialClient(t, n).Subscribe(ctx, name, client.WithShard(0), client.WithStartLatest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	// shares returns the lane shares of the shard's subscriptions, sorted.
+	shares := func() []int64 {
+		var page struct {
+			Rows []struct {
+				LaneShare int64 `json:"lane_share"`
+			} `json:"rows"`
+		}
+		if status := getJSON(t, n, "/api/v1/streams/t/egress/shares/shards/0/subscriptions?sort=id", &page); status != http.StatusOK {
+			t.Fatalf("subscriptions: %d", status)
+		}
+		var out []int64
+		for _, r := range page.Rows {
+			out = append(out, r.LaneShare)
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := func(w ...int64) func() bool {
+		return func() bool { return slices.Equal(shares(), w) }
+	}
+	waitFor(t, "three shares of one connection, and the other connection's whole bound", want(bound/3, bound/3, bound/3, bound))
+	if err := subs[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two shares once one subscription left", want(bound/2, bound/2, bound))
 }

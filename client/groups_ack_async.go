@@ -39,8 +39,8 @@ func (g *Group) AckAsync(recs ...GroupRecord) (*AckFuture, error) {
 	f := &AckFuture{}
 	var byShard []shardOffsets
 	if len(recs) == 1 {
-		// The common case (an ack per record) allocates the future and its
-		// channel only: its one part, offset and part list are the future's own.
+		// The common case (an ack per record) allocates the future only:
+		// its one part, offset and part list are the future's own.
 		f.offset[0] = recs[0].Offset
 		if err := checkOffsets(f.offset[:]); err != nil {
 			return nil, err
@@ -96,7 +96,8 @@ type AckFuture struct {
 	mu       sync.Mutex
 	done     chan struct{}
 	answered bool
-	// once collects the outcome into n and err, after done.
+	// once collects the outcome into n and err, once every part is
+	// answered.
 	once sync.Once
 	n    int
 	err  error

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -61,8 +59,8 @@ func BenchmarkDashboardAtScale(b *testing.B) {
 	}
 	for range b.N {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		node := startBenchNode(b, "HERALD_PPROF=true", "HERALD_MAX_SUBSCRIPTIONS_PER_CONNECTION=1000")
-		ctl := node.dialTB(b)
+		node := startNode(b, b.TempDir(), "HERALD_PPROF=true", "HERALD_MAX_SUBSCRIPTIONS_PER_CONNECTION=1000")
+		ctl := node.dial(b)
 		names := make([]client.StreamName, streams)
 		for i := range names {
 			names[i] = client.StreamName{Tenant: "default", Namespace: "scale", Stream: fmt.Sprintf("s%04d", i)}
@@ -86,7 +84,7 @@ func BenchmarkDashboardAtScale(b *testing.B) {
 		var delivered atomic.Int64
 		start := time.Now()
 		for k := 0; k < len(targets); k += perClient {
-			c := node.dialTB(b)
+			c := node.dial(b)
 			var wg sync.WaitGroup
 			errs := make(chan error, perClient)
 			for _, s := range targets[k:min(k+perClient, len(targets))] {
@@ -338,87 +336,4 @@ func fetchProfile(httpAddr string, d time.Duration) string {
 		return err.Error()
 	}
 	return path
-}
-
-// benchNode is a `herald node` process started for a benchmark.
-type benchNode struct {
-	cmd           *exec.Cmd
-	dir, addr     string
-	http, logPath string
-}
-
-// startBenchNode builds herald, starts `herald node` with env added, and
-// waits until it is ready; the node is killed when the benchmark ends.
-func startBenchNode(tb testing.TB, env ...string) *benchNode {
-	tb.Helper()
-	dir := tb.TempDir()
-	bin := filepath.Join(dir, "herald")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
-	}
-	addr, httpAddr := freePortsTB(tb)
-	n := &benchNode{dir: filepath.Join(dir, "data"), addr: addr, http: httpAddr, logPath: filepath.Join(dir, "node.log")}
-	n.cmd = exec.Command(bin, "node", "--data-dir", n.dir, "--listen", addr, "--http", httpAddr, "--log-level", "warn")
-	n.cmd.Env = append(os.Environ(), env...)
-	logFile, err := os.Create(n.logPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	n.cmd.Stdout, n.cmd.Stderr = logFile, logFile
-	if err := n.cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = n.cmd.Wait()
-		logFile.Close()
-		close(done)
-	}()
-	tb.Cleanup(func() {
-		_ = n.cmd.Process.Kill()
-		<-done
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return n
-			}
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("node did not become ready within 60 s")
-		}
-		time.Sleep(20 * time.Millisecond) // polling a process's start
-	}
-}
-
-func (n *benchNode) dialTB(tb testing.TB) *client.Client {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, n.addr, client.WithCAFile(filepath.Join(n.dir, "tls", "ca.pem")))
-	if err != nil {
-		tb.Fatalf("dial: %v", err)
-	}
-	tb.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// freePortsTB returns a UDP and a TCP port the system just handed out (a
-// benchmark runs alone, so freePorts' bookkeeping is not needed).
-func freePortsTB(tb testing.TB) (udp, tcp string) {
-	tb.Helper()
-	u, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer u.Close()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return u.LocalAddr().String(), l.Addr().String()
 }

@@ -35,7 +35,7 @@ var (
 )
 
 // heraldBinary builds the herald binary once per test run.
-func heraldBinary(t *testing.T) string {
+func heraldBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "herald-bin-")
@@ -67,7 +67,7 @@ type nodeProcess struct {
 	logPath string
 }
 
-func freePorts(t *testing.T) (udp, tcp string) {
+func freePorts(t testing.TB) (udp, tcp string) {
 	t.Helper()
 	handedOut.mu.Lock()
 	defer handedOut.mu.Unlock()
@@ -104,7 +104,7 @@ var handedOut struct {
 
 // startNode starts `herald node` on dataDir, with env ("HERALD_KEY=value")
 // added to the environment, and waits until /readyz answers.
-func startNode(t *testing.T, dataDir string, env ...string) *nodeProcess {
+func startNode(t testing.TB, dataDir string, env ...string) *nodeProcess {
 	t.Helper()
 	addr, httpAddr := freePorts(t)
 	p := &nodeProcess{dataDir: dataDir, addr: addr, http: httpAddr, done: make(chan struct{})}
@@ -155,7 +155,7 @@ func startNode(t *testing.T, dataDir string, env ...string) *nodeProcess {
 	}
 }
 
-func (p *nodeProcess) dial(t *testing.T, opts ...client.Option) *client.Client {
+func (p *nodeProcess) dial(t testing.TB, opts ...client.Option) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -183,8 +183,8 @@ type clusterChange struct {
 // the largest replica count of the cluster's streams (no node may leave
 // fewer nodes than that to place them on). Every node applying the entry
 // follows it on the same applied state, so every node refuses or applies
-// alike (the proposer does not check it first: its state may be behind). A change that changes nothing
-// returns m itself.
+// alike (the proposer does not check it first: its state may be behind).
+// A change that changes nothing returns m itself.
 func (m *ClusterMembership) change(c clusterChange, maxReplicas int) (*ClusterMembership, *wire.Error) {
 	id := c.Target
 	mb, member := m.member(id)

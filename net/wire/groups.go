@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // Consumer-group frames (FeatureGroups). A group is named per stream; group
 // names and member ids follow the stream-name rules: 1-64 bytes of
@@ -87,6 +90,13 @@ func GroupRecordsHeadSize(cursorLen int) int { return 2 + cursorLen + 4 }
 
 // AppendGroupRecords appends a GroupRecords frame.
 func AppendGroupRecords(dst []byte, reqID uint64, g GroupRecords) []byte {
+	// Sized once: a poll's answer of hundreds of records grown by append
+	// allocated and copied about twice its size.
+	size := HeaderSize + GroupRecordsHeadSize(len(g.Cursor))
+	for i := range g.Records {
+		size += groupRecordHead + len(g.Records[i].Record)
+	}
+	dst = slices.Grow(dst, size)
 	dst, s := frameStart(dst, TypeGroupRecords, 0, reqID)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(g.Cursor)))
 	dst = append(dst, g.Cursor...)

@@ -105,6 +105,24 @@ func (c *readCache) keep(last readCache) {
 	*c = last
 }
 
+// cacheThenLog reads from cached batches while they hold the offset asked
+// for, and from log past them. A read for picks that start in the cached
+// batches and run past them then reads only the batches after them: the
+// log read of a poll crossing a batch boundary read again the (up to
+// 256 KiB) batch the earlier polls were served from.
+type cacheThenLog struct {
+	cache readCache
+	log   batchReader
+}
+
+// Read implements batchReader.
+func (r cacheThenLog) Read(key storage.ShardKey, from uint64, maxBatches, maxBytes int) ([]storage.Batch, error) {
+	if b, err := r.cache.Read(key, from, maxBatches, maxBytes); err == nil {
+		return b, nil
+	}
+	return r.log.Read(key, from, maxBatches, maxBytes)
+}
+
 // batchReader is where readPicks reads batches: the stream's log (in a
 // goroutine), or the coordinator's read cache (in Receive: it does no I/O).
 type batchReader interface {
@@ -209,10 +227,13 @@ func (g *groupCoordinator) startRead(ctx actor.Context, r *groupRead, shards []u
 		return g.claimRead(ctx, r, recs, used, gone)
 	}
 	g.readSeq++
-	id, token, remote := g.readSeq, g.token, g.cfg.Remote
+	id, token := g.readSeq, g.token
+	// The cached batches are committed and never change: the goroutine
+	// reads its copy of the cache while Receive goes on.
+	src := cacheThenLog{cache: g.cache, log: shardReader{h: h, remote: g.cfg.Remote}}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	if !g.cfg.Goroutines.Go(func() {
-		recs, used, gone, last, err := readPicks(shardReader{h: h, remote: remote}, h, picks, budget, maxRanges)
+		recs, used, gone, last, err := readPicks(src, h, picks, budget, maxRanges)
 		root.Send(self, &picksRead{token: token, id: id, recs: recs, used: used, gone: gone, last: last, err: err})
 	}) {
 		return false // the node is stopping
@@ -351,8 +372,11 @@ func readPicks(src batchReader, h *StreamHandle, picks []pick, budget, maxRanges
 
 func readPicksFrom(src batchReader, h *StreamHandle, picks []pick, budget, maxRanges int, last *readCache) ([]wire.GroupRecord, int, map[pick]bool, error) {
 	var resume walkPoint
-	if c, ok := src.(*readCache); ok {
+	switch c := src.(type) {
+	case *readCache:
 		resume = c.at
+	case cacheThenLog:
+		resume = c.cache.at
 	}
 	out := make([]wire.GroupRecord, 0, len(picks))
 	gone := map[pick]bool{}

@@ -264,3 +264,58 @@ func TestReadPicksOfBigBatchesReadsOneAndCachesIt(t *testing.T) {
 		t.Fatalf("after a poll in the second batch the walk stopped at %+v", cache.at)
 	}
 }
+
+// A poll whose picks start in the cached batch and run past it reads only
+// the batches after it: the read used to start at the first pick, so it
+// read the cached batch (up to 256 KiB) again for its last few records.
+func TestReadPicksPastTheCachedBatchReadsOnlyWhatFollows(t *testing.T) {
+	log := &countReads{MemoryLog: storage.NewMemoryLog(storage.MemoryOptions{})}
+	h := &StreamHandle{ID: 7, Log: log}
+	const perBatch = 1000
+	var appends []storage.Append
+	for i := range 3 {
+		appends = append(appends, storage.Append{Shard: h.ShardKey(0), Batch: testBatch(0, uint64(i*perBatch), perBatch)})
+	}
+	if err := log.Commit(appends, nil); err != nil {
+		t.Fatal(err)
+	}
+	picksFrom := func(from uint64, n int) []pick {
+		picks := make([]pick, n)
+		for i := range picks {
+			picks[i] = pick{shard: 0, offset: from + uint64(i)}
+		}
+		return picks
+	}
+	// The first poll reads batch 0 and caches it (one batch per read, as
+	// batches of 256 KiB are).
+	recs, _, _, last, err := readPicks(cacheThenLog{log: onePerRead{log}}, h, picksFrom(0, 900), 1<<24, 0)
+	if err != nil || len(recs) != 900 || log.reads != 1 {
+		t.Fatalf("first poll: %d records, %d reads, %v", len(recs), log.reads, err)
+	}
+	var cache readCache
+	cache.keep(last)
+	log.reads, log.bytes = 0, 0
+	recs, used, _, last, err := readPicks(cacheThenLog{cache: cache, log: onePerRead{log}}, h, picksFrom(900, 200), 1<<24, 0)
+	if err != nil || used != 200 || len(recs) != 200 {
+		t.Fatalf("poll across the batch boundary: %d records, %d used, %v", len(recs), used, err)
+	}
+	for i, r := range recs {
+		var rec wire.Record
+		if !wire.NewRecordIter(r.Record).Next(&rec) || string(rec.Payload) != fmt.Sprintf("s0-o%d", 900+i) {
+			t.Fatalf("record %d: offset %d payload %q", i, r.Offset, rec.Payload)
+		}
+	}
+	if want := len(appends[1].Batch.Records); log.reads != 1 || log.bytes != want {
+		t.Fatalf("the poll across the boundary read the log %d times, %d bytes; want once, batch 1's %d bytes", log.reads, log.bytes, want)
+	}
+	if cache.keep(last); cache.batches[0].Base != perBatch || cache.at.off != 1100 {
+		t.Fatalf("the cache now holds batches from %d, walk at %+v; want batch 1, offset 1100", cache.batches[0].Base, cache.at)
+	}
+}
+
+// onePerRead reads one batch at a time.
+type onePerRead struct{ r batchReader }
+
+func (o onePerRead) Read(key storage.ShardKey, from uint64, _, maxBytes int) ([]storage.Batch, error) {
+	return o.r.Read(key, from, 1, maxBytes)
+}

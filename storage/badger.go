@@ -669,6 +669,10 @@ func (l *BadgerLog) First(shard ShardKey) (uint64, error) {
 	return first, nil
 }
 
+// valueSizeSlack covers the error of Badger's Item.ValueSize for a value in
+// the value log: it estimates the entry header's length (a few varints).
+const valueSizeSlack = 64
+
 // Read implements Log.Read. A maxBatches or maxBytes of 0 or less means no
 // such limit. The returned batches and their Records are freshly allocated
 // and owned by the caller. A corrupt batch returns an error wrapping
@@ -707,6 +711,11 @@ func (l *BadgerLog) Read(shard ShardKey, from uint64, maxBatches int, maxBytes i
 		for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
 			if maxBytes > 0 && size >= maxBytes {
 				return nil // no batch fits: do not read the next one
+			}
+			if len(out) > 0 && maxBytes > 0 && it.Item().ValueSize()-envelopeHeaderLen > int64(maxBytes-size+valueSizeSlack) {
+				// Over the bound for certain: stop before copying its value
+				// (a read of one 256 KiB batch copied the next one too).
+				return nil
 			}
 			b, err := readBatch(it.Item())
 			if err != nil {

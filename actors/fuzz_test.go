@@ -236,14 +236,15 @@ func loadGroup(t *testing.T, shards int, puts []storage.MetaPut) (*groupCore, bo
 // records the core writes: the generation, each shard's cursor, a 'k' key
 // per settled record above committed, a 'd' key per dead letter, and the
 // attempts of every owed record ('o' below committed, 'a' above).
-func groupStatePuts(c *groupCore) []storage.MetaPut {
+func groupStatePuts(t testing.TB, c *groupCore) []storage.MetaPut {
 	puts := []storage.MetaPut{{Key: c.key('g', 0, 0, false), Value: c.generationValue()}}
 	for _, s := range c.shards {
 		v := binary.BigEndian.AppendUint64(nil, s.committed)
 		v = binary.BigEndian.AppendUint64(v, s.next)
 		v = binary.BigEndian.AppendUint64(v, s.floor)
 		puts = append(puts, storage.MetaPut{Key: c.key('c', s.index, 0, false), Value: v})
-		for off := range s.done {
+		view := s.offs.view(t)
+		for off := range view.done {
 			if _, dead := s.dead[off]; !dead {
 				puts = append(puts, storage.MetaPut{Key: c.key('k', s.index, off, true), Value: []byte{}})
 			}
@@ -256,7 +257,7 @@ func groupStatePuts(c *groupCore) []storage.MetaPut {
 			if off < s.committed {
 				kind = 'o'
 			}
-			puts = append(puts, storage.MetaPut{Key: c.key(kind, s.index, off, true), Value: u32Value(s.attempts[off])})
+			puts = append(puts, storage.MetaPut{Key: c.key(kind, s.index, off, true), Value: u32Value(view.attempts[off])})
 		}
 	}
 	return puts
@@ -276,10 +277,11 @@ func checkLoadedGroup(t *testing.T, c *groupCore) {
 		if s.committed > s.next {
 			t.Fatalf("shard %d: committed %d past next %d", s.index, s.committed, s.next)
 		}
-		if len(s.claims) != 0 {
-			t.Fatalf("shard %d: %d claims after load", s.index, len(s.claims))
+		view := s.offs.view(t)
+		if len(view.claims) != 0 {
+			t.Fatalf("shard %d: %d claims after load", s.index, len(view.claims))
 		}
-		for off := range s.done {
+		for off := range view.done {
 			if off < s.committed || off >= s.next {
 				t.Fatalf("shard %d: settled offset %d outside [%d, %d)", s.index, off, s.committed, s.next)
 			}
@@ -292,21 +294,21 @@ func checkLoadedGroup(t *testing.T, c *groupCore) {
 			if off >= s.next {
 				t.Fatalf("shard %d: owed offset %d was never delivered (next %d)", s.index, off, s.next)
 			}
-			if _, ok := s.attempts[off]; !ok {
+			if _, ok := view.attempts[off]; !ok {
 				t.Fatalf("shard %d: owed offset %d has no attempts", s.index, off)
 			}
 			if off >= s.committed {
 				inRange++
-				if _, ok := s.done[off]; ok {
+				if _, ok := view.done[off]; ok {
 					t.Fatalf("shard %d: offset %d is both owed and settled", s.index, off)
 				}
 			}
 		}
-		if len(s.attempts) != len(s.owed) {
-			t.Fatalf("shard %d: attempts of %d records, %d owed", s.index, len(s.attempts), len(s.owed))
+		if len(view.attempts) != len(s.owed) {
+			t.Fatalf("shard %d: attempts of %d records, %d owed", s.index, len(view.attempts), len(s.owed))
 		}
-		if inRange+uint64(len(s.done)) != s.next-s.committed {
-			t.Fatalf("shard %d: [%d, %d) holds %d owed and %d settled offsets", s.index, s.committed, s.next, inRange, len(s.done))
+		if inRange+uint64(len(view.done)) != s.next-s.committed {
+			t.Fatalf("shard %d: [%d, %d) holds %d owed and %d settled offsets", s.index, s.committed, s.next, inRange, len(view.done))
 		}
 		if s.committed < s.next && !slices.Contains(s.owed, s.committed) {
 			t.Fatalf("shard %d: committed %d stopped at an offset that is not owed", s.index, s.committed)
@@ -315,7 +317,7 @@ func checkLoadedGroup(t *testing.T, c *groupCore) {
 			if off >= s.next {
 				t.Fatalf("shard %d: dead letter %d was never delivered (next %d)", s.index, off, s.next)
 			}
-			if _, ok := s.done[off]; off >= s.committed && !ok {
+			if _, ok := view.done[off]; off >= s.committed && !ok {
 				t.Fatalf("shard %d: dead letter %d above committed is not settled", s.index, off)
 			}
 		}
@@ -361,7 +363,7 @@ func FuzzGroupCoreLoad(f *testing.F) {
 			t.Fatalf("load found %t with %d records", found, len(puts))
 		}
 		checkLoadedGroup(t, c)
-		again, _, err := loadGroup(t, n, groupStatePuts(c))
+		again, _, err := loadGroup(t, n, groupStatePuts(t, c))
 		if err != nil {
 			t.Fatalf("the loaded state written back does not load: %v", err)
 		}
@@ -382,17 +384,19 @@ func FuzzGroupCoreLoad(f *testing.F) {
 			for off, d := range a.dead {
 				gotDead[off] = *d
 			}
-			if a.committed != s.committed || a.next != s.next || a.floor != s.floor || !maps.Equal(a.done, s.done) ||
-				!slices.Equal(a.owed, s.owed) || !maps.Equal(a.attempts, s.attempts) || !maps.Equal(gotDead, wantDead) {
-				t.Fatalf("shard %d after the round trip:\n got %s\nwant %s", i, describeShard(a), describeShard(s))
+			av, sv := a.offs.view(t), s.offs.view(t)
+			if a.committed != s.committed || a.next != s.next || a.floor != s.floor || !maps.Equal(av.done, sv.done) ||
+				!slices.Equal(a.owed, s.owed) || !maps.Equal(av.attempts, sv.attempts) || !maps.Equal(gotDead, wantDead) {
+				t.Fatalf("shard %d after the round trip:\n got %s\nwant %s", i, describeShard(t, a), describeShard(t, s))
 			}
 		}
 	})
 }
 
-func describeShard(s *groupShard) string {
+func describeShard(t testing.TB, s *groupShard) string {
+	v := s.offs.view(t)
 	return fmt.Sprintf("committed %d next %d floor %d done %v owed %v attempts %v dead %d", s.committed, s.next, s.floor,
-		slices.Sorted(maps.Keys(s.done)), s.owed, s.attempts, len(s.dead))
+		slices.Sorted(maps.Keys(v.done)), s.owed, v.attempts, len(s.dead))
 }
 
 // seedGroupStates runs a coordinator's core through typical histories and

@@ -326,7 +326,7 @@ func (g *groupCoordinator) claimRead(ctx actor.Context, r *groupRead, recs []wir
 		}
 		if taken[k] {
 			rec := recs[i]
-			rec.Attempts = g.core.shards[pk.shard].attempts[pk.offset]
+			rec.Attempts, _ = g.core.shards[pk.shard].offs.attemptsOf(pk.offset)
 			kept = append(kept, rec)
 		}
 		i++

@@ -127,38 +127,22 @@ type groupShard struct {
 	// settled: retention deleted them before they were delivered (the group
 	// jumped over them without reading them).
 	floor uint64
-	// done holds settled offsets in [committed, next), each true if a
-	// settled marker ('k') for it is in storage (a dead letter has its 'd'
-	// instead; an offset below the staged cursor needs none).
-	done map[uint64]bool
-	// staged are offsets whose ack is staged (stageAck) and not yet
-	// applied; stagedTo is the highest committed cursor staged writes have
-	// written (it never moves back: persisted).
-	staged   map[uint64]stagedAck
+	// offs holds, per offset: whether it is settled in [committed, next)
+	// (done; marked if a settled marker ('k') for it is in storage: a dead
+	// letter has its 'd' instead, and an offset below the staged cursor
+	// needs none); the claim of a delivered, unsettled record now held by
+	// a consumer; the ack staged for it (stageAck) and not yet applied;
+	// and the deliveries of claimed and owed records (attempts).
+	offs offsetTable
+	// stagedTo is the highest committed cursor staged writes have written
+	// (it never moves back: persisted).
 	stagedTo uint64
-	// claims are the delivered, unsettled records now held by a consumer.
-	claims map[uint64]*groupClaim
 	// owed are unsettled records waiting to be delivered again, in offset
 	// order: they go out before new ones.
 	owed []uint64
-	// attempts counts deliveries of claimed and owed records.
-	attempts map[uint64]uint32
-	dead     map[uint64]*deadLetter
+	dead map[uint64]*deadLetter
 	// dirty: committed or next changed since the last flush.
 	dirty bool
-}
-
-// stagedAck is an offset's staged ack: the stage it belongs to, and whether
-// a settled marker was written for it.
-type stagedAck struct {
-	stage  uint64
-	marked bool
-}
-
-type groupClaim struct {
-	owner    string // member id; "" for a pull claim
-	deadline time.Time
-	seq      uint64
 }
 
 type deadLetter struct {
@@ -182,8 +166,7 @@ func newGroupCore(stream uint64, group string, shards int, cfg GroupLimits) *gro
 		memberClaims: map[string]int{}, lapsed: map[string]struct{}{}}
 	c.shards = make([]*groupShard, shards)
 	for i := range c.shards {
-		c.shards[i] = &groupShard{index: uint32(i), done: map[uint64]bool{}, staged: map[uint64]stagedAck{}, claims: map[uint64]*groupClaim{},
-			attempts: map[uint64]uint32{}, dead: map[uint64]*deadLetter{}}
+		c.shards[i] = &groupShard{index: uint32(i), dead: map[uint64]*deadLetter{}}
 	}
 	return c
 }
@@ -245,6 +228,12 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 	prefix := groupPrefix(c.stream, c.group)
 	found := false
 	aKeys := map[[2]uint64]uint32{}
+	// What the keys say of each shard's offsets, before it goes to offs.
+	done := make([]map[uint64]bool, len(c.shards))
+	attempts := make([]map[uint64]uint32, len(c.shards))
+	for i := range c.shards {
+		done[i], attempts[i] = map[uint64]bool{}, map[uint64]uint32{}
+	}
 	err := scan(func(key, value []byte) error {
 		found = true
 		rest := key[len(prefix):]
@@ -286,14 +275,14 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		off := binary.BigEndian.Uint64(rest)
 		switch kind {
 		case 'k':
-			s.done[off] = true
+			done[shard][off] = true
 		case 'a':
 			if len(value) == 4 {
 				aKeys[[2]uint64{uint64(shard), off}] = binary.BigEndian.Uint32(value)
 			}
 		case 'o':
 			if len(value) == 4 {
-				s.attempts[off] = binary.BigEndian.Uint32(value)
+				attempts[shard][off] = binary.BigEndian.Uint32(value)
 				s.owed = append(s.owed, off)
 			}
 		case 'd':
@@ -312,6 +301,7 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		return found, err
 	}
 	for _, s := range c.shards {
+		done, attempts := done[s.index], attempts[s.index]
 		if s.committed > s.next {
 			return found, fmt.Errorf("group shard %d: committed %d is past next %d", s.index, s.committed, s.next)
 		}
@@ -319,7 +309,7 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		// for delivered records: others were never written by this core,
 		// and would be delivered past next.
 		s.owed = slices.DeleteFunc(s.owed, func(off uint64) bool { return off >= s.committed })
-		maps.DeleteFunc(s.attempts, func(off uint64, _ uint32) bool { return off >= s.committed })
+		maps.DeleteFunc(attempts, func(off uint64, _ uint32) bool { return off >= s.committed })
 		maps.DeleteFunc(s.dead, func(off uint64, _ *deadLetter) bool { return off >= s.next })
 		// A redrive writes the 'o' key before it deletes the 'd' key: with
 		// both, the redrive happened.
@@ -327,8 +317,8 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 			delete(s.dead, off)
 		}
 		for off := range s.dead {
-			if _, marked := s.done[off]; !marked && off >= s.committed && off < s.next {
-				s.done[off] = false
+			if _, marked := done[off]; !marked && off >= s.committed && off < s.next {
+				done[off] = false
 			}
 		}
 		// Nothing is claimed yet and nothing owed lies in [committed,
@@ -337,9 +327,9 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 		if start := max(s.committed, min(s.floor, s.next)); start > s.committed {
 			s.committed, s.dirty = start, true
 		}
-		for off, marked := range s.done {
+		for off, marked := range done {
 			if off < s.committed || off >= s.next {
-				delete(s.done, off)
+				delete(done, off)
 				if marked {
 					// A crash left it behind a cursor that moved past it
 					// before the tidy writes went: delete it with the first
@@ -348,24 +338,31 @@ func (c *groupCore) load(scan func(fn func(key, value []byte) error) error) (boo
 				}
 			}
 		}
-		if unsettled := s.next - s.committed - uint64(len(s.done)); unsettled > maxLoadedUnsettled {
+		if unsettled := s.next - s.committed - uint64(len(done)); unsettled > maxLoadedUnsettled {
 			return found, fmt.Errorf("group shard %d: %d unsettled records in [%d, %d), more than %d", s.index, unsettled, s.committed, s.next, maxLoadedUnsettled)
 		}
 		// Every delivered record not settled was in flight when the node
 		// stopped: it is owed again, with its attempts so far.
 		for off := s.committed; off < s.next; off++ {
-			if _, ok := s.done[off]; ok {
+			if _, ok := done[off]; ok {
 				continue
 			}
 			n, ok := aKeys[[2]uint64{uint64(s.index), off}]
 			if !ok {
 				n = 1
 			}
-			s.attempts[off] = n
+			attempts[off] = n
 			s.owed = append(s.owed, off)
 		}
 		slices.Sort(s.owed)
 		s.owed = slices.Compact(s.owed)
+		s.offs.reset(s.committed)
+		for _, off := range slices.Sorted(maps.Keys(done)) {
+			s.offs.setDone(off, done[off])
+		}
+		for _, off := range slices.Sorted(maps.Keys(attempts)) {
+			s.offs.setAttempts(off, attempts[off])
+		}
 		c.advance(s)
 	}
 	// What advance deleted or moved tidies storage (settled markers a crash
@@ -491,8 +488,7 @@ func (c *groupCore) takeRead(owner string, picks []pick, gone map[pick]bool, now
 			c.settle(s, p.offset, false)
 			continue
 		}
-		s.attempts[p.offset]++
-		c.persistAttempts(s, p.offset, s.attempts[p.offset])
+		c.persistAttempts(s, p.offset, s.offs.addAttempt(p.offset))
 		c.addClaim(s, p.offset, owner, now)
 		taken[k] = true
 	}
@@ -500,7 +496,7 @@ func (c *groupCore) takeRead(owner string, picks []pick, gone map[pick]bool, now
 }
 
 func (c *groupCore) persistAttempts(s *groupShard, off uint64, n uint32) {
-	if _, ok := s.staged[off]; ok {
+	if stage, _ := s.offs.stageOf(off); stage != 0 {
 		return // its ack is durable (or failing with storage): settled there
 	}
 	if off < s.persisted() {
@@ -517,13 +513,12 @@ func (s *groupShard) persisted() uint64 { return max(s.committed, s.stagedTo) }
 
 func (c *groupCore) addClaim(s *groupShard, off uint64, owner string, now time.Time) {
 	c.claimSeq++
-	cl := &groupClaim{owner: owner, deadline: now.Add(c.cfg.Visibility), seq: c.claimSeq}
-	s.claims[off] = cl
+	s.offs.setClaim(off, owner, c.claimSeq)
 	c.claimCount++
 	if owner != "" {
 		c.memberClaims[owner]++
 	}
-	c.deadlines.push(deadlineEntry{at: cl.deadline, shard: s.index, offset: off, seq: cl.seq})
+	c.deadlines.push(deadlineEntry{at: now.Add(c.cfg.Visibility), shard: s.index, offset: off, seq: c.claimSeq})
 	if c.deadlines.len() > 2*c.claimCount+1024 {
 		c.compactDeadlines()
 	}
@@ -538,18 +533,17 @@ func (c *groupCore) compactDeadlines() {
 
 // liveDeadline reports whether e is the deadline of a claim still held.
 func (c *groupCore) liveDeadline(e deadlineEntry) bool {
-	cl, ok := c.shards[e.shard].claims[e.offset]
-	return ok && cl.seq == e.seq
+	st := c.shards[e.shard].offs.peek(e.offset)
+	return st != nil && st.claim == e.seq
 }
 
 // unclaim gives a claim up (the caller decides what follows).
 func (c *groupCore) unclaim(s *groupShard, off uint64) {
-	if cl, ok := s.claims[off]; ok {
-		delete(s.claims, off)
+	if owner, ok := s.offs.clearClaim(off); ok {
 		c.claimCount--
-		if cl.owner != "" {
-			if c.memberClaims[cl.owner]--; c.memberClaims[cl.owner] <= 0 {
-				delete(c.memberClaims, cl.owner)
+		if owner != "" {
+			if c.memberClaims[owner]--; c.memberClaims[owner] <= 0 {
+				delete(c.memberClaims, owner)
 			}
 		}
 	}
@@ -588,11 +582,11 @@ func (c *groupCore) settleAs(s *groupShard, off uint64, mode settleMode, marked 
 		if off < persisted {
 			c.put('o', s.index, off, nil)
 		}
-		if s.attempts[off] > 1 {
+		if n, _ := s.offs.attemptsOf(off); n > 1 {
 			c.put('a', s.index, off, nil)
 		}
 	}
-	delete(s.attempts, off)
+	s.offs.clearAttempts(off)
 	if off < s.committed {
 		return
 	}
@@ -605,9 +599,9 @@ func (c *groupCore) settleAs(s *groupShard, off uint64, mode settleMode, marked 
 	case settleDead:
 		// Its 'd' key is its marker, and a settled marker written for an
 		// ack staged before it lapsed is still stored.
-		marked = s.staged[off].marked
+		_, marked = s.offs.stageOf(off)
 	}
-	s.done[off] = marked
+	s.offs.setDone(off, marked)
 	if off == s.committed {
 		c.advance(s)
 	}
@@ -618,29 +612,18 @@ func (c *groupCore) settleAs(s *groupShard, off uint64, mode settleMode, marked 
 func (c *groupCore) advance(s *groupShard) {
 	for s.committed < s.next {
 		off := s.committed
-		if marked, ok := s.done[off]; ok {
-			delete(s.done, off)
+		if marked, ok := s.offs.clearDone(off); ok {
 			if marked {
 				c.put('k', s.index, off, nil)
 			}
 		} else if off >= s.floor || c.unsettled(s, off) {
-			return
+			break
 		} else {
 			// Retention deleted off before it was delivered: skip the whole
 			// run of such offsets at once, up to the next one that is
 			// settled, claimed, owed, or not below the floor (one at a time
 			// this walked up to the floor, however far that was).
-			to := min(s.floor, s.next)
-			for d := range s.done {
-				if d > off && d < to {
-					to = d
-				}
-			}
-			for d := range s.claims {
-				if d > off && d < to {
-					to = d
-				}
-			}
+			to := s.offs.firstFrom(off, min(s.floor, s.next))
 			if i, _ := slices.BinarySearch(s.owed, off+1); i < len(s.owed) && s.owed[i] < to {
 				to = s.owed[i]
 			}
@@ -651,11 +634,12 @@ func (c *groupCore) advance(s *groupShard) {
 		s.committed++
 		c.markDirty(s)
 	}
+	s.offs.slide(s.committed)
 }
 
 // state of one offset, for acks.
 func (c *groupCore) unsettled(s *groupShard, off uint64) bool {
-	if _, ok := s.claims[off]; ok {
+	if s.offs.claimed(off) {
 		return true
 	}
 	_, ok := slices.BinarySearch(s.owed, off)
@@ -704,10 +688,10 @@ func (c *groupCore) stageAck(shard uint32, offsets []uint64) (uint64, *wire.Erro
 	stage := c.stages
 	var fresh []uint64
 	for _, off := range offsets {
-		if _, ok := s.staged[off]; ok || !c.unsettled(s, off) {
+		if st, _ := s.offs.stageOf(off); st != 0 || !c.unsettled(s, off) {
 			continue
 		}
-		s.staged[off] = stagedAck{stage: stage}
+		s.offs.setStage(off, stage, false)
 		fresh = append(fresh, off)
 	}
 	if len(fresh) == 0 {
@@ -716,9 +700,8 @@ func (c *groupCore) stageAck(shard uint32, offsets []uint64) (uint64, *wire.Erro
 	from := s.persisted()
 	to := from
 	for to < s.next {
-		_, done := s.done[to]
-		_, staged := s.staged[to]
-		if !done && !staged {
+		st := s.offs.peek(to)
+		if st == nil || st.flags&offDone == 0 && st.stage == 0 {
 			break
 		}
 		to++
@@ -733,9 +716,9 @@ func (c *groupCore) stageAck(shard uint32, offsets []uint64) (uint64, *wire.Erro
 			c.put('o', shard, off, nil) // a redriven record: settled below the cursor
 		case off >= to:
 			c.put('k', shard, off, []byte{})
-			s.staged[off] = stagedAck{stage: stage, marked: true}
+			s.offs.setStage(off, stage, true)
 		}
-		if off >= from && s.attempts[off] > 1 {
+		if n, _ := s.offs.attemptsOf(off); off >= from && n > 1 {
 			c.put('a', shard, off, nil)
 		}
 	}
@@ -756,14 +739,14 @@ func (c *groupCore) applyAck(shard uint32, offsets []uint64, stage uint64) int {
 	defer func() { c.lazy = false }()
 	n := 0
 	for _, off := range offsets {
-		st, ok := s.staged[off]
-		if !ok || st.stage != stage {
+		st, marked := s.offs.stageOf(off)
+		if st == 0 || st != stage {
 			continue
 		}
-		delete(s.staged, off)
+		s.offs.clearStage(off)
 		if c.unsettled(s, off) {
 			c.unclaim(s, off)
-			c.settleAs(s, off, settleStaged, st.marked)
+			c.settleAs(s, off, settleStaged, marked)
 			n++
 			continue
 		}
@@ -779,8 +762,8 @@ func (c *groupCore) applyAck(shard uint32, offsets []uint64, stage uint64) int {
 func (c *groupCore) unstageAck(shard uint32, offsets []uint64, stage uint64) {
 	s := c.shards[shard]
 	for _, off := range offsets {
-		if st, ok := s.staged[off]; ok && st.stage == stage {
-			delete(s.staged, off)
+		if st, _ := s.offs.stageOf(off); st != 0 && st == stage {
+			s.offs.clearStage(off)
 		}
 	}
 }
@@ -806,8 +789,7 @@ func (c *groupCore) nack(shard uint32, offsets []uint64, now time.Time) (int, *w
 	}
 	n := 0
 	for _, off := range offsets {
-		_, claimed := s.claims[off]
-		if _, acking := s.staged[off]; claimed && !acking {
+		if st := s.offs.peek(off); st != nil && st.claim != 0 && st.stage == 0 {
 			c.release(s, off, "nacked", now)
 			n++
 		}
@@ -819,7 +801,7 @@ func (c *groupCore) nack(shard uint32, offsets []uint64, now time.Time) (int, *w
 // the record is owed again, or dead-lettered once it has had MaxAttempts.
 func (c *groupCore) release(s *groupShard, off uint64, reason string, now time.Time) {
 	c.unclaim(s, off)
-	n := s.attempts[off]
+	n, _ := s.offs.attemptsOf(off)
 	if n >= c.cfg.MaxAttempts {
 		dl := &deadLetter{attempts: n, at: now.UnixNano(), reason: reason}
 		s.dead[off] = dl
@@ -855,9 +837,9 @@ func (c *groupCore) expire(now time.Time) int {
 		}
 		c.deadlines.pop()
 		s := c.shards[e.shard]
-		if cl, ok := s.claims[e.offset]; ok && cl.seq == e.seq {
-			if cl.owner != "" {
-				c.lapsed[cl.owner] = struct{}{}
+		if st := s.offs.peek(e.offset); st != nil && st.claim == e.seq {
+			if st.owner != "" {
+				c.lapsed[st.owner] = struct{}{}
 			}
 			c.release(s, e.offset, "visibility timeout", now)
 			n++
@@ -906,9 +888,9 @@ func (c *groupCore) redrive(shards []uint32, offsets []uint64) int {
 		persisted := s.persisted()
 		for _, off := range c.selectDead(s, offsets) {
 			delete(s.dead, off)
-			delete(s.staged, off) // an ack staged before it was dead-lettered no longer applies
+			s.offs.clearStage(off) // an ack staged before it was dead-lettered no longer applies
 			if off >= s.committed {
-				delete(s.done, off)
+				s.offs.clearDone(off)
 			}
 			if off < persisted {
 				// 'o' before the 'd' delete: a commit split between them
@@ -918,7 +900,7 @@ func (c *groupCore) redrive(shards []uint32, offsets []uint64) int {
 				c.put('k', si, off, nil) // the marker of an ack staged before it was dead-lettered
 			}
 			c.put('d', si, off, nil)
-			s.attempts[off] = 0
+			s.offs.setAttempts(off, 0)
 			i, found := slices.BinarySearch(s.owed, off)
 			if !found {
 				s.owed = slices.Insert(s.owed, i, off)
@@ -939,7 +921,7 @@ func (c *groupCore) discard(shards []uint32, offsets []uint64) int {
 			delete(s.dead, off)
 			if off >= persisted {
 				c.put('k', si, off, []byte{}) // still settled, now as an ack
-				s.done[off] = true
+				s.offs.setDone(off, true)
 			}
 			c.put('d', si, off, nil)
 			n++
@@ -1017,11 +999,11 @@ func (c *groupCore) seek(shards []uint32, to []uint64) ([]uint64, *wire.Error) {
 	}
 	for _, si := range shards {
 		s := c.shards[si]
-		if n := len(s.claims); n > 0 {
+		if n := s.offs.claims; n > 0 {
 			return nil, wire.Errorf(wire.CodeGroupInUse,
 				"shard %d of group %s has %d records claimed; ack or nack them, or wait for their visibility timeout, then seek", si, c.group, n)
 		}
-		if n := len(s.staged); n > 0 {
+		if n := s.offs.staged; n > 0 {
 			return nil, wire.Errorf(wire.CodeGroupInUse, "shard %d of group %s has acks of %d records being committed; retry", si, c.group, n)
 		}
 	}
@@ -1030,15 +1012,20 @@ func (c *groupCore) seek(shards []uint32, to []uint64) ([]uint64, *wire.Error) {
 		s := c.shards[si]
 		p := min(max(to[i], s.first), s.tail)
 		persisted := s.persisted()
-		for off, marked := range s.done {
-			if marked {
-				c.put('k', s.index, off, nil)
+		var marked []uint64
+		s.offs.each(func(off uint64, st *offState) {
+			if st.flags&offMarked != 0 {
+				marked = append(marked, off)
 			}
+		})
+		slices.Sort(marked)
+		for _, off := range marked {
+			c.put('k', s.index, off, nil)
 		}
 		for _, off := range s.owed {
 			if off < persisted {
 				c.put('o', s.index, off, nil)
-			} else if s.attempts[off] > 1 {
+			} else if n, _ := s.offs.attemptsOf(off); n > 1 {
 				c.put('a', s.index, off, nil)
 			}
 		}
@@ -1048,8 +1035,7 @@ func (c *groupCore) seek(shards []uint32, to []uint64) ([]uint64, *wire.Error) {
 				c.put('d', s.index, off, nil)
 			}
 		}
-		clear(s.done)
-		clear(s.attempts)
+		s.offs.reset(p)
 		s.owed = nil
 		s.committed, s.next, s.floor, s.stagedTo = p, p, p, p
 		c.markDirty(s)
@@ -1088,11 +1074,11 @@ func (c *groupCore) removeMember(m *groupMember, now time.Time) {
 	delete(c.members, m.id)
 	for _, s := range c.shards {
 		var offs []uint64
-		for off, cl := range s.claims {
-			if cl.owner == m.id {
+		s.offs.each(func(off uint64, st *offState) {
+			if st.claim != 0 && st.owner == m.id {
 				offs = append(offs, off)
 			}
-		}
+		})
 		slices.Sort(offs)
 		for _, off := range offs {
 			c.release(s, off, "member left", now)
@@ -1175,7 +1161,7 @@ func (c *groupCore) info(now time.Time) wire.GroupInfo {
 		SessionMillis: uint32(c.cfg.Session.Milliseconds()), MaxAttempts: c.cfg.MaxAttempts}
 	for _, s := range c.shards {
 		g.Shards = append(g.Shards, wire.GroupShardInfo{Shard: s.index, Committed: s.committed, Delivered: s.next, Tail: s.tail,
-			Claims: uint32(len(s.claims)), Owed: uint32(len(s.owed)), DeadLetters: uint32(len(s.dead))})
+			Claims: uint32(s.offs.claims), Owed: uint32(len(s.owed)), DeadLetters: uint32(len(s.dead))})
 	}
 	ids := make([]string, 0, len(c.members))
 	for id := range c.members {

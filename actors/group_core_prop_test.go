@@ -738,8 +738,9 @@ func (p *propRun) check() {
 		if !slices.IsSorted(s.owed) || len(slices.Compact(slices.Clone(s.owed))) != len(s.owed) {
 			p.fatalf("shard %d: owed not sorted and unique: %v", si, s.owed)
 		}
-		claims += len(s.claims)
-		for off := range s.done {
+		view := s.offs.view(p.t)
+		claims += len(view.claims)
+		for off := range view.done {
 			if off < s.committed || off >= s.next {
 				p.fatalf("shard %d: done holds %d outside [%d,%d)", si, off, s.committed, s.next)
 			}
@@ -753,8 +754,8 @@ func (p *propRun) check() {
 			p.fatalf("shard %d: staged cursor %d, want %d", si, s.stagedTo, p.stagedTo[si])
 		}
 		for off := s.committed; off < s.next; off++ {
-			_, d := s.done[off]
-			_, cl := s.claims[off]
+			_, d := view.done[off]
+			_, cl := view.claims[off]
 			_, ow := slices.BinarySearch(s.owed, off)
 			d = d || off < s.floor && !cl && !ow
 			k := 0
@@ -768,18 +769,18 @@ func (p *propRun) check() {
 			}
 		}
 		for off, r := range ms.recs {
-			_, cl := s.claims[off]
+			owner, cl := view.claims[off]
 			_, ow := slices.BinarySearch(s.owed, off)
 			_, dead := s.dead[off]
-			_, d := s.done[off]
+			_, d := view.done[off]
 			switch r.st {
 			case mClaimed:
-				if !cl || s.claims[off].owner != r.owner || s.attempts[off] != r.attempts {
-					p.fatalf("shard %d offset %d: want claimed by %q attempts %d; claimed=%v attempts %d", si, off, r.owner, r.attempts, cl, s.attempts[off])
+				if !cl || owner != r.owner || view.attempts[off] != r.attempts {
+					p.fatalf("shard %d offset %d: want claimed by %q attempts %d; claimed=%v attempts %d", si, off, r.owner, r.attempts, cl, view.attempts[off])
 				}
 			case mOwed:
-				if !ow || s.attempts[off] != r.attempts {
-					p.fatalf("shard %d offset %d: want owed attempts %d; owed=%v attempts %d", si, off, r.attempts, ow, s.attempts[off])
+				if !ow || view.attempts[off] != r.attempts {
+					p.fatalf("shard %d offset %d: want owed attempts %d; owed=%v attempts %d", si, off, r.attempts, ow, view.attempts[off])
 				}
 			default:
 				if cl || ow {
@@ -796,7 +797,7 @@ func (p *propRun) check() {
 				}
 			}
 		}
-		for off := range s.claims {
+		for off := range view.claims {
 			if r := ms.recs[off]; r == nil || r.st != mClaimed {
 				p.fatalf("shard %d offset %d: claimed, model says %+v", si, off, r)
 			}
@@ -817,9 +818,9 @@ func (p *propRun) check() {
 	}
 	byOwner := map[string]int{}
 	for _, s := range c.shards {
-		for _, cl := range s.claims {
-			if cl.owner != "" {
-				byOwner[cl.owner]++
+		for _, owner := range s.offs.view(p.t).claims {
+			if owner != "" {
+				byOwner[owner]++
 			}
 		}
 	}

@@ -59,7 +59,7 @@ func (h *coreHarness) poll(owner string, shard uint32, max int) []pick {
 	picks := h.core.candidates([]uint32{shard}, max)
 	h.core.takeRead(owner, picks, nil, h.now)
 	for i := range picks {
-		picks[i].attempts = h.core.shards[picks[i].shard].attempts[picks[i].offset]
+		picks[i].attempts, _ = h.core.shards[picks[i].shard].offs.attemptsOf(picks[i].offset)
 	}
 	return picks
 }
@@ -215,8 +215,8 @@ func TestGroupCoreMembersSessionAndRebalance(t *testing.T) {
 		t.Fatalf("a did not take b's shards: %v", a.shards)
 	}
 	// b's claims are owed again, first in line.
-	if s := h.core.shards[2]; len(s.owed) != 3 || len(s.claims) != 0 {
-		t.Fatalf("b's claims: owed %v claims %d", s.owed, len(s.claims))
+	if s := h.core.shards[2]; len(s.owed) != 3 || s.offs.claims != 0 {
+		t.Fatalf("b's claims: owed %v claims %d", s.owed, s.offs.claims)
 	}
 	// More members than shards: the extra ones get none.
 	for _, id := range []string{"c", "d", "e", "f"} {
@@ -316,8 +316,8 @@ func TestGroupCoreAckAppliesOnceDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := h.core.shards[0]
-	if len(s.claims) != 4 || s.committed != 0 {
-		t.Fatalf("staging changed the state: %d claims, committed %d", len(s.claims), s.committed)
+	if s.offs.claims != 4 || s.committed != 0 {
+		t.Fatalf("staging changed the state: %d claims, committed %d", s.offs.claims, s.committed)
 	}
 	// A commit that fails leaves the records claimed: its writes are lost,
 	// and the ack is staged again.
@@ -433,8 +433,8 @@ func TestGroupCoreSeek(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		s := h.core.shards[0]
-		if s.committed != 3 || s.next != 3 || len(s.owed) != 0 || len(s.done) != 0 || len(s.attempts) != 0 {
-			t.Fatalf("%s: committed %d next %d owed %v done %v attempts %v", when, s.committed, s.next, s.owed, s.done, s.attempts)
+		if v := s.offs.view(t); s.committed != 3 || s.next != 3 || len(s.owed) != 0 || len(v.done) != 0 || len(v.attempts) != 0 {
+			t.Fatalf("%s: committed %d next %d owed %v done %v attempts %v", when, s.committed, s.next, s.owed, v.done, v.attempts)
 		}
 		if _, ok := s.dead[2]; !ok || len(s.dead) != 1 {
 			t.Fatalf("%s: dead letters %v, want only 2", when, slices.Sorted(maps.Keys(s.dead)))

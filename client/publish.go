@@ -270,14 +270,6 @@ func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][
 // one frame; of the last frame for AckPerMessage).
 func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget, traceparent string) ([][]byte, int, error) {
 	headers := withTrace(o.headers, traceparent)
-	var one [1]wire.Record // a one-record publish, the common case, allocates no slice
-	recs := one[:]
-	if len(payloads) != 1 {
-		recs = make([]wire.Record, len(payloads))
-	}
-	for i, p := range payloads {
-		recs[i] = wire.Record{Key: o.key, Headers: headers, Payload: p}
-	}
 	p := wire.Publish{
 		Name: name, Ack: o.ack, Shard: t.shard, Key: o.key,
 		Conditional: spec.conditional, ExpectedOffset: spec.expected,
@@ -289,13 +281,13 @@ func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOpt
 	var frames [][]byte
 	recBytes := 0
 	if o.ack == AckPerMessage {
-		frames = make([][]byte, len(recs))
-		for i := range recs {
-			frames[i], recBytes = appendPublishFrame(p, recs[i:i+1])
+		frames = make([][]byte, len(payloads))
+		for i := range payloads {
+			frames[i], recBytes = appendPublishFrame(p, o.key, headers, payloads[i:i+1])
 		}
 	} else {
 		var f []byte
-		f, recBytes = appendPublishFrame(p, recs)
+		f, recBytes = appendPublishFrame(p, o.key, headers, payloads)
 		frames = [][]byte{f}
 	}
 	maxSend := c.session().maxSend
@@ -313,17 +305,28 @@ func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOpt
 // expected offset, producer id, sequence and count.
 const publishFrameOverhead = wire.HeaderSize + 3 + 1 + 1 + 4 + 2 + 8 + 8 + 8 + 4
 
-// appendPublishFrame encodes one Publish frame of p with recs as its
-// records, with request id 0, and returns it with the size of its records
-// block (which ends the frame). The records are encoded in place, after the
-// frame's head (the frame is wire.AppendPublish's, without a copy of the
-// records block).
-func appendPublishFrame(p wire.Publish, recs []wire.Record) ([]byte, int) {
-	n := wire.RecordsSize(recs)
+// appendPublishFrame encodes one Publish frame of p with a record per
+// payload, each with key and headers, with request id 0, and returns it
+// with the size of its records block (which ends the frame). The records
+// are encoded in place, after the frame's head (the frame is
+// wire.AppendPublish's, without a copy of the records block), from one
+// wire.Record on the stack: a slice of them cost 72 bytes per record.
+func appendPublishFrame(p wire.Publish, key []byte, headers []wire.RecordHeader, payloads [][]byte) ([]byte, int) {
+	var rec [1]wire.Record
+	rec[0] = wire.Record{Key: key, Headers: headers}
+	n := 0
+	for _, pl := range payloads {
+		rec[0].Payload = pl
+		n += wire.RecordsSize(rec[:])
+	}
 	p.Records = nil
-	p.Count = uint32(len(recs))
+	p.Count = uint32(len(payloads))
 	size := publishFrameOverhead + len(p.Name.Tenant) + len(p.Name.Namespace) + len(p.Name.Stream) + len(p.Key) + n
-	f := wire.AppendRecords(wire.AppendPublish(make([]byte, 0, size), 0, p), recs)
+	f := wire.AppendPublish(make([]byte, 0, size), 0, p)
+	for _, pl := range payloads {
+		rec[0].Payload = pl
+		f = wire.AppendRecord(f, &rec[0])
+	}
 	binary.BigEndian.PutUint32(f[0:4], uint32(len(f)-wire.HeaderSize))
 	return f, n
 }

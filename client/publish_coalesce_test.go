@@ -22,11 +22,11 @@ func coalesceReq(key string, ack wire.AckMode, cond bool, payloads ...string) *p
 	if key != "" {
 		p.Key = []byte(key)
 	}
-	recs := make([]wire.Record, len(payloads))
+	pls := make([][]byte, len(payloads))
 	for i, pl := range payloads {
-		recs[i] = wire.Record{Key: p.Key, Payload: []byte(pl)}
+		pls[i] = []byte(pl)
 	}
-	f, recBytes := appendPublishFrame(p, recs)
+	f, recBytes := appendPublishFrame(p, p.Key, nil, pls)
 	r := &publishRequest{mode: ack, frames: [][]byte{f}, count: uint32(len(payloads))}
 	if !cond {
 		r.recBytes = recBytes
@@ -156,7 +156,8 @@ func TestCoalescerProperty(t *testing.T) {
 			}
 			parts := queue[:n]
 			head := parts[0].req
-			p, recs := decodeFrame(t, co.encode(parts))
+			frame := co.encode(parts)
+			p, recs := decodeFrame(t, frame)
 			records, size := 0, 0
 			for _, part := range parts {
 				records += int(part.req.count)
@@ -205,6 +206,12 @@ func TestCoalescerProperty(t *testing.T) {
 			}
 			for _, rec := range recs {
 				got = append(got, string(rec.Payload))
+			}
+			if n > 1 {
+				// As the publish actor does once the frame is written: the
+				// next merged frames are encoded over it, and must not
+				// touch the parts' own frames (checked below).
+				mergedFrames.put(frame)
 			}
 			next += uint64(p.Count)
 			queue = queue[n:]
@@ -533,18 +540,26 @@ func TestPublishCoalescedDrainRefusedResent(t *testing.T) {
 // is wire.AppendPublish's, and reports the size of the records block that
 // ends it.
 func TestAppendPublishFrame(t *testing.T) {
-	recs := []wire.Record{
-		{Key: []byte("k"), Headers: []wire.RecordHeader{{Key: "h", Value: []byte("v")}}, Payload: []byte("one")},
-		{Key: []byte("k"), Payload: bytes.Repeat([]byte("2"), 300)},
-	}
+	payloads := [][]byte{[]byte("one"), bytes.Repeat([]byte("2"), 300)}
 	for _, p := range []wire.Publish{
 		{Name: orders, Ack: wire.AckPerBatch, Key: []byte("k")},
 		{Name: orders, Ack: wire.AckNone, Shard: wire.AnyShard},
 		{Name: orders, Ack: wire.AckPerBatch, Conditional: true, ExpectedOffset: 7},
 		{Name: orders, Ack: wire.AckPerBatch, Idempotent: true, ProducerID: 9, Sequence: 3, Shard: 2},
 	} {
-		for _, rs := range [][]wire.Record{recs[:1], recs} {
-			got, n := appendPublishFrame(p, rs)
+		for _, rs := range [][]wire.Record{
+			{{Payload: payloads[0]}},
+			{{Key: []byte("k"), Headers: []wire.RecordHeader{{Key: "h", Value: []byte("v")}}, Payload: payloads[0]},
+				{Key: []byte("k"), Headers: []wire.RecordHeader{{Key: "h", Value: []byte("v")}}, Payload: payloads[1]}},
+		} {
+			pls := make([][]byte, len(rs))
+			for i := range rs {
+				pls[i] = rs[i].Payload
+			}
+			got, n := appendPublishFrame(p, rs[0].Key, rs[0].Headers, pls)
+			if a := testing.AllocsPerRun(10, func() { appendPublishFrame(p, rs[0].Key, rs[0].Headers, pls) }); a != 1 {
+				t.Fatalf("appendPublishFrame made %v allocations, want 1 (the frame)", a)
+			}
 			want := p
 			want.Records = wire.AppendRecords(nil, rs)
 			want.Count = uint32(len(rs))

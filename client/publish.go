@@ -310,7 +310,9 @@ const publishFrameOverhead = wire.HeaderSize + 3 + 1 + 1 + 4 + 2 + 8 + 8 + 8 + 4
 // with the size of its records block (which ends the frame). The records
 // are encoded in place, after the frame's head (the frame is
 // wire.AppendPublish's, without a copy of the records block), from one
-// wire.Record on the stack: a slice of them cost 72 bytes per record.
+// wire.Record on the stack: a slice of them cost 72 bytes per record. The
+// frame's buffer comes from frameBuffers; a publish acknowledged in full
+// gives its frames back (publishRequest.frameSettled).
 func appendPublishFrame(p wire.Publish, key []byte, headers []wire.RecordHeader, payloads [][]byte) ([]byte, int) {
 	var rec [1]wire.Record
 	rec[0] = wire.Record{Key: key, Headers: headers}
@@ -322,7 +324,7 @@ func appendPublishFrame(p wire.Publish, key []byte, headers []wire.RecordHeader,
 	p.Records = nil
 	p.Count = uint32(len(payloads))
 	size := publishFrameOverhead + len(p.Name.Tenant) + len(p.Name.Namespace) + len(p.Name.Stream) + len(p.Key) + n
-	f := wire.AppendPublish(make([]byte, 0, size), 0, p)
+	f := wire.AppendPublish(frameBuffers.get(size), 0, p)
 	for _, pl := range payloads {
 		rec[0].Payload = pl
 		f = wire.AppendRecord(f, &rec[0])

@@ -210,7 +210,7 @@ func (a *publishStreamActor) pump(ctx actor.Context) {
 		binary.BigEndian.PutUint64(frame[8:16], id)
 		_, err := a.stream.Write(frame)
 		if n > 1 {
-			mergedFrames.put(frame) // the stream holds no part of it once Write returns
+			frameBuffers.put(frame) // the stream holds no part of it once Write returns
 		}
 		f.req.written++
 		for _, p := range f.rest {

@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"encoding/binary"
-	"sync"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -48,32 +47,6 @@ const coalesceMaxBytes = 256 << 10
 
 // coalesceMaxRecords bounds the records of one merged frame.
 const coalesceMaxRecords = 4096
-
-// mergedFrames recycles the buffers of merged frames: each is written to
-// its stream at once and held by nothing after the write returns (the
-// parts keep their own frames for a resend), and making a new one for
-// every write was a third of a publishing client's allocations.
-var mergedFrames framePool
-
-// framePool is a pool of frame buffers.
-type framePool struct{ p sync.Pool }
-
-// get returns an empty buffer of at least size bytes.
-func (f *framePool) get(size int) []byte {
-	if b, ok := f.p.Get().(*[]byte); ok && cap(*b) >= size {
-		return (*b)[:0]
-	}
-	return make([]byte, 0, max(size, 64<<10))
-}
-
-// put gives b back for another get; nothing may use it after.
-func (f *framePool) put(b []byte) {
-	if cap(b) > 2*coalesceMaxBytes {
-		return // an outlier: let it go
-	}
-	b = b[:0]
-	f.p.Put(&b)
-}
 
 // coalesceLimits bounds one merged frame.
 type coalesceLimits struct {
@@ -144,7 +117,7 @@ func (c frameCoalescer) encode(parts []pendingFrame) []byte {
 		size += p.req.recBytes
 		count += p.req.count
 	}
-	out := mergedFrames.get(size)
+	out := frameBuffers.get(size)
 	out = append(out, head...)
 	out = binary.BigEndian.AppendUint32(out, count)
 	for _, p := range parts {

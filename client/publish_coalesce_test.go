@@ -211,7 +211,7 @@ func TestCoalescerProperty(t *testing.T) {
 				// As the publish actor does once the frame is written: the
 				// next merged frames are encoded over it, and must not
 				// touch the parts' own frames (checked below).
-				mergedFrames.put(frame)
+				frameBuffers.put(frame)
 			}
 			next += uint64(p.Count)
 			queue = queue[n:]

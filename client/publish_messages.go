@@ -170,7 +170,14 @@ func (r *publishRequest) frameSettled(s *shared, i int, ack wire.PublishAck, err
 		r.finish(publishResult{err: r.err, refused: r.refused})
 		return
 	}
-	r.finish(publishResult{ack: r.result()})
+	res := publishResult{ack: r.result()}
+	// Every frame was written and answered: nothing holds them any more
+	// (a publish that failed keeps its frames; the collector takes them).
+	for _, f := range r.frames {
+		frameBuffers.put(f)
+	}
+	r.frames = nil
+	r.finish(res)
 }
 
 // result builds the caller's PublishAck from the frames' acks.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 // what queues into shared frames (producer batching); an invalid call among
 // them fails alone. Every valid call gets its own offset, the offsets are
 // exactly 0..n-1, each goroutine's calls land in call order, and reading
-// the shard back finds at each offset the record its call was told.
+// the shard back finds at each offset the record its call was told (the
+// client recycles the buffers of frames written and acknowledged).
 func TestCoalescedSinglePublishes(t *testing.T) {
 	const writers, perWriter = 8, 500
 	const total = writers * perWriter
@@ -55,7 +57,9 @@ func TestCoalescedSinglePublishes(t *testing.T) {
 						return
 					}
 				}
-				p := fmt.Sprintf("w%d-%d", w, i)
+				// Sizes from a few bytes to 3 KiB: frames of the client's
+				// recycled buffers (1 KiB and up) as well as small ones.
+				p := fmt.Sprintf("w%d-%d-", w, i) + strings.Repeat("x", i*37%3000)
 				f, err := c.PublishAsync(ctx, name, [][]byte{[]byte(p)})
 				if err != nil {
 					errs <- err

@@ -211,7 +211,7 @@ func readGroupStream(s *session, root *actor.RootContext, pid *actor.PID, ctx co
 	}
 	root.Send(pid, &groupStreamOpened{gen: gen, stream: st})
 	for {
-		f, err := wire.ReadFrame(st, s.maxRecv)
+		f, err := wire.ReadTrustedFrame(st, s.maxRecv) // the node this client dialed
 		if err != nil {
 			root.Send(pid, &groupStreamEnded{gen: gen, err: err})
 			return

@@ -317,7 +317,7 @@ func readShard(s *session, root *actor.RootContext, pid *actor.PID, at shardAtte
 			end(at.ctx.Err(), false)
 			return
 		}
-		f, err := wire.ReadFrame(st, s.maxRecv)
+		f, err := wire.ReadTrustedFrame(st, s.maxRecv) // the node this client dialed
 		if err != nil {
 			// The slot taken carries no frame: give it back, or the shard's
 			// next attempt would have one fewer.

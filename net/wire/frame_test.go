@@ -142,6 +142,32 @@ func TestTypeString(t *testing.T) {
 }
 
 func TestReadFrame(t *testing.T) {
+	for _, rf := range []struct {
+		name string
+		fn   func(io.Reader, uint32) (wire.Frame, error)
+	}{{"ReadFrame", wire.ReadFrame}, {"ReadTrustedFrame", wire.ReadTrustedFrame}} {
+		t.Run(rf.name, func(t *testing.T) { testReadFrame(t, rf.fn) })
+	}
+}
+
+// A trusted frame's body is allocated once, whole.
+func TestReadTrustedFrameAllocatesTheBodyOnce(t *testing.T) {
+	frame := wire.AppendFrame(nil, wire.TypePublish, 0, 0, bytes.Repeat([]byte{1}, 300<<10))
+	r := bytes.NewReader(frame)
+	allocs := testing.AllocsPerRun(5, func() {
+		r.Reset(frame)
+		if f, err := wire.ReadTrustedFrame(r, wire.DefaultMaxFrameBytes); err != nil || len(f.Body) != 300<<10 {
+			t.Fatalf("%d bytes, %v", len(f.Body), err)
+		}
+	})
+	// The body, and the header's bytes (they escape into the reader);
+	// ReadFrame grows the body from 64 KiB, one allocation more.
+	if allocs != 2 {
+		t.Fatalf("%v allocations per frame, want 2", allocs)
+	}
+}
+
+func testReadFrame(t *testing.T, readFrame func(io.Reader, uint32) (wire.Frame, error)) {
 	f1 := wire.AppendFrame(nil, wire.TypePublishAck, 0, 7, []byte("0123456789abcdef"))
 	f2 := wire.AppendFrame(nil, wire.TypeGoAway, 0, 0, nil)
 	stream := append(bytes.Clone(f1), f2...)
@@ -152,15 +178,15 @@ func TestReadFrame(t *testing.T) {
 			if name == "one byte" {
 				r = iotest.OneByteReader(r)
 			}
-			f, err := wire.ReadFrame(r, 64)
+			f, err := readFrame(r, 64)
 			if err != nil || f.Header.Type != wire.TypePublishAck || f.Header.RequestID != 7 || string(f.Body) != "0123456789abcdef" {
 				t.Fatalf("%s: first frame %+v, %v", name, f, err)
 			}
-			f, err = wire.ReadFrame(r, 64)
+			f, err = readFrame(r, 64)
 			if err != nil || f.Header.Type != wire.TypeGoAway || f.Header.Flags != 0 || f.Body == nil || len(f.Body) != 0 {
 				t.Fatalf("%s: second frame %+v, %v", name, f, err)
 			}
-			if _, err := wire.ReadFrame(r, 64); err != io.EOF {
+			if _, err := readFrame(r, 64); err != io.EOF {
 				t.Fatalf("%s: at the boundary got %v, want io.EOF itself", name, err)
 			}
 		}
@@ -168,7 +194,7 @@ func TestReadFrame(t *testing.T) {
 
 	t.Run("body is fresh", func(t *testing.T) {
 		buf := bytes.Clone(f1)
-		f, err := wire.ReadFrame(bytes.NewReader(buf), 64)
+		f, err := readFrame(bytes.NewReader(buf), 64)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +206,7 @@ func TestReadFrame(t *testing.T) {
 
 	t.Run("cut short", func(t *testing.T) {
 		for n := 1; n < len(f1); n++ {
-			_, err := wire.ReadFrame(bytes.NewReader(f1[:n]), 64)
+			_, err := readFrame(bytes.NewReader(f1[:n]), 64)
 			if !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Errorf("cut at %d of %d: %v, want io.ErrUnexpectedEOF", n, len(f1), err)
 			}
@@ -190,17 +216,17 @@ func TestReadFrame(t *testing.T) {
 	t.Run("reader error passes through", func(t *testing.T) {
 		boom := errors.New("boom")
 		r := io.MultiReader(bytes.NewReader(f1[:wire.HeaderSize+2]), iotest.ErrReader(boom))
-		if _, err := wire.ReadFrame(r, 64); !errors.Is(err, boom) {
+		if _, err := readFrame(r, 64); !errors.Is(err, boom) {
 			t.Fatalf("got %v, want boom", err)
 		}
-		if _, err := wire.ReadFrame(iotest.ErrReader(boom), 64); !errors.Is(err, boom) {
+		if _, err := readFrame(iotest.ErrReader(boom), 64); !errors.Is(err, boom) {
 			t.Fatalf("header: got %v, want boom", err)
 		}
 	})
 
 	t.Run("too large refused before the body", func(t *testing.T) {
 		hdr := wire.AppendHeader(nil, wire.Header{Length: 1 << 30, Type: wire.TypePublish, RequestID: 9})
-		f, err := wire.ReadFrame(io.MultiReader(bytes.NewReader(hdr), failReader{t}), wire.DefaultMaxFrameBytes)
+		f, err := readFrame(io.MultiReader(bytes.NewReader(hdr), failReader{t}), wire.DefaultMaxFrameBytes)
 		wantCode(t, err, wire.CodeFrameTooLarge)
 		var we *wire.Error
 		if errors.As(err, &we) && we.Detail != wire.DefaultMaxFrameBytes {
@@ -211,16 +237,16 @@ func TestReadFrame(t *testing.T) {
 		}
 		// One byte over the bound is refused too; exactly the bound is read.
 		over := wire.AppendHeader(nil, wire.Header{Length: 17, Type: wire.TypePublish})
-		_, err = wire.ReadFrame(io.MultiReader(bytes.NewReader(over), failReader{t}), 16)
+		_, err = readFrame(io.MultiReader(bytes.NewReader(over), failReader{t}), 16)
 		wantCode(t, err, wire.CodeFrameTooLarge)
-		if _, err := wire.ReadFrame(bytes.NewReader(f1), 16); err != nil {
+		if _, err := readFrame(bytes.NewReader(f1), 16); err != nil {
 			t.Errorf("body of exactly the bound: %v", err)
 		}
 	})
 
 	t.Run("unknown type refused before the body", func(t *testing.T) {
 		hdr := wire.AppendHeader(nil, wire.Header{Length: 4, Type: 0x7f})
-		_, err := wire.ReadFrame(io.MultiReader(bytes.NewReader(hdr), failReader{t}), 64)
+		_, err := readFrame(io.MultiReader(bytes.NewReader(hdr), failReader{t}), 64)
 		wantCode(t, err, wire.CodeUnknownFrameType)
 	})
 
@@ -228,7 +254,7 @@ func TestReadFrame(t *testing.T) {
 		for _, i := range []int{6, 7} {
 			bad := bytes.Clone(f1)
 			bad[i] = 1
-			_, err := wire.ReadFrame(io.MultiReader(bytes.NewReader(bad[:wire.HeaderSize]), failReader{t}), 64)
+			_, err := readFrame(io.MultiReader(bytes.NewReader(bad[:wire.HeaderSize]), failReader{t}), 64)
 			wantCode(t, err, wire.CodeMalformedFrame)
 		}
 	})

@@ -148,9 +148,18 @@ func (q *eventQueue) dropFrame() {
 // one, and how many received frames it finished with (fully consumed or
 // dropped) on the way.
 func (q *eventQueue) pop() (ev Event, gap *GapError, ok bool, finished int) {
+	gap, ok, finished = q.popInto(&ev)
+	return ev, gap, ok, finished
+}
+
+// popInto is pop writing the event into *ev (left as it was when there is
+// none; zero with a gap), so that it is built in place in the slice it is
+// returned in: an Event is some 180 bytes, and each copy of one on the way
+// to Next cost its writes and their write barriers.
+func (q *eventQueue) popInto(ev *Event) (gap *GapError, ok bool, finished int) {
 	if q.stashed != nil {
-		ev, q.stashed = *q.stashed, nil
-		return ev, nil, true, 0
+		*ev, q.stashed = *q.stashed, nil
+		return nil, true, 0
 	}
 	for len(q.frames) > 0 {
 		fr := &q.frames[0]
@@ -161,7 +170,7 @@ func (q *eventQueue) pop() (ev Event, gap *GapError, ok bool, finished int) {
 			q.frames = q.frames[1:]
 			q.markers--
 			q.next, q.watching = g.To, false
-			return Event{}, g, true, finished
+			return g, true, finished
 		case fr.watch:
 			q.watching, q.watchAt = true, fr.watchAt
 			q.frames[0] = queuedFrame{}
@@ -207,7 +216,7 @@ func (q *eventQueue) pop() (ev Event, gap *GapError, ok bool, finished int) {
 			continue
 		}
 		q.next = off + 1
-		ev = eventOf(v, off, &q.rec)
+		fillEvent(ev, v, off, &q.rec)
 		// Let the caller release a frame that this event finished.
 		if q.sec >= len(sections) {
 			q.dropFrame()
@@ -216,30 +225,31 @@ func (q *eventQueue) pop() (ev Event, gap *GapError, ok bool, finished int) {
 		if q.watching && off >= q.watchAt {
 			q.watching = false
 			if off > q.watchAt {
-				stash := ev
+				stash := *ev
 				q.stashed = &stash
-				return Event{}, &GapError{Shard: ev.Shard, From: q.watchAt, To: off}, true, finished
+				*ev = Event{}
+				return &GapError{Shard: stash.Shard, From: q.watchAt, To: off}, true, finished
 			}
 		}
-		return ev, nil, true, finished
+		return nil, true, finished
 	}
-	return Event{}, nil, false, finished
+	return nil, false, finished
 }
 
 // eventOf returns the record rec at offset off of batch v as an Event. The
 // Event shares rec's key and payload (slices of the frame's body), not its
 // headers slice.
 func eventOf(v *wire.BatchView, off uint64, rec *wire.Record) Event {
-	ev := Event{
-		Shard:     v.Shard,
-		Offset:    off,
-		Timestamp: time.Unix(0, v.Timestamp),
-		Key:       rec.Key,
-		Payload:   rec.Payload,
-	}
+	var ev Event
+	fillEvent(&ev, v, off, rec)
+	return ev
+}
+
+// fillEvent sets *ev to the record at off of v, rec.
+func fillEvent(ev *Event, v *wire.BatchView, off uint64, rec *wire.Record) {
+	*ev = Event{Shard: v.Shard, Offset: off, Timestamp: time.Unix(0, v.Timestamp), Key: rec.Key, Payload: rec.Payload,
+		Headers: headersOf(rec.Headers)}
 	if len(ev.Key) == 0 {
 		ev.Key = nil
 	}
-	ev.Headers = headersOf(rec.Headers)
-	return ev
 }

@@ -385,7 +385,8 @@ func (sub *Subscription) buffered() (Event, bool) {
 		return Event{}, false
 	}
 	ev := sub.pop()
-	return sub.trace(ev), true
+	sub.trace(&ev)
+	return ev, true
 }
 
 // pop returns buf's next event, clearing its slot (the slice is reused: it
@@ -427,15 +428,15 @@ func (sub *Subscription) take(r nextResult) (Event, error) {
 	}
 	ev := sub.pop()
 	sub.mu.Unlock()
-	return sub.trace(ev), nil
+	sub.trace(&ev)
+	return ev, nil
 }
 
 // trace records the consumer span of an event that carries trace context.
-func (sub *Subscription) trace(ev Event) Event {
+func (sub *Subscription) trace(ev *Event) {
 	if ev.Headers != nil {
 		ev.Trace = sub.c.tracer.receive(sub.stream, ev.Shard, ev.Offset, ev.Headers)
 	}
-	return ev
 }
 
 // Close ends the subscription: it closes each stream's send side (the

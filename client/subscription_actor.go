@@ -477,7 +477,12 @@ func (a *subscriptionActor) serve() {
 				}
 			}
 			for len(r.evs) < max(w.max, 1) {
-				ev, err, ok := a.next()
+				// The event is built in its slot (next writes it there).
+				r.evs = append(r.evs, Event{})
+				err, ok := a.next(&r.evs[len(r.evs)-1])
+				if !ok || err != nil {
+					r.evs = r.evs[:len(r.evs)-1]
+				}
 				if !ok {
 					break
 				}
@@ -489,7 +494,6 @@ func (a *subscriptionActor) serve() {
 					}
 					break
 				}
-				r.evs = append(r.evs, ev)
 			}
 			if len(r.evs) == 0 && r.err == nil {
 				return
@@ -512,43 +516,44 @@ func (a *subscriptionActor) ready() int {
 	return n
 }
 
-// next returns what the next Next call gets, if anything is ready: the
-// shards take turns, and at its turn a shard gives its next held event, or,
+// next returns what the next Next call gets, if anything is ready (an
+// event is written to *ev; an error is returned): the shards take turns,
+// and at its turn a shard gives its next held event, or,
 // once it has none left and it ended, its error (once). When no shard has
 // anything, it is the subscription's end error, or, once every shard ended,
 // the last shard error reported.
-func (a *subscriptionActor) next() (Event, error, bool) {
+func (a *subscriptionActor) next(ev *Event) (error, bool) {
 	n := len(a.shards)
 	for i := range n {
 		k := (a.turn + i) % n
 		sh := a.shards[k]
 		if sh.q != nil {
-			ev, gap, ok, finished := sh.q.pop()
+			gap, ok, finished := sh.q.popInto(ev)
 			releaseSlots(sh.slots, finished)
 			if ok {
 				a.turn = (k + 1) % n
 				if gap != nil {
-					return Event{}, gap, true
+					return gap, true
 				}
-				return ev, nil, true
+				return nil, true
 			}
 		}
 		if sh.err != nil && !sh.reported {
 			sh.reported = true
 			a.lastErr = sh.err
 			a.turn = (k + 1) % n
-			return Event{}, sh.err, true
+			return sh.err, true
 		}
 	}
 	if a.endErr != nil {
-		return Event{}, a.endErr, true
+		return a.endErr, true
 	}
 	for _, sh := range a.shards {
 		if sh.err == nil {
-			return Event{}, nil, false
+			return nil, false
 		}
 	}
-	return Event{}, a.lastErr, a.lastErr != nil
+	return a.lastErr, a.lastErr != nil
 }
 
 // releaseSlots gives a reader n frame slots back. It never blocks: the

@@ -480,6 +480,7 @@ func shardName(id uint64, i uint32) string { return fmt.Sprintf("s%d-%d", id, i)
 
 func (c *catalog) shardProps(h *StreamHandle, i uint32) *actor.Props {
 	p := NewShardProps(ShardConfig{
+		Dispatcher:  c.cfg.Goroutines.Dispatcher(),
 		Tracer:      c.cfg.Tracer,
 		Counters:    c.cfg.Stats.Stream(h.Name.String()),
 		Key:         h.ShardKey(i),

@@ -153,7 +153,7 @@ func NewConnectionProps(conn *quic.Conn, cfg ConnectionConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &connection{cfg: cfg, conn: conn,
 			laneStreams: map[string]context.CancelFunc{}, subs: map[string]*actor.PID{}, members: map[string]*actor.PID{}}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
+	}, actor.WithDispatcher(cfg.Goroutines.Dispatcher()), actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
 		return actor.StopDirective
 	})))
 }
@@ -223,7 +223,7 @@ func (c *connection) onOpenLane(ctx actor.Context, m *openLane) {
 		close(m.reply)
 		return
 	}
-	pid := ctx.Spawn(NewLaneProps(LaneConfig{W: m.stream, Window: m.window, Meter: m.meter}))
+	pid := ctx.Spawn(NewLaneProps(LaneConfig{W: m.stream, Window: m.window, Meter: m.meter, Dispatcher: c.cfg.Goroutines.Dispatcher()}))
 	if m.cancel != nil {
 		c.laneStreams[pid.Id] = m.cancel
 	} else {

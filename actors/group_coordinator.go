@@ -167,7 +167,7 @@ func NewGroupCoordinatorProps(cfg GroupCoordinatorConfig) *actor.Props {
 		cfg.Stats = &Stats{}
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
-	return actor.PropsFromProducer(func() actor.Actor { return &groupCoordinator{cfg: cfg} })
+	return actor.PropsFromProducer(func() actor.Actor { return &groupCoordinator{cfg: cfg} }, actor.WithDispatcher(cfg.Goroutines.Dispatcher()))
 }
 
 // Receive dispatches. After each message that may change the group's state

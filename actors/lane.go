@@ -15,6 +15,9 @@ import (
 
 // LaneConfig configures a writer lane.
 type LaneConfig struct {
+	// Dispatcher runs the lane's mailbox (nil: protoactor's default; the
+	// node's is Goroutines.Dispatcher).
+	Dispatcher actor.Dispatcher
 	// W is the QUIC stream's send side. The lane is its only writer.
 	W io.WriteCloser
 	// Window, if set, is the publish window of a publish stream: the lane
@@ -94,9 +97,9 @@ func NewLaneProps(cfg LaneConfig) *actor.Props {
 	}
 	producer := func() actor.Actor { return &lane{cfg: cfg} }
 	if cfg.Meter != nil {
-		return actor.PropsFromProducer(producer, actor.WithMailbox(actor.Unbounded(cfg.Meter)))
+		return actor.PropsFromProducer(producer, actor.WithMailbox(actor.Unbounded(cfg.Meter)), actor.WithDispatcher(cfg.Dispatcher))
 	}
-	return actor.PropsFromProducer(producer)
+	return actor.PropsFromProducer(producer, actor.WithDispatcher(cfg.Dispatcher))
 }
 
 // Receive dispatches.

@@ -17,6 +17,9 @@ import (
 
 // ShardConfig configures a shard actor.
 type ShardConfig struct {
+	// Dispatcher runs the shard's mailbox (nil: protoactor's default; the
+	// node's is Goroutines.Dispatcher).
+	Dispatcher actor.Dispatcher
 	// Key names the shard's log.
 	Key storage.ShardKey
 	// Tracer traces publishes that arrive with trace context (nil: none).
@@ -188,7 +191,7 @@ func NewShardProps(cfg ShardConfig) *actor.Props {
 	if cfg.PendingWait <= 0 {
 		cfg.PendingWait = 2 * time.Second
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &shard{cfg: cfg} })
+	return actor.PropsFromProducer(func() actor.Actor { return &shard{cfg: cfg} }, actor.WithDispatcher(cfg.Dispatcher))
 }
 
 // Receive dispatches.

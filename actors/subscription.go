@@ -125,7 +125,7 @@ func NewSubscriptionProps(cfg SubscriptionConfig) *actor.Props {
 	}
 	// A failing lane is stopped, not restarted: its stream state is lost, and
 	// its Terminated ends the subscription.
-	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg, stopping: &atomic.Bool{}} },
+	return actor.PropsFromProducer(func() actor.Actor { return &subscription{cfg: cfg, stopping: &atomic.Bool{}} }, actor.WithDispatcher(cfg.Goroutines.Dispatcher()),
 		actor.WithSupervisor(actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
 			return actor.StopDirective
 		})))
@@ -193,6 +193,7 @@ func (s *subscription) onStarted(ctx actor.Context) {
 	laneCfg := s.cfg.Lane
 	laneCfg.W = s.cfg.Stream
 	laneCfg.EventReqID = s.cfg.ReqID
+	laneCfg.Dispatcher = s.cfg.Goroutines.Dispatcher()
 	lane, err := ctx.SpawnNamed(NewLaneProps(laneCfg), "lane")
 	if err != nil {
 		panic(fmt.Errorf("subscription: spawn lane: %w", err))

@@ -17,11 +17,15 @@ type offsetsView struct {
 	stagedMk map[uint64]bool   // the staged ack wrote a marker
 }
 
+func newOffsetsView() offsetsView {
+	return offsetsView{done: map[uint64]bool{}, claims: map[uint64]string{}, seqs: map[uint64]uint64{}, attempts: map[uint64]uint32{},
+		staged: map[uint64]uint64{}, stagedMk: map[uint64]bool{}}
+}
+
 // view returns t's state as maps, and fails if t's counts disagree with it.
 func (t *offsetTable) view(tb testing.TB) offsetsView {
 	tb.Helper()
-	v := offsetsView{done: map[uint64]bool{}, claims: map[uint64]string{}, seqs: map[uint64]uint64{}, attempts: map[uint64]uint32{},
-		staged: map[uint64]uint64{}, stagedMk: map[uint64]bool{}}
+	v := newOffsetsView()
 	t.each(func(off uint64, st *offState) {
 		if st.flags&offDone != 0 {
 			v.done[off] = st.flags&offMarked != 0
@@ -51,8 +55,7 @@ func TestOffsetTableMatchesMaps(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			var tab offsetTable
-			want := offsetsView{done: map[uint64]bool{}, claims: map[uint64]string{}, seqs: map[uint64]uint64{}, attempts: map[uint64]uint32{},
-				staged: map[uint64]uint64{}, stagedMk: map[uint64]bool{}}
+			want := newOffsetsView()
 			var base uint64
 			// width is how far above base offsets go; some runs go past
 			// the ring's bound.
@@ -129,8 +132,7 @@ func TestOffsetTableMatchesMaps(t *testing.T) {
 					if rng.IntN(100) == 0 {
 						base += uint64(rng.IntN(1000))
 						tab.reset(base)
-						want = offsetsView{done: map[uint64]bool{}, claims: map[uint64]string{}, seqs: map[uint64]uint64{},
-							attempts: map[uint64]uint32{}, staged: map[uint64]uint64{}, stagedMk: map[uint64]bool{}}
+						want = newOffsetsView()
 					}
 				case 11:
 					// firstFrom agrees with a scan of the maps.

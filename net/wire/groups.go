@@ -96,7 +96,11 @@ func AppendGroupRecords(dst []byte, reqID uint64, g GroupRecords) []byte {
 	for i := range g.Records {
 		size += groupRecordHead + len(g.Records[i].Record)
 	}
-	dst = slices.Grow(dst, size)
+	if dst == nil {
+		dst = make([]byte, 0, size) // one allocation, with the race detector too (slices.Grow makes two there)
+	} else {
+		dst = slices.Grow(dst, size)
+	}
 	dst, s := frameStart(dst, TypeGroupRecords, 0, reqID)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(g.Cursor)))
 	dst = append(dst, g.Cursor...)

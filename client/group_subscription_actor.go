@@ -293,6 +293,16 @@ func decodeGroupFrame(f wire.Frame) (any, error) {
 // connection was lost and the client reconnects, started the rejoin.
 func (a *groupSubscriptionActor) write(frame []byte) error {
 	if _, err := a.stream.Write(frame); err != nil {
+		var se *quic.StreamError
+		if errors.As(err, &se) && se.Remote && a.s.ctx.Err() == nil {
+			// The node stopped reading the stream (STOP_SENDING): it is
+			// ending it, and says why on the read side, an Error frame or
+			// the stream's end, which onStreamEnded acts on (a relaying
+			// node whose coordinator moved sends not_leader, then stops
+			// reading). Ending the member here, on whichever came first,
+			// lost that rejoin. The request's outcome is unknown.
+			return outcomeUnknown(fmt.Errorf("herald: the node stopped reading the group stream: %w", err))
+		}
 		cause, lost := a.streamError(connCause(err), false)
 		if lost {
 			a.connectionLost()

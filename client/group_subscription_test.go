@@ -684,3 +684,57 @@ func TestGroupMemberJoinsAgainWhenItsCoordinatorMoves(t *testing.T) {
 	last.push("c2", groupRec(0, 2, 1))
 	checkGroupRecord(t, nextDelivery(t, gs, "c2").Records[0], 0, 2, 1)
 }
+
+// TestGroupMemberRejoinsWhenTheNodeStopsReadingFirst: a node relaying a
+// member to a coordinator that moved sends not_leader and stops reading the
+// stream. An ack or heartbeat written once the node stopped reading fails
+// with an unknown outcome, and the member still joins again when the
+// not_leader arrives: it used to end on the failed write, whichever came
+// first (a flaky TestReplicatedGroupSurvivesItsCoordinator).
+func TestGroupMemberRejoinsWhenTheNodeStopsReadingFirst(t *testing.T) {
+	srv := newTestServer(t)
+	var joins atomic.Int32
+	peers := groupNode(t, srv, func(g wire.GroupSubscribe) (wire.GroupAssignment, *wire.Error) {
+		return assigned(uint64(joins.Add(1)), 0, 0), nil
+	})
+	srv.start()
+	c := srv.dial(t, WithoutReconnect())
+	ctx := testCtx(t)
+	gs, err := c.Group(orders, "live").Subscribe(ctx, WithHeartbeat(-1), WithMember("m1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Close()
+	p := <-peers
+	p.push("c1", groupRec(0, 1, 1))
+	nextDelivery(t, gs, "c1")
+	p.st.CancelRead(0) // STOP_SENDING, before the not_leader
+	<-p.ended
+	// A heartbeat written before the STOP_SENDING arrived waits for an
+	// answer that never comes; one written after it fails at once.
+	for {
+		hctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := gs.Heartbeat(hctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			continue
+		}
+		if !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("heartbeat on a stream the node stopped reading: %v, want ErrOutcomeUnknown", err)
+		}
+		break
+	}
+	p.end(wire.CodeNotLeader)
+	_ = p.st.Close()
+	var q *groupPeer
+	select {
+	case q = <-peers:
+	case <-ctx.Done():
+		t.Fatal("the member did not join again")
+	}
+	if q.join.Member != "m1" {
+		t.Fatalf("joined again as %q, want m1", q.join.Member)
+	}
+	q.push("c2", groupRec(0, 2, 1))
+	checkGroupRecord(t, nextDelivery(t, gs, "c2").Records[0], 0, 2, 1)
+}

@@ -40,8 +40,8 @@ const dispatcherWorkers = 16
 const dispatcherThroughput = 300
 
 // Dispatcher returns the dispatcher for the actors that run for every
-// record (shards, subscriptions, lanes, connections, group coordinators
-// and members): it runs their mailboxes on long-lived workers of g. The
+// record (shards, subscriptions, lanes, connections and group
+// coordinators): it runs their mailboxes on long-lived workers of g. The
 // default dispatcher starts a goroutine for every mailbox run, and a run
 // that goes deep (a lane writing to its QUIC stream) grew the new
 // goroutine's stack every time: at fan-out 1000, stack growth was a

@@ -14,11 +14,14 @@ func newBenchCmd(env *cliEnv) *cobra.Command {
 is one command): by default a child herald node process, whose CPU time is reported apart
 from the clients' (--in-process runs it in this process, as isolation always does and
 ceiling does by default), and print a human summary, or JSON with --json. docs/benchmarks.md describes each and its
-results. --cpuprofile FILE, before the scenario, profiles this process for the run.`,
+results. --cpuprofile FILE, before the scenario, profiles this process for the run;
+--memprofile FILE writes its allocations over the run.`,
 		`  herald bench isolation
   herald bench publish --json > publish.json
-  herald bench --cpuprofile cpu.out fanout --fanouts 1,10 --in-process`)
+  herald bench --cpuprofile cpu.out fanout --fanouts 1,10 --in-process
+  herald bench --memprofile mem.out groups --window ''`)
 	c.PersistentFlags().String("cpuprofile", "", "write a CPU profile of the scenario's run to `file` (give it before the scenario)")
+	c.PersistentFlags().String("memprofile", "", "write the allocations of the scenario's run (the allocs profile) to `file` (give it before the scenario)")
 	for _, sc := range bench.Scenarios {
 		name := sc.Name
 		s := &cobra.Command{
@@ -28,12 +31,10 @@ results. --cpuprofile FILE, before the scenario, profiles this process for the r
 			Example:            stdFlagExamples["herald bench "+name],
 			DisableFlagParsing: true,
 			RunE: func(_ *cobra.Command, args []string) error {
-				// A --cpuprofile FILE given before the scenario arrives first.
-				if len(args) >= 2 && (args[0] == "--cpuprofile" || args[0] == "-cpuprofile") {
-					args = append([]string{args[0], args[1], name}, args[2:]...)
-				} else {
-					args = append([]string{name}, args...)
-				}
+				// --cpuprofile / --memprofile FILE given before the scenario
+				// arrive first.
+				n := min(bench.ProfileArgs(args), len(args))
+				args = append(append(append([]string{}, args[:n]...), name), args[n:]...)
 				return exitCode(bench.Run(benchEnv(env), args)).asError()
 			},
 		}

@@ -47,26 +47,32 @@ var Scenarios = []Scenario{
 	{"ceiling", "the machine's ceilings: Badger synced commits, quic-go streams, against Herald's publish", runCeiling},
 }
 
-// Run runs `herald bench [--cpuprofile FILE] SCENARIO [flags]` (args
-// without `herald bench`) and returns the exit status: 0, 1 when the
-// scenario failed, 2 for a command-line error.
+// Run runs `herald bench [--cpuprofile FILE] [--memprofile FILE] SCENARIO
+// [flags]` (args without `herald bench`) and returns the exit status: 0, 1
+// when the scenario failed, 2 for a command-line error.
 func Run(env Env, args []string) int {
 	// --cpuprofile FILE before the scenario profiles this process (clients,
-	// and the node with --in-process) for the scenario's run.
-	var cpuProfile string
-	if len(args) > 0 && (args[0] == "--cpuprofile" || args[0] == "-cpuprofile") {
+	// and the node with --in-process) for the scenario's run; --memprofile
+	// FILE writes its allocations (the allocs profile) at the run's end.
+	var cpuProfile, memProfile string
+	for n := ProfileArgs(args); n > 0; n -= 2 {
 		if len(args) < 2 {
-			fmt.Fprintln(env.Stderr, "herald bench: --cpuprofile needs a file")
+			fmt.Fprintf(env.Stderr, "herald bench: %s needs a file\n", args[0])
 			return 2
 		}
-		cpuProfile, args = args[1], args[2:]
+		if strings.TrimLeft(args[0], "-") == "cpuprofile" {
+			cpuProfile = args[1]
+		} else {
+			memProfile = args[1]
+		}
+		args = args[2:]
 	}
 	names := make([]string, len(Scenarios))
 	for i, sc := range Scenarios {
 		names[i] = sc.Name
 	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintf(env.Stderr, "usage: herald bench [--cpuprofile FILE] %s [flags]   (see docs/benchmarks.md)\n", strings.Join(names, "|"))
+		fmt.Fprintf(env.Stderr, "usage: herald bench [--cpuprofile FILE] [--memprofile FILE] %s [flags]   (see docs/benchmarks.md)\n", strings.Join(names, "|"))
 		return 2
 	}
 	var sc *Scenario
@@ -92,7 +98,38 @@ func Run(env Env, args []string) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if memProfile != "" {
+		f, err := os.Create(memProfile)
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "herald bench:", err)
+			return 1
+		}
+		defer func() {
+			if err := errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close()); err != nil {
+				fmt.Fprintln(env.Stderr, "herald bench: memory profile:", err)
+			}
+		}()
+	}
 	return sc.run(&env, args[1:])
+}
+
+// ProfileArgs returns how many of args, from the first, are the profile
+// flags Run takes before the scenario (--cpuprofile FILE, --memprofile
+// FILE); a flag whose file is missing counts as 2 (Run refuses it).
+func ProfileArgs(args []string) int {
+	n := 0
+	for n < len(args) {
+		switch strings.TrimLeft(args[n], "-") {
+		case "cpuprofile", "memprofile":
+			if !strings.HasPrefix(args[n], "-") {
+				return n
+			}
+			n += 2
+		default:
+			return n
+		}
+	}
+	return n
 }
 
 // parse parses a scenario's flags with env.ParseFlags.

@@ -144,18 +144,12 @@ func (q *eventQueue) dropFrame() {
 	q.sec = 0
 }
 
-// pop returns the next event, or the next gap, if a held frame or marker has
-// one, and how many received frames it finished with (fully consumed or
-// dropped) on the way.
-func (q *eventQueue) pop() (ev Event, gap *GapError, ok bool, finished int) {
-	gap, ok, finished = q.popInto(&ev)
-	return ev, gap, ok, finished
-}
-
-// popInto is pop writing the event into *ev (left as it was when there is
-// none; zero with a gap), so that it is built in place in the slice it is
-// returned in: an Event is some 180 bytes, and each copy of one on the way
-// to Next cost its writes and their write barriers.
+// popInto writes the next event into *ev, or returns the next gap, if a
+// held frame or marker has one, and how many received frames it finished
+// with (fully consumed or dropped) on the way. *ev is left as it was when
+// there is nothing, and zeroed with a gap. The event is built in place, in
+// the slice it is returned in: an Event is some 180 bytes, and each copy of
+// one on the way to Next cost its writes and their write barriers.
 func (q *eventQueue) popInto(ev *Event) (gap *GapError, ok bool, finished int) {
 	if q.stashed != nil {
 		*ev, q.stashed = *q.stashed, nil

@@ -7,6 +7,12 @@ import (
 	"github.com/heraldmq/herald/net/wire"
 )
 
+// pop is popInto returning the event, for the tests.
+func (q *eventQueue) pop() (ev Event, gap *GapError, ok bool, finished int) {
+	gap, ok, finished = q.popInto(&ev)
+	return ev, gap, ok, finished
+}
+
 // section builds a decoded section of n records from base.
 func section(base uint64, n int) wire.BatchView {
 	return wire.BatchView{Shard: 1, Base: base, Timestamp: 7, Count: uint32(n), Records: wire.AppendRecords(nil, recs(base, n))}

@@ -637,6 +637,25 @@ func TestGroupStreamEndedByNode(t *testing.T) {
 	}
 }
 
+// joinAndDeliverOne starts srv, whose group streams are scripted by the
+// groupNode that made peers, and joins member m1 (no heartbeats, no
+// reconnecting); the node pushes it one delivery, cursor "c1". It returns
+// the member, the node's side of its stream and the test's context.
+func joinAndDeliverOne(t *testing.T, srv *testServer, peers chan *groupPeer) (*GroupMember, *groupPeer, context.Context) {
+	t.Helper()
+	srv.start()
+	c := srv.dial(t, WithoutReconnect())
+	ctx := testCtx(t)
+	gs, err := c.Group(orders, "live").Subscribe(ctx, WithHeartbeat(-1), WithMember("m1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gs.Close() })
+	p := <-peers
+	p.push("c1", groupRec(0, 1, 1))
+	return gs, p, ctx
+}
+
 // TestGroupMemberJoinsAgainWhenItsCoordinatorMoves: a member whose stream
 // the node ends with not_leader (a cluster's coordinator moved) joins
 // again on the same connection, as the same member, and keeps trying while
@@ -652,16 +671,7 @@ func TestGroupMemberJoinsAgainWhenItsCoordinatorMoves(t *testing.T) {
 		}
 		return assigned(uint64(joins.Load()), 0, 0), nil
 	})
-	srv.start()
-	c := srv.dial(t, WithoutReconnect())
-	ctx := testCtx(t)
-	gs, err := c.Group(orders, "live").Subscribe(ctx, WithHeartbeat(-1), WithMember("m1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gs.Close()
-	p := <-peers
-	p.push("c1", groupRec(0, 1, 1))
+	gs, p, ctx := joinAndDeliverOne(t, srv, peers)
 	old := nextDelivery(t, gs, "c1")
 	p.end(wire.CodeNotLeader)
 	var last *groupPeer
@@ -697,19 +707,14 @@ func TestGroupMemberRejoinsWhenTheNodeStopsReadingFirst(t *testing.T) {
 	peers := groupNode(t, srv, func(g wire.GroupSubscribe) (wire.GroupAssignment, *wire.Error) {
 		return assigned(uint64(joins.Add(1)), 0, 0), nil
 	})
-	srv.start()
-	c := srv.dial(t, WithoutReconnect())
-	ctx := testCtx(t)
-	gs, err := c.Group(orders, "live").Subscribe(ctx, WithHeartbeat(-1), WithMember("m1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gs.Close()
-	p := <-peers
-	p.push("c1", groupRec(0, 1, 1))
+	gs, p, ctx := joinAndDeliverOne(t, srv, peers)
 	nextDelivery(t, gs, "c1")
 	p.st.CancelRead(0) // STOP_SENDING, before the not_leader
-	<-p.ended
+	select {
+	case <-p.ended:
+	case <-ctx.Done():
+		t.Fatal("the node's read of the stream did not end")
+	}
 	// A heartbeat written before the STOP_SENDING arrived waits for an
 	// answer that never comes; one written after it fails at once.
 	for {

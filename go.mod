@@ -9,6 +9,7 @@ require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/jedib0t/go-pretty/v6 v6.8.3
+	github.com/orcaman/concurrent-map v1.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/quic-go/quic-go v0.65.0
 	github.com/spf13/cobra v1.10.2
@@ -52,7 +53,6 @@ require (
 	github.com/lmittmann/tint v1.0.3 // indirect
 	github.com/mattn/go-runewidth v0.0.16 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/orcaman/concurrent-map v1.0.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect

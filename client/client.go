@@ -222,11 +222,7 @@ func newClient(sh *shared, d dialed, seed int, o *options) *Client {
 		sh.goroutines.Go(sh.events.run)
 	}
 	logger := o.logger
-	sys := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "protoactor") }),
-		actor.WithDeadLetterRequestLogging(false),
-		actor.WithDeveloperSupervisionLogging(false),
-	)
+	sys := newActorSystem(logger)
 	c := &Client{
 		s:           sh,
 		sys:         sys,

@@ -40,9 +40,8 @@ func shrinkRegistry(reg *actor.ProcessRegistryValue, n int) {
 		small.LocalPIDs[i] = cmap.New()
 	}
 	for _, bucket := range reg.LocalPIDs.LocalPIDs {
-		for id, p := range bucket.Items() {
-			small.GetBucket(id).Set(id, p)
-		}
+		// IterCb, not Items: Items starts a goroutine per shard.
+		bucket.IterCb(func(id string, p any) { small.GetBucket(id).Set(id, p) })
 	}
 	reg.LocalPIDs = small
 }

@@ -288,11 +288,7 @@ func TestSubscriptionReusesItsEventSliceCleared(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, ev.Offset)
-	for {
-		ev, ok := sub.buffered()
-		if !ok {
-			break
-		}
+	for sub.buffered(&ev) {
 		got = append(got, ev.Offset)
 	}
 	if !slices.Equal(got, []uint64{0, 1, 2, 3, 4}) {

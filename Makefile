@@ -50,22 +50,37 @@ COMPARE_FLAGS ?=
 bench-compare:
 	cd cmd/herald-compare && $(GO) run . $(COMPARE_FLAGS)
 
-## bench-report: every `herald bench` scenario and the NATS side as JSON in bench/results/, the plots in docs/img/, then
-## issue 16's targets against that run (printed, and in bench/results/targets.json)
-## (each scenario's node is a child herald node process, its CPU reported apart; BENCH_FLAGS=--in-process runs it in the bench's process)
+## bench-report: every `herald bench` scenario as JSON in bench/results/, each followed at once by its NATS peers
+## (bench/results/nats.json), the plots in docs/img/, then issue 16's targets against that run (printed, and in
+## bench/results/targets.json). Each comparison's two sides run within a minute of each other, so a slow spell of the
+## machine falls on both. (Each scenario's node is a child herald node process, its CPU reported apart;
+## BENCH_FLAGS=--in-process runs it in the bench's process.)
 RESULTS        := bench/results
 REPORT_BENCHES := publish fanout latency isolation groups replay idle ceiling
 BENCH_FLAGS    ?=
+COMPARE_BIN    := bin/herald-compare
 bench-report: build
 	mkdir -p $(RESULTS) docs/img
+	cd cmd/herald-compare && $(GO) build -o $(CURDIR)/$(COMPARE_BIN) .
+	rm -f $(RESULTS)/nats.json.tmp
 	@for s in $(REPORT_BENCHES); do \
 		echo "== herald bench $$s --json $(BENCH_FLAGS) > $(RESULTS)/$$s.json"; \
 		./$(BIN) bench $$s --json $(BENCH_FLAGS) > $(RESULTS)/$$s.json.tmp && mv $(RESULTS)/$$s.json.tmp $(RESULTS)/$$s.json || exit 1; \
+		case $$s in \
+			publish) peers=js-publish,js-publish-tls,js-publish-sync,js-publish-sync-tls ;; \
+			fanout)  peers=core-fanout,core-fanout-tls ;; \
+			latency) peers=core-latency,core-latency-tls ;; \
+			groups)  peers=js-consume,js-consume-tls ;; \
+			*)       peers= ;; \
+		esac; \
+		if [ -n "$$peers" ]; then \
+			echo "== herald-compare --scenarios $$peers --append $(RESULTS)/nats.json.tmp"; \
+			./$(COMPARE_BIN) --scenarios $$peers --append $(RESULTS)/nats.json.tmp $(COMPARE_FLAGS) || exit 1; \
+		fi; \
 	done
-	cd cmd/herald-compare && $(GO) run . --json $(COMPARE_FLAGS) > $(CURDIR)/$(RESULTS)/nats.json.tmp
 	mv $(RESULTS)/nats.json.tmp $(RESULTS)/nats.json
-	cd cmd/herald-compare && $(GO) run . plot --in $(CURDIR)/$(RESULTS) --out $(CURDIR)/docs/img
-	cd cmd/herald-compare && $(GO) run . report --in $(CURDIR)/$(RESULTS) --json $(CURDIR)/$(RESULTS)/targets.json
+	./$(COMPARE_BIN) plot --in $(RESULTS) --out docs/img
+	./$(COMPARE_BIN) report --in $(RESULTS) --json $(RESULTS)/targets.json
 
 ## fuzz: run every fuzz target of every package for FUZZTIME each (make fuzz FUZZTIME=30s); FUZZFLAGS adds go test flags (-parallel 1)
 FUZZFLAGS ?=

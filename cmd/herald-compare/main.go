@@ -12,6 +12,11 @@
 //
 //	cd cmd/herald-compare && go run . --json
 //
+// `make bench` runs each Herald scenario's peers right after it, with
+// --scenarios and --append bench/results/nats.json.tmp (a JSON array that
+// each run adds to), so that the two sides of each comparison run within a
+// minute of each other.
+//
 // Every scenario runs twice: over plaintext TCP under its plain name, then
 // over TLS 1.3 under the same name with a -tls suffix (core-fanout-tls, ...).
 // The TLS certificate is generated when the command starts (a throwaway
@@ -265,6 +270,7 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 	server := fs.String("server", string(cfg.server), "where nats-server runs: child (its own process, CPU measured apart) or inproc")
 	names := fs.String("scenarios", "all", "comma-separated scenarios ("+scenarioNames()+"), or all")
 	asJSON := fs.Bool("json", false, "print a JSON array of results instead of a table")
+	appendTo := fs.String("append", "", "add the results to the JSON array in `file` (made if missing) instead of printing them: make bench runs each Herald scenario's peers right after it, into one file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -305,6 +311,9 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		results = append(results, rs...)
 	}
 	fmt.Fprintf(log, "all scenarios: %.1fs\n", time.Since(began).Seconds())
+	if *appendTo != "" {
+		return appendResults(*appendTo, results)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -392,4 +401,37 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// appendResults adds rs to the JSON array of results in path, making the
+// file if it does not exist. The file is replaced whole (written beside it,
+// then renamed), so a run that fails leaves it as it was.
+func appendResults(path string, rs []Result) error {
+	var all []json.RawMessage
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		if err := json.Unmarshal(data, &all); err != nil {
+			return fmt.Errorf("--append %s: %w", path, err)
+		}
+	}
+	for _, r := range rs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		all = append(all, b)
+	}
+	out, err := json.MarshalIndent(all, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".part"
+	if err := os.WriteFile(tmp, append(out, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -214,3 +214,42 @@ func TestScenarioNames(t *testing.T) {
 		}
 	}
 }
+
+// --append adds a run's results to the file's array, making the file the
+// first time: make bench runs each Herald scenario's NATS peers right after
+// it, into one nats.json. A file that is not an array is refused and left
+// as it was.
+func TestRunAppends(t *testing.T) {
+	path := t.TempDir() + "/nats.json"
+	for _, sc := range []string{"core-fanout", "core-fanout-tls"} {
+		var out bytes.Buffer
+		args := []string{"--duration", "200ms", "--scenarios", sc, "--fanouts", "2", "--server", "inproc", "--append", path}
+		if err := run(context.Background(), args, &out, &bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		if out.Len() != 0 {
+			t.Fatalf("--append printed %q", out.String())
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []Result
+	if err := json.Unmarshal(data, &results); err != nil {
+		t.Fatalf("%s is not an array of results: %v", path, err)
+	}
+	if len(results) != 2 || results[0].Scenario != "core-fanout" || results[1].Scenario != "core-fanout-tls" || !results[1].TLS {
+		t.Fatalf("appended results: %+v", results)
+	}
+	bad := t.TempDir() + "/bad.json"
+	if err := os.WriteFile(bad, []byte(`{"not": "an array"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendResults(bad, results); err == nil {
+		t.Fatal("appended to a file that holds no array")
+	}
+	if got, _ := os.ReadFile(bad); string(got) != `{"not": "an array"}` {
+		t.Fatalf("refused file changed to %q", got)
+	}
+}

@@ -56,3 +56,81 @@ func BenchmarkValidateRecords(b *testing.B) {
 		}
 	}
 }
+
+// RecordIter's inline path for plain records (no key, no headers, a
+// payload under 16 KiB) yields what the general path yields, record for
+// record and fault for fault, over well-formed blocks around its bounds
+// and the same blocks cut short or with a byte changed.
+func TestRecordIterPlainPathMatchesGeneral(t *testing.T) {
+	type step struct {
+		key, payload []byte
+		headers      int
+		pos          int
+	}
+	walk := func(block []byte, general bool) ([]step, error) {
+		it := &RecordIter{b: block}
+		var r Record
+		var steps []step
+		for it.err == nil && it.off < len(it.b) {
+			var ok bool
+			if general {
+				ok = it.next(&r)
+			} else {
+				ok = it.Next(&r)
+			}
+			if !ok {
+				break
+			}
+			steps = append(steps, step{key: r.Key, payload: r.Payload, headers: len(r.Headers), pos: it.Pos()})
+		}
+		return steps, it.Err()
+	}
+	same := func(name string, block []byte) {
+		t.Helper()
+		want, wantErr := walk(block, true)
+		got, gotErr := walk(block, false)
+		if len(got) != len(want) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("%s: %d records, error %v; the general path: %d, %v", name, len(got), gotErr, len(want), wantErr)
+		}
+		for j := range want {
+			g, w := got[j], want[j]
+			if !bytes.Equal(g.key, w.key) || !bytes.Equal(g.payload, w.payload) || g.headers != w.headers || g.pos != w.pos ||
+				cap(g.payload) != cap(w.payload) || cap(g.key) != cap(w.key) {
+				t.Fatalf("%s, record %d: %+v, the general path %+v", name, j, g, w)
+			}
+		}
+	}
+	// Every cut of a block of plain records around the one- and two-byte
+	// length bounds.
+	var plain []Record
+	for _, n := range []int{0, 1, 127, 128, 129, 300} {
+		plain = append(plain, Record{Payload: bytes.Repeat([]byte{'p'}, n)})
+	}
+	whole := AppendRecords(nil, plain)
+	for cut := range len(whole) + 1 {
+		same(fmt.Sprintf("cut at %d", cut), whole[:cut])
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	sizes := []int{0, 1, 127, 128, 129, 16383, 16384, 16385, 20000}
+	for i := range 2000 {
+		recs := make([]Record, 1+rng.IntN(6))
+		for j := range recs {
+			r := &recs[j]
+			r.Payload = bytes.Repeat([]byte{byte(j)}, sizes[rng.IntN(len(sizes))])
+			switch rng.IntN(4) {
+			case 0:
+				r.Key = []byte("k")
+			case 1:
+				r.Headers = []RecordHeader{{Key: "h", Value: []byte("v")}}
+			}
+		}
+		block := AppendRecords(nil, recs)
+		switch rng.IntN(3) {
+		case 1:
+			block = block[:rng.IntN(len(block)+1)]
+		case 2:
+			block[rng.IntN(len(block))] = byte(rng.IntN(256))
+		}
+		same(fmt.Sprintf("block %d", i), block)
+	}
+}

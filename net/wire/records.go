@@ -107,6 +107,7 @@ func (it *RecordIter) Next(r *Record) bool {
 // takes every length through binary.Uvarint and chunk. It reports false,
 // having read nothing, for any other record, well-formed or not.
 func (it *RecordIter) nextPlain(r *Record) bool {
+	// plainRecordAt's test, written out: the call doubled the time.
 	b, off := it.b, it.off
 	if off+3 >= len(b) || b[off] != 0 || b[off+1] != 0 {
 		return false
@@ -127,6 +128,27 @@ func (it *RecordIter) nextPlain(r *Record) bool {
 	r.Payload = b[start : start+n : start+n]
 	it.off = start + n
 	return true
+}
+
+// plainRecordAt reports whether b[off:] starts with a whole plain record
+// (no key, no headers, a payload length of one or two bytes), and if so the
+// offset after it and its payload's size.
+func plainRecordAt(b []byte, off int) (next, size int, ok bool) {
+	if off+3 >= len(b) || b[off] != 0 || b[off+1] != 0 {
+		return 0, 0, false
+	}
+	n, k := int(b[off+2]), 1
+	if n >= 0x80 {
+		if b[off+3] >= 0x80 {
+			return 0, 0, false
+		}
+		n, k = n&0x7f|int(b[off+3])<<7, 2
+	}
+	start := off + 2 + k
+	if n > len(b)-start {
+		return 0, 0, false
+	}
+	return start + n, n, true
 }
 
 // next reads any record, or stops the iterator with the fault.
@@ -241,6 +263,11 @@ func scanRecords(b []byte, count uint32) (payloadBytes int, ok bool) {
 	for n := uint32(0); n < count; n++ {
 		if off >= len(b) {
 			return 0, false
+		}
+		if next, size, plain := plainRecordAt(b, off); plain {
+			payloadBytes += size
+			off = next
+			continue
 		}
 		if off, ok = skipChunk(b, off, MaxKeyBytes); !ok {
 			return 0, false

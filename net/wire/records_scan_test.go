@@ -92,6 +92,15 @@ func TestRecordIterPlainPathMatchesGeneral(t *testing.T) {
 		if len(got) != len(want) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 			t.Fatalf("%s: %d records, error %v; the general path: %d, %v", name, len(got), gotErr, len(want), wantErr)
 		}
+		// ValidateRecords' scan, with its own plain path, takes the block
+		// exactly when the general path reads it whole.
+		payload := 0
+		for _, w := range want {
+			payload += len(w.payload)
+		}
+		if n, ok := scanRecords(block, uint32(len(want))); len(want) > 0 && ok != (wantErr == nil) || ok && n != payload {
+			t.Fatalf("%s: scanRecords = %d, %v; the general path read %d records, %d payload bytes, error %v", name, n, ok, len(want), payload, wantErr)
+		}
 		for j := range want {
 			g, w := got[j], want[j]
 			if !bytes.Equal(g.key, w.key) || !bytes.Equal(g.payload, w.payload) || g.headers != w.headers || g.pos != w.pos ||

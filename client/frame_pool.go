@@ -62,6 +62,16 @@ func (f *framePool) put(b []byte) {
 		f.putChecked(c, b)
 		return
 	}
+	f.putClass(c, b)
+}
+
+// putClass puts b in class c's pool. It is apart from put so that only a
+// buffer the pool takes is boxed for it: taking b's address in put moved
+// every put's b to the heap, the frames it turns away included (and so
+// would inlining it).
+//
+//go:noinline
+func (f *framePool) putClass(c int, b []byte) {
 	b = b[:0]
 	f.classes[c-minPooledShift].Put(&b)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
-	"sync"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -223,27 +222,21 @@ func checkPublish(payloads [][]byte, o *publishOptions, spec publishSpec) error 
 // the connection actor.
 func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget,
 	span trace.Span, traceparent string) (*PublishFuture, error) {
-	frames, recBytes, err := c.encodePublish(name, payloads, o, spec, t, traceparent)
+	req := &publishRequest{
+		route:   publishRoute{name: name, shard: t.shard},
+		mode:    o.ack,
+		resend:  spec.idempotent,
+		count:   uint32(len(payloads)),
+		span:    span,
+		target:  t,
+		settled: make(chan struct{}),
+	}
+	req.fut = PublishFuture{c: c, req: req}
+	frames, recBytes, err := c.encodePublish(name, payloads, o, spec, t, traceparent, &req.oneFrame)
 	if err != nil {
 		return nil, err
 	}
-	req := &publishRequest{
-		route:  publishRoute{name: name, shard: t.shard},
-		mode:   o.ack,
-		resend: spec.idempotent,
-		frames: frames,
-		count:  uint32(len(payloads)),
-		reply:  make(chan publishResult, 1),
-		onDone: func(res publishResult) {
-			endPublish(span, res.err)
-			switch {
-			case t.anyShard:
-				c.routes.anySettled(name, t.route)
-			case res.refused && isRouteError(res.err):
-				c.routes.invalidate(name, t.route)
-			}
-		},
-	}
+	req.frames = frames
 	// Every publish holds its bytes until it is answered (or, AckNone,
 	// written), so publishes made while the client reconnects queue up to
 	// the budget and no further.
@@ -262,13 +255,26 @@ func (c *Client) startPublish(ctx context.Context, name StreamName, payloads [][
 		c.routes.anySent(t.route)
 	}
 	c.send(c.conn, req)
-	return &PublishFuture{c: c, req: req, done: make(chan struct{})}, nil
+	return &req.fut, nil
+}
+
+// publishSettled is told of every publish publishAsync started, by the
+// actor that settles it: it ends the publish's span and tells the routes
+// what became of it. It must not block.
+func (c *Client) publishSettled(r *publishRequest, res publishResult) {
+	endPublish(r.span, res.err)
+	switch {
+	case r.target.anyShard:
+		c.routes.anySettled(r.route.name, r.target.route)
+	case res.refused && isRouteError(res.err):
+		c.routes.invalidate(r.route.name, r.target.route)
+	}
 }
 
 // encodePublish encodes the Publish frames of a publish, with request id 0,
 // and returns the size of the records block that ends each of them (of the
 // one frame; of the last frame for AckPerMessage).
-func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget, traceparent string) ([][]byte, int, error) {
+func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOptions, spec publishSpec, t publishTarget, traceparent string, one *[1][]byte) ([][]byte, int, error) {
 	headers := withTrace(o.headers, traceparent)
 	p := wire.Publish{
 		Name: name, Ack: o.ack, Shard: t.shard, Key: o.key,
@@ -286,9 +292,8 @@ func (c *Client) encodePublish(name StreamName, payloads [][]byte, o *publishOpt
 			frames[i], recBytes = appendPublishFrame(p, o.key, headers, payloads[i:i+1])
 		}
 	} else {
-		var f []byte
-		f, recBytes = appendPublishFrame(p, o.key, headers, payloads)
-		frames = [][]byte{f}
+		one[0], recBytes = appendPublishFrame(p, o.key, headers, payloads)
+		frames = one[:]
 	}
 	maxSend := c.session().maxSend
 	for _, f := range frames {
@@ -379,11 +384,6 @@ func (c *Client) PublishIf(ctx context.Context, name StreamName, payloads [][]by
 type PublishFuture struct {
 	c   *Client
 	req *publishRequest
-	// once stores the result the first time it is received.
-	once sync.Once
-	// done is closed once res holds the result.
-	done chan struct{}
-	res  publishResult
 }
 
 // Wait waits for the publish's ack, or for ctx to end (then it returns ctx's
@@ -397,34 +397,25 @@ func (f *PublishFuture) Wait(ctx context.Context) (PublishAck, error) {
 // wait is Wait returning the whole result.
 func (f *PublishFuture) wait(ctx context.Context) publishResult {
 	select {
-	case <-f.done:
-		return f.res
+	case <-f.req.settled:
+		return f.req.res
 	default:
 	}
 	select {
-	case r := <-f.req.reply:
-		f.resolve(r)
-	case <-f.done:
+	case <-f.req.settled:
+		return f.req.res
 	case <-ctx.Done():
 		return publishResult{err: ctx.Err()}
 	case <-f.c.connStopped:
+		// The actors that settle publishes have stopped, having settled
+		// what they held.
 		select {
-		case r := <-f.req.reply:
-			f.resolve(r)
-		case <-f.done:
+		case <-f.req.settled:
+			return f.req.res
 		default:
-			f.resolve(publishResult{err: f.c.stoppedErr()})
+			return publishResult{err: f.c.stoppedErr()}
 		}
 	}
-	return f.res
-}
-
-// resolve stores the first result and wakes every Wait.
-func (f *PublishFuture) resolve(r publishResult) {
-	f.once.Do(func() {
-		f.res = r
-		close(f.done)
-	})
 }
 
 // withdraw asks the publish stream to drop the publish if it was not written

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -36,8 +37,10 @@ type publishRoute struct {
 
 // publishRequest is one publish call: its encoded frames, in order. The
 // caller builds it, sends it to the connection actor (which routes it by
-// route) and then touches only reply; from then on the fields below reply
-// are owned by the publish-stream actor.
+// route) and then touches only settled and, once settled is closed, res;
+// from then on the fields below settled are owned by the publish-stream
+// actor. The request is also its caller's future (fut), so a publish is one
+// allocation for both.
 type publishRequest struct {
 	// route is the stream and shard the frames publish to (shard 0 for an
 	// AnyShard publish).
@@ -61,11 +64,16 @@ type publishRequest struct {
 	// held is the budget bytes the caller acquired; the actor releases each
 	// frame's share when it is answered or failed (AckNone: written).
 	held int64
-	// onDone, if set, is called once with the result, by the actor that
-	// settles the request, before reply is sent. It must not block.
-	onDone func(publishResult)
-	// reply receives exactly one result; capacity 1.
-	reply chan publishResult
+	// fut is the future PublishAsync returns for this request.
+	fut PublishFuture
+	// span and target, for a publish made by publishAsync (fut.c set), are
+	// its trace span, ended when it settles, and the route it was sent by,
+	// told of the outcome (publishSettled).
+	span   trace.Span
+	target publishTarget
+	// settled is closed by finish once res holds the result.
+	settled chan struct{}
+	res     publishResult
 
 	// written is how many frames were written.
 	written int
@@ -76,6 +84,10 @@ type publishRequest struct {
 	acked int
 	// acks holds each frame's ack, by frame index.
 	acks []wire.PublishAck
+	// oneFrame and oneAck back frames and acks for a publish of one frame
+	// (most publishes), so that neither slice is an allocation of its own.
+	oneFrame [1][]byte
+	oneAck   [1]wire.PublishAck
 	// err is the first failure.
 	err error
 	// refused is set when err is the node's answer to one of the frames (an
@@ -103,10 +115,11 @@ func (r *publishRequest) finish(res publishResult) {
 	}
 	r.done = true
 	res.shard = r.route.shard
-	if r.onDone != nil {
-		r.onDone(res)
+	if r.fut.c != nil {
+		r.fut.c.publishSettled(r, res)
 	}
-	r.reply <- res
+	r.res = res
+	close(r.settled)
 }
 
 // finishUnsent fails a request none of whose frames were written, giving
@@ -151,7 +164,11 @@ func (r *publishRequest) frameSettled(s *shared, i int, ack wire.PublishAck, err
 		r.err, r.refused = err, false
 	}
 	if r.acks == nil && r.mode != wire.AckNone {
-		r.acks = make([]wire.PublishAck, len(r.frames))
+		if len(r.frames) == 1 {
+			r.acks = r.oneAck[:]
+		} else {
+			r.acks = make([]wire.PublishAck, len(r.frames))
+		}
 	}
 	if r.acks != nil {
 		r.acks[i] = ack
@@ -176,7 +193,7 @@ func (r *publishRequest) frameSettled(s *shared, i int, ack wire.PublishAck, err
 	for _, f := range r.frames {
 		frameBuffers.put(f)
 	}
-	r.frames = nil
+	r.frames, r.oneFrame[0] = nil, nil
 	r.finish(res)
 }
 

@@ -224,7 +224,7 @@ func TestStalledShardDoesNotHoldOthers(t *testing.T) {
 		t.Fatalf("stalled shard holds %+v, want its publish in flight", st)
 	}
 	select {
-	case <-stalled.done:
+	case <-stalled.req.settled:
 		t.Fatal("the stalled publish resolved before its ack")
 	default:
 	}

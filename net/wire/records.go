@@ -254,10 +254,11 @@ func ValidateRecords(block []byte, count uint32) (payloadBytes int, err error) {
 // scanRecords is ValidateRecords' fast path: it walks block's layout, and
 // reports its payload bytes and true when block holds exactly count
 // records within the limits the iterator enforces. It decodes nothing
-// (the iterator made a header name a string, an allocation per header),
-// and takes one-byte lengths inline. Any fault gives false, and the
-// iterator describes it. FuzzValidateRecords holds the two to the same
-// answers.
+// (the iterator made a header name a string, an allocation per header):
+// it skips a plain record (plainRecordAt) in one step and any other
+// length by length, one-byte lengths inline. Any fault gives false, and
+// the iterator describes it. FuzzValidateRecords and
+// TestRecordIterPlainPathMatchesGeneral hold the two to the same answers.
 func scanRecords(b []byte, count uint32) (payloadBytes int, ok bool) {
 	off := 0
 	for n := uint32(0); n < count; n++ {

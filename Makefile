@@ -78,7 +78,8 @@ bench-report: build
 			./$(COMPARE_BIN) --scenarios $$peers --append $(RESULTS)/nats.json.tmp $(COMPARE_FLAGS) || exit 1; \
 		fi; \
 	done
-	mv $(RESULTS)/nats.json.tmp $(RESULTS)/nats.json
+	@# REPORT_BENCHES without a peered scenario runs no NATS side: the last nats.json stays.
+	if [ -f $(RESULTS)/nats.json.tmp ]; then mv $(RESULTS)/nats.json.tmp $(RESULTS)/nats.json; fi
 	./$(COMPARE_BIN) plot --in $(RESULTS) --out docs/img
 	./$(COMPARE_BIN) report --in $(RESULTS) --json $(RESULTS)/targets.json
 

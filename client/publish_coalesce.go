@@ -102,7 +102,7 @@ func (c frameCoalescer) take(queue []pendingFrame) int {
 // encode returns the Publish frame carrying the records of parts, in
 // order, with request id 0: parts[0]'s frame itself when it is alone, else
 // a frame with parts[0]'s head, the records count of all, and every part's
-// records block after another, in a buffer of mergedFrames (the caller
+// records block after another, in a buffer from frameBuffers (the caller
 // gives it back once written). parts come from take.
 func (c frameCoalescer) encode(parts []pendingFrame) []byte {
 	first := parts[0].req

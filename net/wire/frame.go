@@ -284,9 +284,7 @@ const readGrowth = 4
 // readBody reads n bytes, growing its buffer as data arrives.
 func readBody(r io.Reader, n int) ([]byte, error) {
 	if n <= readChunk {
-		b := make([]byte, n)
-		_, err := io.ReadFull(r, b)
-		return b, err
+		return readWholeBody(r, n)
 	}
 	b := make([]byte, 0, readChunk)
 	for len(b) < n {

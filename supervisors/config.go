@@ -360,7 +360,7 @@ func DefaultConfig() Config {
 			NumMemtables:     2,
 			BlockCacheSize:   16 << 20,
 			IndexCacheSize:   16 << 20,
-			ValueLogFileSize: 64 << 20,
+			ValueLogFileSize: 32 << 20, // storage.DefaultBadgerOptions says why
 			ValueThreshold:   1024,
 			NumCompactors:    2,
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -27,8 +28,16 @@ import (
 // It is shared by the callers' goroutines and the publish-stream actors
 // (which report settled publishes); mu guards the map and every entry's
 // anyInFlight. It does no I/O while holding mu.
+//
+// last is the described entry a lookup found last, read without mu: a
+// client publishing to one stream finds its route with one atomic load and
+// a name comparison instead of a lock and a hash of three strings. Every
+// change to the map clears it, under mu, and lookup sets it only to the
+// map's own entry, under mu, so it never holds an entry the map has
+// dropped.
 type routeTable struct {
-	mu struct {
+	last atomic.Pointer[streamRoute]
+	mu   struct {
 		sync.Mutex
 		// m maps a stream name to its current entry.
 		m map[wire.StreamName]*streamRoute
@@ -37,6 +46,8 @@ type routeTable struct {
 
 // streamRoute is one cached stream description, or one being fetched.
 type streamRoute struct {
+	// name is the stream's name.
+	name wire.StreamName
 	// ready is closed once the fields below it are set; they never change
 	// afterwards.
 	ready chan struct{}
@@ -61,17 +72,38 @@ func newRouteTable() *routeTable {
 	return t
 }
 
+// cached returns name's entry if it is the described entry a lookup found
+// last, else nil.
+func (t *routeTable) cached(name wire.StreamName) *streamRoute {
+	if r := t.last.Load(); r != nil && r.name == name {
+		return r
+	}
+	return nil
+}
+
 // lookup returns name's entry; owner reports that it was just created and
 // the caller must fill it (describe, then finish).
 func (t *routeTable) lookup(name wire.StreamName) (r *streamRoute, owner bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r = t.mu.m[name]; r != nil {
+		if isClosed(r.ready) && r.err == nil && !r.missing {
+			t.last.Store(r)
+		}
 		return r, false
 	}
-	r = &streamRoute{ready: make(chan struct{})}
+	r = &streamRoute{name: name, ready: make(chan struct{})}
 	t.mu.m[name] = r
 	return r, true
+}
+
+// drop removes name's entry if it is r (any entry when r is nil); mu is
+// held.
+func (t *routeTable) drop(name wire.StreamName, r *streamRoute) {
+	if cur := t.mu.m[name]; cur != nil && (r == nil || cur == r) {
+		delete(t.mu.m, name)
+		t.last.CompareAndSwap(cur, nil)
+	}
 }
 
 // finish fills r, created by lookup, with the outcome of describing name.
@@ -84,9 +116,7 @@ func (t *routeTable) finish(name wire.StreamName, r *streamRoute, info wire.Stre
 	default:
 		r.err = err
 		t.mu.Lock()
-		if t.mu.m[name] == r {
-			delete(t.mu.m, name)
-		}
+		t.drop(name, r)
 		t.mu.Unlock()
 	}
 	close(r.ready)
@@ -95,13 +125,14 @@ func (t *routeTable) finish(name wire.StreamName, r *streamRoute, info wire.Stre
 // learn caches info (from CreateStream or DescribeStream), unless a
 // describe of the name is in progress.
 func (t *routeTable) learn(info wire.StreamInfo) {
-	r := &streamRoute{ready: make(chan struct{}), shards: max(info.Config.Shards, 1), routing: info.Config.Routing}
+	r := &streamRoute{name: info.Name, ready: make(chan struct{}), shards: max(info.Config.Shards, 1), routing: info.Config.Routing}
 	close(r.ready)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if cur := t.mu.m[info.Name]; cur != nil && !isClosed(cur.ready) {
 		return
 	}
+	t.drop(info.Name, nil)
 	t.mu.m[info.Name] = r
 }
 
@@ -109,16 +140,14 @@ func (t *routeTable) learn(info wire.StreamInfo) {
 func (t *routeTable) forget(name wire.StreamName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.mu.m, name)
+	t.drop(name, nil)
 }
 
 // invalidate drops r if it is still name's entry.
 func (t *routeTable) invalidate(name wire.StreamName, r *streamRoute) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.mu.m[name] == r {
-		delete(t.mu.m, name)
-	}
+	t.drop(name, r)
 }
 
 // anySent records an AnyShard publish sent on r's behalf.
@@ -134,8 +163,8 @@ func (t *routeTable) anySettled(name wire.StreamName, r *streamRoute) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r.anyInFlight--
-	if r.anyInFlight <= 0 && t.mu.m[name] == r {
-		delete(t.mu.m, name)
+	if r.anyInFlight <= 0 {
+		t.drop(name, r)
 	}
 }
 
@@ -163,6 +192,9 @@ type publishTarget struct {
 // client has none cached. Concurrent first publishes to a name share one
 // describe.
 func (c *Client) resolveRoute(ctx context.Context, name wire.StreamName) (*streamRoute, error) {
+	if r := c.routes.cached(name); r != nil {
+		return r, nil
+	}
 	for {
 		r, owner := c.routes.lookup(name)
 		if owner {

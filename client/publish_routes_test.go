@@ -1,6 +1,7 @@
 package client
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -67,4 +68,134 @@ func TestRouteTable(t *testing.T) {
 	if _, owner := tab.lookup(other); !owner {
 		t.Fatal("a failed describe was cached")
 	}
+}
+
+// TestRouteTableLastHit holds the lock-free fast path to the map: whatever
+// sequence of lookups, describes and drops, cached returns only the map's
+// own, described entry for the name, and finds it once a lookup has.
+func TestRouteTableLastHit(t *testing.T) {
+	names := []wire.StreamName{orders, {Tenant: "a", Namespace: "b", Stream: "c"}}
+	info := func(n wire.StreamName, shards uint32) wire.StreamInfo {
+		return wire.StreamInfo{Name: n, Config: wire.StreamConfig{Shards: shards}}
+	}
+	tab := newRouteTable()
+	check := func(step int, op string) {
+		t.Helper()
+		for _, n := range names {
+			r := tab.cached(n)
+			if r == nil {
+				continue
+			}
+			tab.mu.Lock()
+			cur := tab.mu.m[n]
+			tab.mu.Unlock()
+			if r != cur || !isClosed(r.ready) || r.err != nil || r.missing || r.name != n {
+				t.Fatalf("step %d (%s): cached(%v) = %+v, the map holds %+v", step, op, n, r, cur)
+			}
+		}
+	}
+
+	// The basic cycle: a lookup of a described entry makes it the fast hit;
+	// forgetting, replacing or invalidating it ends that.
+	r, _ := tab.lookup(orders)
+	if tab.cached(orders) != nil {
+		t.Fatal("a pending entry is cached")
+	}
+	tab.finish(orders, r, info(orders, 2), nil)
+	if tab.cached(orders) != nil {
+		t.Fatal("cached before a lookup found the described entry")
+	}
+	tab.lookup(orders)
+	if tab.cached(orders) != r {
+		t.Fatal("a lookup of the described entry did not make it the fast hit")
+	}
+	tab.learn(info(orders, 4))
+	if got := tab.cached(orders); got != nil {
+		t.Fatalf("learn replaced the entry but the fast hit is still %+v", got)
+	}
+	r, _ = tab.lookup(orders)
+	if tab.cached(orders) != r || r.shards != 4 {
+		t.Fatalf("fast hit after learn: %+v", tab.cached(orders))
+	}
+	tab.invalidate(orders, r)
+	if tab.cached(orders) != nil {
+		t.Fatal("invalidate kept the fast hit")
+	}
+
+	// Random sequences.
+	rng := rand.New(rand.NewPCG(1, 2))
+	var pending []*streamRoute
+	for step := range 5000 {
+		n := names[rng.IntN(len(names))]
+		var op string
+		switch rng.IntN(8) {
+		case 0, 1:
+			op = "lookup"
+			if r, owner := tab.lookup(n); owner {
+				pending = append(pending, r)
+			}
+		case 2:
+			op = "finish"
+			if len(pending) > 0 {
+				i := rng.IntN(len(pending))
+				r := pending[i]
+				pending = append(pending[:i], pending[i+1:]...)
+				switch rng.IntN(3) {
+				case 0:
+					tab.finish(r.name, r, info(r.name, 3), nil)
+				case 1:
+					tab.finish(r.name, r, wire.StreamInfo{}, wire.Errorf(wire.CodeStreamNotFound, "no"))
+					tab.anySent(r)
+				default:
+					tab.finish(r.name, r, wire.StreamInfo{}, wire.Errorf(wire.CodeUnauthenticated, "no"))
+				}
+			}
+		case 3:
+			op = "learn"
+			tab.learn(info(n, uint32(1+rng.IntN(4))))
+		case 4:
+			op = "forget"
+			tab.forget(n)
+		case 5:
+			op = "invalidate"
+			if r := tab.cached(n); r != nil {
+				tab.invalidate(n, r)
+			}
+		case 6:
+			op = "anySettled"
+			tab.mu.Lock()
+			r := tab.mu.m[n]
+			tab.mu.Unlock()
+			if r != nil && r.missing && r.anyInFlight > 0 {
+				tab.anySettled(n, r)
+			}
+		default:
+			op = "cached"
+			tab.cached(n)
+		}
+		check(step, op)
+	}
+}
+
+// BenchmarkRouteTable compares the fast path of a publish's route (cached)
+// with the locked map lookup it saves.
+func BenchmarkRouteTable(b *testing.B) {
+	tab := newRouteTable()
+	tab.learn(wire.StreamInfo{Name: orders, Config: wire.StreamConfig{Shards: 1}})
+	tab.lookup(orders)
+	name := wire.StreamName{Tenant: orders.Tenant, Namespace: orders.Namespace, Stream: orders.Stream}
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			if tab.cached(name) == nil {
+				b.Fatal("not cached")
+			}
+		}
+	})
+	b.Run("lookup", func(b *testing.B) {
+		for b.Loop() {
+			if r, _ := tab.lookup(name); !isClosed(r.ready) {
+				b.Fatal("not described")
+			}
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -8,7 +9,7 @@ import (
 
 // The node's dispatcher never makes a mailbox run wait for a worker: with
 // every worker held by a run that blocks, more runs still start (on
-// goroutines of their own), and after CloseAndWait its workers are gone
+// helpers), and after CloseAndWait its workers are gone
 // (the package's leak check) while runs scheduled later still run.
 func TestDispatcherNeverWaitsForAWorker(t *testing.T) {
 	g := &Goroutines{}
@@ -66,4 +67,43 @@ func waitOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("timed out waiting for %s", what)
 	}
+}
+
+// TestDispatcherRunsNeverWaitBehindBlockedRuns schedules bursts of runs, from
+// outside and from inside runs, among which some block until the end: every
+// other run must still finish while they hold, however many workers they
+// take.
+func TestDispatcherRunsNeverWaitBehindBlockedRuns(t *testing.T) {
+	g := &Goroutines{}
+	d := g.Dispatcher()
+	rng := rand.New(rand.NewPCG(7, 8))
+	release := make(chan struct{})
+	var quick, blocked sync.WaitGroup
+	var schedule func(depth int)
+	schedule = func(depth int) {
+		quick.Add(1)
+		d.Schedule(func() {
+			defer quick.Done()
+			if depth > 0 {
+				schedule(depth - 1) // an actor sending to another
+			}
+		})
+	}
+	for burst := range 20 {
+		for i := range 200 {
+			if rng.IntN(20) == 0 || (burst == 0 && i < 2*dispatcherWorkers) {
+				blocked.Add(1)
+				d.Schedule(func() {
+					defer blocked.Done()
+					<-release
+				})
+				continue
+			}
+			schedule(rng.IntN(3))
+		}
+		waitOrFail(t, &quick, "the runs that do not block, beside the blocked ones")
+	}
+	close(release)
+	waitOrFail(t, &blocked, "the blocked runs once released")
+	g.CloseAndWait()
 }

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -44,7 +43,7 @@ func TestDispatcherNeverWaitsForAWorker(t *testing.T) {
 }
 
 // A nil Goroutines, or one closed before any dispatch, gives protoactor's
-// default (a nil dispatcher), never a nil *workerDispatcher in an
+// default (a nil dispatcher), never a nil *dispatch.Pool in an
 // interface.
 func TestDispatcherDefaults(t *testing.T) {
 	var g *Goroutines
@@ -67,43 +66,4 @@ func waitOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("timed out waiting for %s", what)
 	}
-}
-
-// TestDispatcherRunsNeverWaitBehindBlockedRuns schedules bursts of runs, from
-// outside and from inside runs, among which some block until the end: every
-// other run must still finish while they hold, however many workers they
-// take.
-func TestDispatcherRunsNeverWaitBehindBlockedRuns(t *testing.T) {
-	g := &Goroutines{}
-	d := g.Dispatcher()
-	rng := rand.New(rand.NewPCG(7, 8))
-	release := make(chan struct{})
-	var quick, blocked sync.WaitGroup
-	var schedule func(depth int)
-	schedule = func(depth int) {
-		quick.Add(1)
-		d.Schedule(func() {
-			defer quick.Done()
-			if depth > 0 {
-				schedule(depth - 1) // an actor sending to another
-			}
-		})
-	}
-	for burst := range 20 {
-		for i := range 200 {
-			if rng.IntN(20) == 0 || (burst == 0 && i < 2*dispatcherWorkers) {
-				blocked.Add(1)
-				d.Schedule(func() {
-					defer blocked.Done()
-					<-release
-				})
-				continue
-			}
-			schedule(rng.IntN(3))
-		}
-		waitOrFail(t, &quick, "the runs that do not block, beside the blocked ones")
-	}
-	close(release)
-	waitOrFail(t, &blocked, "the blocked runs once released")
-	g.CloseAndWait()
 }

@@ -329,8 +329,9 @@ func (s *subscription) drain(ctx actor.Context) {
 	if s.cfg.EgressShare != nil {
 		share = s.cfg.EgressShare.Load()
 	}
-	for len(s.queue) > 0 {
-		size := int64(len(s.queue[0].Records))
+	taken := 0
+	for taken < len(s.queue) {
+		size := int64(len(s.queue[taken].Records))
 		if pool := s.cfg.EgressPool; pool != nil {
 			if pool.Used() == 0 {
 				pool.Acquire(size) // a batch larger than the pool goes when the pool is empty
@@ -341,18 +342,15 @@ func (s *subscription) drain(ctx actor.Context) {
 		} else if share > 0 && s.laneEntries > 0 && s.laneBytes+size > share {
 			break
 		}
-		out = append(out, s.queue[0])
-		s.queue[0] = nil
-		s.queue = s.queue[1:]
+		out = append(out, s.queue[taken])
+		taken++
 		s.queueBytes -= size
 		s.laneEntries++
 		s.laneBytes += size
 		entries++
 		bytes += size
 	}
-	if len(s.queue) == 0 {
-		s.queue = nil
-	}
+	s.takeQueued(taken)
 	if len(out) == 0 {
 		return
 	}
@@ -361,6 +359,25 @@ func (s *subscription) drain(ctx actor.Context) {
 	s.cfg.Stats.gauge(&s.cfg.Stats.EgressBytes, bytes)
 	ctx.Send(s.lane, &WriteSections{Sections: out})
 	s.returnCredit(ctx, entries, bytes)
+}
+
+// keptQueueCap is the largest queue array a subscription keeps once its
+// queue is empty: a subscription that drains every batch as it comes (the
+// usual case) reuses its array instead of making one per batch, and one
+// that once held a long backlog gives the memory back.
+const keptQueueCap = 64
+
+// takeQueued removes the first n batches from the queue.
+func (s *subscription) takeQueued(n int) {
+	clear(s.queue[:n])
+	switch {
+	case n < len(s.queue):
+		s.queue = s.queue[n:]
+	case cap(s.queue) > keptQueueCap:
+		s.queue = nil
+	default:
+		s.queue = s.queue[:0]
+	}
 }
 
 // returnCredit tells the shard that batches left the queue. While the

@@ -139,9 +139,20 @@ func (q *eventQueue) frameCount() int { return len(q.frames) - q.markers }
 
 // dropFrame drops frames[0], a received frame, and counts it finished.
 func (q *eventQueue) dropFrame() {
-	q.frames[0] = queuedFrame{}
-	q.frames = q.frames[1:]
+	q.frames = popFront(q.frames)
 	q.sec = 0
+}
+
+// popFront removes s[0], zeroing its slot. Removing the last element keeps
+// the slice at its array's start, so a queue that a consumer keeps empty
+// reuses one array instead of allocating at every push.
+func popFront[T any](s []T) []T {
+	var zero T
+	s[0] = zero
+	if len(s) == 1 {
+		return s[:0]
+	}
+	return s[1:]
 }
 
 // popInto writes the next event into *ev, or returns the next gap, if a
@@ -160,15 +171,13 @@ func (q *eventQueue) popInto(ev *Event) (gap *GapError, ok bool, finished int) {
 		switch {
 		case fr.gap != nil:
 			g := fr.gap
-			q.frames[0] = queuedFrame{}
-			q.frames = q.frames[1:]
+			q.frames = popFront(q.frames)
 			q.markers--
 			q.next, q.watching = g.To, false
 			return g, true, finished
 		case fr.watch:
 			q.watching, q.watchAt = true, fr.watchAt
-			q.frames[0] = queuedFrame{}
-			q.frames = q.frames[1:]
+			q.frames = popFront(q.frames)
 			q.markers--
 			continue
 		}

@@ -102,3 +102,25 @@ func TestEventQueueFinishesFrameWithLastEvent(t *testing.T) {
 		t.Fatalf("holding %d frames", q.frameCount())
 	}
 }
+
+// popFront zeroes the slot it removes, and removing the last element keeps
+// the slice where it is, so a queue kept empty by its consumer reuses its
+// array.
+func TestPopFrontKeepsTheArray(t *testing.T) {
+	a, b := new(int), new(int)
+	arr := []*int{a, b, nil, nil}
+	s := popFront(arr[:2])
+	if len(s) != 1 || s[0] != b || arr[0] != nil {
+		t.Fatalf("after the first pop: %v (array %v)", s, arr)
+	}
+	s = popFront(s)
+	if len(s) != 0 || cap(s) != 3 || arr[1] != nil {
+		t.Fatalf("popping the last element: len %d cap %d, array %v; want 0, 3 and both slots cleared", len(s), cap(s), arr)
+	}
+	if got := testing.AllocsPerRun(100, func() {
+		s = append(s, a)
+		s = popFront(s)
+	}); got != 0 {
+		t.Fatalf("a push and a pop on an emptied queue allocated %v times", got)
+	}
+}

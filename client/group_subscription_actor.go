@@ -626,16 +626,14 @@ func (a *groupSubscriptionActor) serve() {
 		switch {
 		case len(a.deliveries) > 0:
 			r.d = a.deliveries[0]
-			a.deliveries[0] = Delivery{}
-			a.deliveries = a.deliveries[1:]
+			a.deliveries = popFront(a.deliveries)
 		case a.endErr != nil:
 			r.err = a.endErr
 		default:
 			return
 		}
 		a.waiters[0].reply <- r
-		a.waiters[0] = nil
-		a.waiters = a.waiters[1:]
+		a.waiters = popFront(a.waiters)
 	}
 }
 

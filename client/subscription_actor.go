@@ -469,12 +469,14 @@ func (a *subscriptionActor) serve() {
 		if a.held != nil {
 			r, a.held = *a.held, nil
 		} else {
-			if n := min(a.ready(), max(w.max, 1)); n > 1 {
-				if cap(w.buf) >= n {
-					r.evs = w.buf[:0]
-				} else {
-					r.evs = make([]Event, 0, n)
-				}
+			// The caller's emptied slice holds the answer if it is big
+			// enough, even for one event (a subscription that keeps up
+			// gets one at a time).
+			switch n := min(a.ready(), max(w.max, 1)); {
+			case n > 0 && cap(w.buf) >= n:
+				r.evs = w.buf[:0]
+			case n > 1:
+				r.evs = make([]Event, 0, n)
 			}
 			for len(r.evs) < max(w.max, 1) {
 				// The event is built in its slot (next writes it there).
@@ -500,8 +502,7 @@ func (a *subscriptionActor) serve() {
 			}
 		}
 		w.reply <- r
-		a.waiters[0] = nil
-		a.waiters = a.waiters[1:]
+		a.waiters = popFront(a.waiters)
 	}
 }
 

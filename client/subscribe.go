@@ -104,6 +104,11 @@ type Subscription struct {
 	buf   []Event
 	pos   int
 	spare []Event
+	// freeReq is a request whose answer its Next received: the actor is
+	// done with it and its reply channel is empty, so the next Next that
+	// waits reuses it instead of making a request and a channel. A request
+	// whose Next gave up (its context ended) is never put back.
+	freeReq atomic.Pointer[nextRequest]
 	// stream names the stream in spans.
 	stream string
 	// shards are the subscribed shards, in ascending order.
@@ -343,14 +348,20 @@ func (sub *Subscription) Next(ctx context.Context) (ev Event, err error) {
 	if sub.buffered(&ev) {
 		return ev, nil
 	}
-	req := &nextRequest{reply: make(chan nextResult, 1), max: nextBatch, buf: sub.takeSpare()}
+	req := sub.freeReq.Swap(nil)
+	if req == nil {
+		req = &nextRequest{reply: make(chan nextResult, 1), max: nextBatch}
+	}
+	req.buf = sub.takeSpare()
 	sub.c.send(sub.pid, req)
 	select {
 	case r := <-req.reply:
+		sub.putRequest(req)
 		return sub.take(r)
 	case <-sub.stopped:
 		select {
 		case r := <-req.reply:
+			sub.putRequest(req)
 			return sub.take(r)
 		default:
 			return Event{}, sub.stoppedErr()
@@ -373,6 +384,12 @@ func (sub *Subscription) Next(ctx context.Context) (ev Event, err error) {
 	default:
 	}
 	return Event{}, ctx.Err()
+}
+
+// putRequest keeps req, whose answer was received, for the next Next.
+func (sub *Subscription) putRequest(req *nextRequest) {
+	req.buf = nil
+	sub.freeReq.Store(req)
 }
 
 // nextBatch is the most events one request to the subscription actor

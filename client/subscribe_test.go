@@ -307,3 +307,78 @@ func TestSubscriptionReusesItsEventSliceCleared(t *testing.T) {
 		t.Fatal("the spare was handed out twice")
 	}
 }
+
+// TestSubscribeConcurrentNext: Next is safe for concurrent use, and the
+// requests it reuses (one whose answer was received) and those it drops
+// (one whose context ended first) lose and repeat nothing: every offset
+// comes out exactly once across the callers.
+func TestSubscribeConcurrentNext(t *testing.T) {
+	const frames = 400
+	srv := newTestServer(t)
+	sawEOF := make(chan struct{})
+	subNode(t, srv, func(s wire.Subscribe) (wire.Subscribed, *wire.Error) {
+		return wire.Subscribed{Offset: 0}, nil
+	}, func(st *quic.Stream) {
+		defer close(sawEOF)
+		for i := range uint64(frames) {
+			if _, err := st.Write(eventBatchAt(0, 1, []uint64{i}, recs(i, 1))); err != nil {
+				return
+			}
+			if i%8 == 0 {
+				time.Sleep(time.Millisecond) // let the callers wait, so Next asks the actor
+			}
+		}
+		_, _ = st.Write(wire.AppendError(nil, 0, wire.Errorf(wire.CodeSubscriptionAborted, "done")))
+		waitEOF(t, st)
+	})
+	srv.start()
+	c := srv.dial(t)
+	ctx := testCtx(t)
+	sub, err := c.Subscribe(ctx, orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	got := make(chan uint64, frames+1)
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := 0; ; i++ {
+				callCtx, cancel := ctx, context.CancelFunc(func() {})
+				if g == 0 && i%3 == 0 {
+					// A caller that gives up now and then.
+					callCtx, cancel = context.WithTimeout(ctx, 200*time.Microsecond)
+				}
+				ev, err := sub.Next(callCtx)
+				cancel()
+				switch {
+				case err == nil:
+					got <- ev.Offset
+				case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+				default:
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		if err := <-errs; !errors.Is(err, ErrSubscriptionAborted) {
+			t.Fatalf("a caller ended with %v", err)
+		}
+	}
+	close(got)
+	seen := make([]bool, frames)
+	n := 0
+	for o := range got {
+		if o >= frames || seen[o] {
+			t.Fatalf("offset %d out of range or returned twice", o)
+		}
+		seen[o] = true
+		n++
+	}
+	if n != frames {
+		t.Fatalf("%d of %d offsets returned", n, frames)
+	}
+	<-sawEOF
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -183,7 +184,9 @@ func BenchmarkRouteTable(b *testing.B) {
 	tab := newRouteTable()
 	tab.learn(wire.StreamInfo{Name: orders, Config: wire.StreamConfig{Shards: 1}})
 	tab.lookup(orders)
-	name := wire.StreamName{Tenant: orders.Tenant, Namespace: orders.Namespace, Stream: orders.Stream}
+	// The caller's name has its own strings, as a name the node described
+	// has.
+	name := wire.StreamName{Tenant: strings.Clone(orders.Tenant), Namespace: strings.Clone(orders.Namespace), Stream: strings.Clone(orders.Stream)}
 	b.Run("cached", func(b *testing.B) {
 		for b.Loop() {
 			if tab.cached(name) == nil {

@@ -76,11 +76,10 @@ type BadgerOptions struct {
 // 12 KiB at a time, the sync after each append took about 0.2 ms up to
 // 25 MiB into the file and 2-2.7 ms past 50 MiB (msync of the mapping, of
 // the written range, or fdatasync alike), while appends by pwrite synced in
-// 0.2 ms at any offset. With 64 MiB files, a synced
-// commit of one small batch took 1.27-1.67 ms on average over a file; with
-// 32 MiB, 0.56-0.65 ms (BenchmarkBadgerCommitFileSize). A file must stay
-// larger than the largest frame (16 MiB by default): Badger refuses a value
-// larger than a file.
+// 0.2 ms at any offset. With 64 MiB files, a synced commit of one small
+// batch took 1.27-1.67 ms on average over a file; with 32 MiB, 0.56-0.65 ms
+// (BenchmarkBadgerCommitFileSize). A file must stay larger than the largest
+// frame (16 MiB by default): Badger refuses a value larger than a file.
 const (
 	defaultMemTableSize            = 16 << 20
 	defaultNumMemtables            = 2

@@ -6,13 +6,13 @@
 // and a run that goes deep (a lane writing to its QUIC stream, a
 // subscription handing sections to its lane) grows the new goroutine's
 // stack every time: at fan-out 1000, stack growth was a fifth to a quarter
-// of the node's CPU. A Pool queues runs, in order, for workers whose stacks have
-// grown once, and never makes a run wait behind one that blocks (a lane may
-// block on its stream): whenever a run is queued, or taken with more queued
-// behind it, and no worker is idle, a helper goroutine starts unless one is
-// already starting, and a helper takes runs until the queue is empty. A
-// burst of runs is so taken by the workers and a few helpers instead of a
-// goroutine each.
+// of the node's CPU. A Pool queues runs, in order, for workers whose stacks
+// have grown once, and never makes a run wait behind one that blocks (a
+// lane may block on its stream): whenever a run is queued, or taken with
+// more queued behind it, and no worker is idle, a helper goroutine starts
+// unless one is already starting, and a helper takes runs until the queue
+// is empty. A burst of runs is so taken by the workers and a few helpers
+// instead of a goroutine each.
 package dispatch
 
 import "sync"

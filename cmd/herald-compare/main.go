@@ -26,9 +26,10 @@
 //
 //   - js-publish, js-publish-tls: JetStream async publish, one record per
 //     PublishAsync (what a NATS user does; the peer of Herald's
-//     single-record async publish), into one file-backed stream, with at
-//     most --max-pending acks outstanding (checked every --batch
-//     publishes); records/s counts acked records. The server's storage
+//     single-record async publish), into one file-backed stream, a row for
+//     each of --max-pending (256, and 4000: nats.go's PublishAsync
+//     default), with at most that many acks outstanding (checked every
+//     --batch publishes); records/s counts acked records. The server's storage
 //     config is the default: JetStream acks a record once written to the
 //     OS, before its fsync (sync_interval 2 minutes).
 //   - js-publish-sync, js-publish-sync-tls: the same with the server's
@@ -96,6 +97,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,7 +108,7 @@ type config struct {
 	duration      time.Duration // how long each duration-based scenario runs
 	payload       int           // record payload size in bytes
 	batch         int           // js-publish: records published between waits for the oldest batch's acks
-	maxPending    int           // js-publish: most acks outstanding at once
+	maxPending    []int         // js-publish: most acks outstanding at once, a row each (js-consume fills with the first)
 	fanouts       []int         // core-fanout, core-latency: subscriber counts
 	maxLead       int           // core-fanout: most deliveries outstanding before the publisher waits
 	rate          int           // core-latency: records per second asked for
@@ -127,7 +129,7 @@ func defaultConfig() config {
 		duration:      2 * time.Second,
 		payload:       128,
 		batch:         64,
-		maxPending:    256,
+		maxPending:    []int{256, 4000},
 		fanouts:       []int{1, 10, 100, 1000},
 		maxLead:       defaultFanoutMaxLead,
 		rate:          1000,
@@ -259,7 +261,7 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 	fs.DurationVar(&cfg.duration, "duration", cfg.duration, "how long each duration-based scenario runs")
 	fs.IntVar(&cfg.payload, "payload", cfg.payload, "record payload size in bytes")
 	fs.IntVar(&cfg.batch, "batch", cfg.batch, "js-publish: records published between waits for the oldest batch's acks")
-	fs.IntVar(&cfg.maxPending, "max-pending", cfg.maxPending, "js-publish: most acks outstanding at once")
+	maxPending := fs.String("max-pending", "256,4000", "js-publish: comma-separated most acks outstanding at once, a row each (4000 is nats.go's PublishAsync default)")
 	fs.IntVar(&cfg.maxLead, "max-lead", cfg.maxLead, "core-fanout: most deliveries outstanding (published x fanout - received) before the publisher waits")
 	fs.IntVar(&cfg.rate, "rate", cfg.rate, "core-latency: records per second")
 	fs.IntVar(&cfg.maxDeliveries, "max-deliveries", cfg.maxDeliveries, "core-latency: cap on rate x fanout (deliveries/s): larger fanouts run at a lower rate")
@@ -278,6 +280,9 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
+	if cfg.maxPending, err = parseInts(*maxPending); err != nil {
+		return fmt.Errorf("--max-pending: %w", err)
+	}
 	if cfg.fanouts, err = parseInts(*fanouts); err != nil {
 		return fmt.Errorf("--fanouts: %w", err)
 	}
@@ -340,7 +345,7 @@ func (c config) validate() error {
 		return errors.New("--payload must be at least 16 bytes (core-latency carries two timestamps)")
 	case c.batch <= 0:
 		return errors.New("--batch must be positive")
-	case c.maxPending < c.batch:
+	case len(c.maxPending) == 0 || slices.Min(c.maxPending) < c.batch:
 		return errors.New("--max-pending must be at least --batch")
 	case c.maxLead <= 0:
 		return errors.New("--max-lead must be positive")

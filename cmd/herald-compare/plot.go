@@ -72,6 +72,7 @@ type heraldPublishCell struct {
 	Durable       bool    `json:"durable"`         // synced before ack
 	BatchRecords  int     `json:"batch_records"`   // records per publish
 	PayloadBytes  int     `json:"payload_bytes"`   // bytes per record
+	Inflight      int     `json:"inflight"`        // most publishes unacked
 	RecordsPerSec float64 `json:"records_per_sec"` // acked records per second
 }
 

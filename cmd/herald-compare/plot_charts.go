@@ -228,13 +228,29 @@ func savePanels(panels []*plot.Plot, path string) error {
 // 128 B records, one line for durable and one for ephemeral, with each NATS
 // JetStream publish row (plaintext and TLS; acked before fsync, and synced
 // always) as a marker at one record per publish and a dashed reference
-// line.
+// line. Single records are drawn at the run's largest bound on unacked
+// publishes on both sides (nats.go's default, 4000, in make bench).
 func plotThroughputByBatch(in plotInputs, path string) error {
 	cells := slices.SortedFunc(slices.Values(in.publish.Cells), func(a, b heraldPublishCell) int {
 		return cmp.Compare(a.BatchRecords, b.BatchRecords)
 	})
+	singleInflight := 0
+	for _, c := range cells {
+		if c.BatchRecords == 1 {
+			singleInflight = max(singleInflight, c.Inflight)
+		}
+	}
+	natsPending := 0
+	for _, r := range in.nats {
+		if strings.HasPrefix(r.Scenario, "js-publish") {
+			natsPending = max(natsPending, jsMaxPending(r))
+		}
+	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Publish throughput by batch size (%d B records; NATS publishes one record at a time)", plotPayloadBytes)
+	if singleInflight > 0 && natsPending > 0 {
+		p.Title.Text += fmt.Sprintf("\nsingle records: Herald at most %d unacked, NATS %d", singleInflight, natsPending)
+	}
 	p.X.Label.Text = "records per batch"
 	p.Y.Label.Text = "records/s"
 	p.Legend.Top, p.Legend.Left = true, true
@@ -251,7 +267,8 @@ func plotThroughputByBatch(in plotInputs, path string) error {
 	for i, sr := range series {
 		var xys plotter.XYs
 		for _, c := range cells {
-			if c.Durable != sr.durable || c.PayloadBytes != plotPayloadBytes || c.BatchRecords <= 0 || c.RecordsPerSec <= 0 {
+			if c.Durable != sr.durable || c.PayloadBytes != plotPayloadBytes || c.BatchRecords <= 0 || c.RecordsPerSec <= 0 ||
+				(c.BatchRecords == 1 && c.Inflight != singleInflight) {
 				continue
 			}
 			xys = append(xys, plotter.XY{X: float64(c.BatchRecords), Y: c.RecordsPerSec})
@@ -284,7 +301,8 @@ func plotThroughputByBatch(in plotInputs, path string) error {
 	for _, r := range in.nats {
 		base := strings.TrimSuffix(r.Scenario, "-tls")
 		payload, okPayload := paramInt(r.Params, "payload")
-		if (base != "js-publish" && base != "js-publish-sync") || !okPayload || payload != plotPayloadBytes || r.RecordsPerSec <= 0 {
+		if (base != "js-publish" && base != "js-publish-sync") || !okPayload || payload != plotPayloadBytes || r.RecordsPerSec <= 0 ||
+			jsMaxPending(r) != natsPending {
 			continue
 		}
 		perPublish, ok := paramInt(r.Params, "records_per_publish")
@@ -320,6 +338,15 @@ func plotThroughputByBatch(in plotInputs, path string) error {
 	setLogAxis(&p.Y, ys, logTicks{format: formatRecordsPerSec})
 	addLegendHeadroom(&p.Y)
 	return p.Save(plotWidth, plotHeight, path)
+}
+
+// jsMaxPending is a js-publish row's bound on unacked publishes; a row
+// without it is an older file's, published at 256.
+func jsMaxPending(r Result) int {
+	if n, ok := paramInt(r.Params, "max_pending"); ok {
+		return n
+	}
+	return 256
 }
 
 // jetStreamLegend names a JetStream publish row in the legend.

@@ -26,9 +26,11 @@ func TestReportRatiosFromOneRun(t *testing.T) {
 		"fanout": `{"runs":[{"fanout":1,"delivered_records_per_sec":900},{"fanout":10,"delivered_records_per_sec":2000}]}`,
 		"latency": `{"runs":[{"fanout":1,"latency_from_send":{"p50_us":150,"p99_us":600}},
 			{"fanout":10,"latency_from_send":{"p99_us":450}},{"fanout":1000,"latency_from_send":{"p99_us":9000}}]}`,
-		"publish": `{"cells":[{"durable":true,"batch_records":1,"payload_bytes":128,"records_per_sec":300},
-			{"durable":false,"batch_records":64,"payload_bytes":128,"records_per_sec":99999},
-			{"durable":true,"batch_records":64,"payload_bytes":128,"records_per_sec":500}]}`,
+		"publish": `{"cells":[{"durable":true,"batch_records":1,"payload_bytes":128,"inflight":256,"records_per_sec":300},
+			{"durable":true,"batch_records":1,"payload_bytes":128,"inflight":4000,"records_per_sec":700},
+			{"durable":false,"batch_records":1,"payload_bytes":128,"inflight":4000,"records_per_sec":99999},
+			{"durable":false,"batch_records":64,"payload_bytes":128,"inflight":256,"records_per_sec":99999},
+			{"durable":true,"batch_records":64,"payload_bytes":128,"inflight":256,"records_per_sec":2000}]}`,
 		"ceiling":   `{"badger":{"records_per_sec":1000},"herald_publish":{"records_per_sec":790}}`,
 		"groups":    `{"runs":[{"mode":"push","window":100,"records_per_sec":1},{"mode":"push","window":1000,"records_per_sec":250},{"mode":"pull","records_per_sec":160}]}`,
 		"isolation": `{"ratio":0.96}`,
@@ -40,6 +42,7 @@ func TestReportRatiosFromOneRun(t *testing.T) {
 			{"scenario":"core-latency","params":{"fanout":10},"latency_from_send_us":{"p99":300}},
 			{"scenario":"core-latency-tls","params":{"fanout":1000},"latency_from_send_us":{"p99":8000}},
 			{"scenario":"js-publish","records_per_sec":100},
+			{"scenario":"js-publish","params":{"max_pending":4000},"records_per_sec":400},
 			{"scenario":"js-consume","records_per_sec":100}]`,
 	})
 	var out bytes.Buffer
@@ -74,8 +77,9 @@ func TestReportRatiosFromOneRun(t *testing.T) {
 		{"4", 1.5, true, false},     // 450 / 300
 		{"5a", 9000, true, false},   // absolute, <= 10 ms
 		{"5b", 1.125, false, false}, // 9000 / 8000 > 1
-		{"6a", 3, true, false},      // 300 / 100, the durable single-record cell (not the ephemeral one)
-		{"7a", 5, true, false},      // 500 / 100
+		{"6a", 1.75, true, false},   // 700 / 400: the durable single-record cell at 4000 in flight, against JetStream at 4000
+		{"6a@256", 3, true, false},  // 300 / 100: both at 256 (a row without max_pending is an older file's, at 256)
+		{"7a", 5, true, false},      // 2000 / 400: JetStream at 4000
 		{"7c", 0.79, false, false},  // 790 / 1000 < 0.8
 		{"8a", 1.6, true, false},    // 160 / 100
 		{"9a", 2.5, true, false},    // 250 / 100: window 1000, not 100
@@ -84,6 +88,7 @@ func TestReportRatiosFromOneRun(t *testing.T) {
 		{"10c", 0, false, true},     // no replay.json
 		{"8b", 0, false, true},      // no js-consume-tls
 		{"6b", 0, false, true},      // no js-publish-tls
+		{"6b@256", 0, false, true},  // no js-publish-tls
 		{"3c", 0, false, true},      // no core-latency-tls at fan-out 1
 		{"9b", 0, false, true},      // no js-consume-tls
 		{"7b", 0, false, true},      // no js-publish-tls

@@ -69,7 +69,7 @@ func writeTable(w io.Writer, results []Result) error {
 }
 
 // tableParams are the parameters worth a column's width in the table.
-var tableParams = []string{"payload", "batch", "fanout", "connections", "rate", "messages"}
+var tableParams = []string{"payload", "batch", "max_pending", "fanout", "connections", "rate", "messages"}
 
 // formatParams renders the interesting parameters as k=v pairs.
 func formatParams(p map[string]any) string {

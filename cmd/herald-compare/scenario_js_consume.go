@@ -30,7 +30,7 @@ func runJSConsume(ctx context.Context, e *env, sc scenario) ([]Result, error) {
 		return nil, err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(cfg.maxPending))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(cfg.maxPending[0]))
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func runJSConsume(ctx context.Context, e *env, sc scenario) ([]Result, error) {
 	}
 
 	// Pre-publish in the js-publish batch shape.
-	p := &asyncPublisher{js: js, subject: "bench.js", payload: make([]byte, cfg.payload), batch: cfg.batch, maxPending: cfg.maxPending}
+	p := &asyncPublisher{js: js, subject: "bench.js", payload: make([]byte, cfg.payload), batch: cfg.batch, maxPending: cfg.maxPending[0]}
 	for p.acked+p.pending < cfg.messages {
 		p.batch = min(cfg.batch, cfg.messages-p.acked-p.pending)
 		if err := p.publishBatch(ctx); err != nil {

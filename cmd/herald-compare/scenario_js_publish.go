@@ -7,6 +7,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,11 +30,12 @@ func benchStream() jetstream.StreamConfig {
 
 // runJSPublish publishes single records, each with its own PublishAsync
 // (what a NATS user does, and the peer of Herald's single-record async
-// publish), for cfg.duration, keeping at most cfg.maxPending acks
-// outstanding: after every cfg.batch publishes it checks, and once another
-// cfg.batch would exceed that, it waits for the oldest cfg.batch's acks.
-// Records count once acked, and the clock (and the CPU window) stops at the
-// last ack.
+// publish), for cfg.duration once for each of cfg.maxPending, a row each,
+// keeping at most that many acks outstanding: after every cfg.batch
+// publishes it checks, and once another cfg.batch would exceed it, it waits
+// for the oldest cfg.batch's acks. Records count once acked, and the clock
+// (and the CPU window) stops at the last ack. Each run publishes to a fresh
+// stream on the same server.
 //
 // The server's storage is nats-server's default (file storage, sync_interval
 // 2 minutes): JetStream acks a record once it is written to the OS, before
@@ -41,7 +43,6 @@ func benchStream() jetstream.StreamConfig {
 // (SyncAlways), which fsyncs every write before its ack, as Herald's durable
 // publish does.
 func runJSPublish(ctx context.Context, e *env, sc scenario) ([]Result, error) {
-	cfg := e.cfg
 	srv, err := e.startServer(ctx, sc.opts)
 	if err != nil {
 		return nil, err
@@ -52,40 +53,56 @@ func runJSPublish(ctx context.Context, e *env, sc scenario) ([]Result, error) {
 		return nil, err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(cfg.maxPending))
+	var rows []Result
+	for _, maxPending := range e.cfg.maxPending {
+		r, err := jsPublishRun(ctx, e, sc, srv, nc, maxPending)
+		if err != nil {
+			return nil, fmt.Errorf("max pending %d: %w", maxPending, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// jsPublishRun is one row of runJSPublish: a fresh stream, published to
+// with at most maxPending acks outstanding, deleted afterwards.
+func jsPublishRun(ctx context.Context, e *env, sc scenario, srv *natsServer, nc *nats.Conn, maxPending int) (Result, error) {
+	cfg := e.cfg
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPending))
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
 	if _, err := js.CreateStream(ctx, benchStream()); err != nil {
-		return nil, fmt.Errorf("create stream: %w", err)
+		return Result{}, fmt.Errorf("create stream: %w", err)
 	}
+	defer js.DeleteStream(context.WithoutCancel(ctx), benchStream().Name)
 
-	p := &asyncPublisher{js: js, subject: "bench.js", payload: make([]byte, cfg.payload), batch: cfg.batch, maxPending: cfg.maxPending}
+	p := &asyncPublisher{js: js, subject: "bench.js", payload: make([]byte, cfg.payload), batch: cfg.batch, maxPending: maxPending}
 	cpuStart, err := srv.sampleCPU()
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
 	start := time.Now()
 	deadline := start.Add(cfg.duration)
 	for time.Now().Before(deadline) {
 		if err := p.publishBatch(ctx); err != nil {
-			return nil, err
+			return Result{}, err
 		}
 	}
 	if err := p.drain(ctx); err != nil {
-		return nil, err
+		return Result{}, err
 	}
 	elapsed := time.Since(start)
 	cpuEnd, err := srv.sampleCPU()
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
 
 	r := sc.result(e)
 	maps.Copy(r.Params, map[string]any{
 		"records_per_publish": 1,
 		"batch":               cfg.batch,
-		"max_pending":         cfg.maxPending,
+		"max_pending":         maxPending,
 		"storage":             "file",
 		"sync":                jsSyncParam(sc.opts.syncAlways),
 		"duration_ms":         cfg.duration.Milliseconds(),
@@ -95,7 +112,7 @@ func runJSPublish(ctx context.Context, e *env, sc scenario) ([]Result, error) {
 	r.Counts = map[string]int{"acked": p.acked, "batches": p.batches}
 	r.ElapsedMillis = millis(elapsed)
 	setCPU(&r, cpuStart, cpuEnd, p.acked)
-	return []Result{r}, nil
+	return r, nil
 }
 
 // jsSyncParam says when the server fsyncs relative to its acks.

@@ -16,9 +16,15 @@ import (
 const (
 	// defaultPublishCell is how long each cell of the matrix publishes.
 	defaultPublishCell = 2 * time.Second
-	// defaultPublishInflight is how many publishes a cell keeps unacked:
-	// the node's publish window.
+	// defaultPublishInflight is how many publishes a batch cell keeps
+	// unacked: the node's publish window.
 	defaultPublishInflight = 256
+	// defaultSingleInflight is the unacked publishes of the single-record
+	// cells, one cell each: 256 (the node's publish window), and 4000,
+	// what nats.go's PublishAsync allows by default (its
+	// defaultAsyncPubAckInflight), the shape a NATS user's async publisher
+	// has. herald-compare's js-publish runs at the same two.
+	defaultSingleInflight = "256,4000"
 )
 
 // publishResult is the publish scenario's machine-readable result.
@@ -26,8 +32,10 @@ type publishResult struct {
 	Scenario string `json:"scenario"`
 	// CellSeconds is how long each cell published.
 	CellSeconds float64 `json:"cell_seconds"`
-	// Inflight is the most publishes a cell keeps unacked.
-	Inflight int `json:"inflight"`
+	// Inflight is the most publishes a batch cell keeps unacked;
+	// SingleInflight the single-record cells', one cell each.
+	Inflight       int   `json:"inflight"`
+	SingleInflight []int `json:"single_inflight"`
 	// ClientInflightBytes is the client's bound on acked publish bytes in
 	// flight (WithPublishInflightBytes): it, not Inflight, limits the
 	// pipeline of large batches.
@@ -128,7 +136,8 @@ func runPublish(env *Env, args []string) int {
 	batchFlag := f.fs.String("batch", "1,64", "comma-separated records per publish (1: single-record async publishes)")
 	payloadFlag := f.fs.String("payload", "128,1k,16k", "comma-separated payload sizes (suffix k = KiB)")
 	cell := f.fs.Duration("duration", defaultPublishCell, "how long each cell publishes")
-	inflight := f.fs.Int("inflight", defaultPublishInflight, "most publishes unacked at once")
+	inflight := f.fs.Int("inflight", defaultPublishInflight, "most publishes unacked at once in a batch cell")
+	singleFlag := f.fs.String("single-inflight", defaultSingleInflight, "comma-separated most publishes unacked at once in single-record cells, a cell each")
 	inflightBytes := f.fs.Int64("client-inflight-bytes", 0, "client bound on publish bytes in flight (0: client default)")
 	if code, ok := env.parse(f.fs, args); !ok {
 		return code
@@ -145,6 +154,10 @@ func runPublish(env *Env, args []string) int {
 	if err != nil {
 		return env.usageError("publish", fmt.Errorf("--payload: %w", err))
 	}
+	singles, err := parseFanouts(*singleFlag)
+	if err != nil {
+		return env.usageError("publish", fmt.Errorf("--single-inflight: %w", err))
+	}
 	if *inflight < 1 || *cell <= 0 {
 		return env.usageError("publish", errors.New("--inflight and --duration must be positive"))
 	}
@@ -153,25 +166,31 @@ func runPublish(env *Env, args []string) int {
 		return env.fail("publish", err)
 	}
 	defer s.close()
-	res := &publishResult{Scenario: "publish", CellSeconds: cell.Seconds(), Inflight: *inflight,
+	res := &publishResult{Scenario: "publish", CellSeconds: cell.Seconds(), Inflight: *inflight, SingleInflight: singles,
 		ClientInflightBytes: *inflightBytes, NodeProcess: s.nodeProcess()}
 	if res.ClientInflightBytes <= 0 {
 		res.ClientInflightBytes = client.DefaultPublishInflightBytes
 	}
 	for _, durable := range durables {
 		for _, batch := range batches {
+			inflights := []int{*inflight}
+			if batch == 1 {
+				inflights = singles
+			}
 			for _, size := range payloads {
-				c, err := s.publishCell(durable, batch, size, *cell, *inflight, *inflightBytes)
-				if err != nil {
-					return s.fail(fmt.Errorf("%s: %w", publishCellName(durable, batch, size), err))
+				for _, n := range inflights {
+					c, err := s.publishCell(durable, batch, size, *cell, n, *inflightBytes)
+					if err != nil {
+						return s.fail(fmt.Errorf("%s, %d in flight: %w", publishCellName(durable, batch, size), n, err))
+					}
+					res.Cells = append(res.Cells, c)
 				}
-				res.Cells = append(res.Cells, c)
 			}
 		}
 	}
 	return s.report(*f.asJSON, res, func(w io.Writer) {
-		fmt.Fprintf(w, "publish: one client, one shard, acked per publish, up to %d (and %d MiB) in flight, %s per cell, %s\n",
-			res.Inflight, res.ClientInflightBytes>>20, *cell, s.nodeNote())
+		fmt.Fprintf(w, "publish: one client, one shard, acked per publish, up to %d MiB in flight, %s per cell, %s\n",
+			res.ClientInflightBytes>>20, *cell, s.nodeNote())
 		fmt.Fprintf(w, "  %-20s %-36s %12s %10s %s   %s\n", "cell", "mode", "records/s", "MB/s", cpuHeader, "ack latency")
 		for _, c := range res.Cells {
 			fmt.Fprintf(w, "  %-20s %-36s %12.0f %10.1f %s   %s\n", c.name(), c.modeLabel(), c.RecordsPerSec, c.MBPerSec, c.columns(), c.AckLatency)

@@ -10,21 +10,24 @@ import (
 )
 
 // The publish scenario, with its node in its own process (the default),
-// runs a small matrix (both durabilities, single-record async and a batch)
-// and reports a sane cell for each, with the node's CPU apart from the
-// client's; the rates are a benchmark's.
+// runs a small matrix (both durabilities, single-record async at two
+// in-flight bounds and a batch) and reports a sane cell for each, with the
+// node's CPU apart from the client's; the rates are a benchmark's.
 func TestBenchPublishRuns(t *testing.T) {
 	var res publishResult
-	runJSONNode(t, true, &res, "publish", "--durable", "both", "--batch", "1,64", "--payload", "128", "--duration", "200ms")
-	if res.Scenario != "publish" || len(res.Cells) != 4 || res.Inflight != defaultPublishInflight || res.ClientInflightBytes <= 0 || !res.NodeProcess {
+	runJSONNode(t, true, &res, "publish", "--durable", "both", "--batch", "1,64", "--payload", "128", "--single-inflight", "16,300", "--duration", "200ms")
+	if res.Scenario != "publish" || len(res.Cells) != 6 || res.Inflight != defaultPublishInflight || !slices.Equal(res.SingleInflight, []int{16, 300}) ||
+		res.ClientInflightBytes <= 0 || !res.NodeProcess {
 		t.Fatalf("unexpected result: %+v", res)
 	}
 	for i, c := range res.Cells {
-		batch, mode := 1, modeSingleAsync
-		if i%2 == 1 {
-			batch, mode = 64, modeBatch
+		// Per durability: single-record at 16 and 300 in flight, then a
+		// batch of 64.
+		batch, mode, inflight := 1, modeSingleAsync, []int{16, 300, 0}[i%3]
+		if i%3 == 2 {
+			batch, mode, inflight = 64, modeBatch, defaultPublishInflight
 		}
-		if c.Durable != (i < 2) || c.BatchRecords != batch || c.PayloadBytes != 128 || c.Mode != mode || c.Inflight != defaultPublishInflight {
+		if c.Durable != (i < 3) || c.BatchRecords != batch || c.PayloadBytes != 128 || c.Mode != mode || c.Inflight != inflight {
 			t.Errorf("cell %d has the wrong shape: %+v", i, c)
 		}
 		if c.Records != c.Batches*int64(batch) || c.Records <= 0 || c.RecordsPerSec <= 0 || c.MBPerSec <= 0 || c.Seconds <= 0 {
@@ -45,7 +48,8 @@ func TestBenchPublishRuns(t *testing.T) {
 // The summary names each row's mode: single-record async or batches.
 func TestBenchPublishSummary(t *testing.T) {
 	out := runText(t, "publish", "--in-process", "--durable", "false", "--batch", "1,8", "--payload", "16", "--duration", "100ms")
-	for _, want := range []string{"ephemeral 1x16B", "single-record async, 256 in flight", "ephemeral 8x16B", "batches of 8, 256 in flight", "node ms/M", "node in this process"} {
+	for _, want := range []string{"ephemeral 1x16B", "single-record async, 256 in flight", "single-record async, 4000 in flight",
+		"ephemeral 8x16B", "batches of 8, 256 in flight", "node ms/M", "node in this process"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
@@ -59,6 +63,7 @@ func TestBenchPublishFlags(t *testing.T) {
 		{"--batch", "0"},
 		{"--payload", "12q"},
 		{"--inflight", "0"},
+		{"--single-inflight", "256,0"},
 		{"--nope"},
 	})
 }

@@ -26,7 +26,7 @@ func TestBenchFanoutRuns(t *testing.T) {
 			r.DeliveredInWindow > r.Delivered || r.DeliveredPerSec <= 0 {
 			t.Errorf("fanout %d: inconsistent deliveries: %+v", r.Fanout, r)
 		}
-		if r.Missing != r.Expected-r.Delivered || r.Missing < 0 || r.GapRecords < 0 || r.DroppedBatches < 0 {
+		if r.Missing != r.Expected-r.Delivered || r.Missing < 0 || r.LateRecords < 0 || r.GapRecords < 0 || r.DroppedBatches < 0 {
 			t.Errorf("fanout %d: inconsistent losses: %+v", r.Fanout, r)
 		}
 		checkCPU(t, "fanout", r.CPU, r.Delivered, false)

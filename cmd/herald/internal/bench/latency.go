@@ -71,10 +71,14 @@ type latencyRun struct {
 	Published       int64   `json:"published_records"`
 	PublishedPerSec float64 `json:"published_records_per_sec"`
 	// Delivered and Expected (Published × Fanout) count deliveries,
-	// warm-up included; Missing is the difference.
-	Delivered int64 `json:"delivered_records"`
-	Expected  int64 `json:"expected_records"`
-	Missing   int64 `json:"missing_records"`
+	// warm-up included; Missing is the difference. LateRecords came after
+	// a second without deliveries (the run then waits up to 10 s more), the
+	// last of them LateAfterSeconds after it; they are in the latencies.
+	Delivered        int64   `json:"delivered_records"`
+	Expected         int64   `json:"expected_records"`
+	Missing          int64   `json:"missing_records"`
+	LateRecords      int64   `json:"late_records"`
+	LateAfterSeconds float64 `json:"late_after_seconds"`
 	// Latency is from each record's scheduled send time to a subscriber's
 	// Next returning it, so a late publisher counts against it (coordinated
 	// omission); LatencyFromSend is from the actual send time.
@@ -84,8 +88,9 @@ type latencyRun struct {
 	// time (the Go runtime's sleep wakes late).
 	PacerLag latencySummary `json:"pacer_lag"`
 	// CPU is the node's and the clients' CPU from the first paced send to
-	// the last delivery, per million deliveries (Delivered): at a paced
-	// rate it is mostly the cost of waking up for each record.
+	// the last delivery before a second without any, per million
+	// deliveries by then: at a paced rate it is mostly the cost of waking
+	// up for each record.
 	CPU
 }
 
@@ -165,6 +170,9 @@ func runLatency(env *Env, args []string) int {
 			fmt.Fprintf(w, "    from send:     %s\n", r.LatencyFromSend)
 			fmt.Fprintf(w, "    pacer lag:     %s\n", r.PacerLag)
 			fmt.Fprintf(w, "    CPU per million deliveries: node %s ms, client %.0f ms\n", r.nodeMs(), r.ClientCPUMsPerMillion)
+			if r.LateRecords > 0 {
+				fmt.Fprintf(w, "    %d records came after a second without deliveries, the last %.2fs later (late, not lost)\n", r.LateRecords, r.LateAfterSeconds)
+			}
 		}
 	})
 }
@@ -341,10 +349,16 @@ func (s *session) latencyRun(cfg latencyConfig, fanout int) (latencyRun, error) 
 	s.progress.phase(fmt.Sprintf("latency fanout %d: draining", fanout), "", nil, 0)
 	total64, _ := awaitCount(ctx, before+run.Expected, received)
 	run.Delivered = total64 - before
-	run.Missing = run.Expected - run.Delivered
 	if run.CPU, err = m.stop(run.Delivered); err != nil {
 		return run, err
 	}
+	if run.Delivered < run.Expected {
+		s.progress.phase(fmt.Sprintf("latency fanout %d: waiting for %d late records", fanout, run.Expected-run.Delivered), "", nil, 0)
+		all, after := awaitLate(ctx, before+run.Expected, received, lateWait)
+		run.LateRecords, run.LateAfterSeconds = all-total64, after.Seconds()
+		run.Delivered = all - before
+	}
+	run.Missing = run.Expected - run.Delivered
 
 	// The readers own their samples until they have ended.
 	stopReading()

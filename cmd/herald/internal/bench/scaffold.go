@@ -286,8 +286,14 @@ func (p *pipeline) finish() error {
 var errLost = errors.New("records lost or duplicated")
 
 // drainQuiet is how long awaitCount waits without any growth before it
-// gives up: what has not arrived by then is counted as lost.
+// gives up.
 const drainQuiet = time.Second
+
+// lateWait bounds how long a scenario waits, after awaitCount gave up, for
+// records that QUIC may still deliver (a stream that lost packets waits for
+// its retransmission): what arrives then is counted as late, what has not
+// arrived by its end as missing.
+const lateWait = 10 * time.Second
 
 // awaitCount polls count until it reaches want, stops growing for
 // drainQuiet, or ctx ends, and returns the last count and when it was
@@ -302,4 +308,20 @@ func awaitCount(ctx context.Context, want int64, count func() int64) (int64, tim
 		}
 	}
 	return n, lastGrowth
+}
+
+// awaitLate polls count until it reaches want, or bound passes, or ctx
+// ends, and returns the last count and how long after the call it was
+// first seen (0 when nothing came).
+func awaitLate(ctx context.Context, want int64, count func() int64, bound time.Duration) (int64, time.Duration) {
+	start := time.Now()
+	n := count()
+	var after time.Duration
+	for n < want && time.Since(start) < bound && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+		if m := count(); m > n {
+			n, after = m, time.Since(start)
+		}
+	}
+	return n, after
 }

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
+	"github.com/heraldmq/herald/net/stages"
 	"github.com/heraldmq/herald/net/wire"
 )
 
@@ -45,6 +46,7 @@ func (cs *connSession) publishLoop(s *quic.Stream, first wire.Frame) error {
 			return wire.Errorf(wire.CodeProtocolViolation, "%s frame on a publish stream", f.Header.Type)
 		}
 		p, err := wire.DecodePublish(f.Body)
+		stages.MarkRecords(stages.NodeRead, p.Records)
 		var werr *wire.Error
 		if err != nil && (!errors.As(err, &werr) || werr.Code.Framing()) {
 			return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/heraldmq/herald/net/stages"
 	"github.com/heraldmq/herald/net/wire"
 )
 
@@ -263,6 +264,9 @@ func (l *lane) holdForMore(ctx actor.Context) bool {
 func (l *lane) writeSections(ctx actor.Context) {
 	if len(l.secs) == 0 || l.dead {
 		return
+	}
+	if stages.Enabled {
+		stages.MarkRecords(stages.LaneWrite, l.secs[len(l.secs)-1].Records)
 	}
 	entries, bytes := len(l.secs), l.secBytes
 	l.loaded = entries >= l.cfg.MaxEvents || bytes >= int64(l.cfg.MaxBytes)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/heraldmq/herald/net/stages"
 	"github.com/heraldmq/herald/net/wire"
 	"github.com/heraldmq/herald/storage"
 )
@@ -455,6 +456,7 @@ func (s *shard) onPublishRequest(ctx actor.Context, m *PublishRequest) {
 }
 
 func (s *shard) onPublish(ctx actor.Context, m *PublishRequest) {
+	stages.MarkRecords(stages.Shard, m.Records)
 	// handling stays set if publish panics: onRestarting leaves that one to
 	// the supervisor strategy, which answers it (a deferred reset would run
 	// while the panic unwinds, and the publish would be answered twice).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/heraldmq/herald/net/stages"
 	"github.com/heraldmq/herald/net/wire"
 	"github.com/heraldmq/herald/storage"
 )
@@ -263,6 +264,9 @@ func (s *subscription) onSubscribed(ctx actor.Context, m *SubscribeShardResponse
 }
 
 func (s *subscription) onPushed(ctx actor.Context, m *SectionsPushed) {
+	if n := len(m.Sections); stages.Enabled && n > 0 {
+		stages.MarkRecords(stages.Subscription, m.Sections[n-1].Records)
+	}
 	if s.closed {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/heraldmq/herald/net/stages"
 	"github.com/heraldmq/herald/net/wire"
 )
 
@@ -169,6 +170,9 @@ func (c *Client) publishSync(ctx context.Context, name StreamName, payloads [][]
 // draining and applied nothing) is sent again on the next connection. If the
 // client gives up reconnecting, every one fails with the *ReconnectError.
 func (c *Client) PublishAsync(ctx context.Context, name StreamName, payloads [][]byte, opts ...PublishOption) (*PublishFuture, error) {
+	if stages.Enabled && len(payloads) == 1 {
+		stages.Mark(stages.Publish, payloads[0])
+	}
 	o := publishOptionsOf(opts)
 	f, _, err := c.publishAsync(ctx, name, payloads, &o, publishSpec{})
 	return f, err

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/quic-go/quic-go"
 
+	"github.com/heraldmq/herald/net/stages"
 	"github.com/heraldmq/herald/net/wire"
 )
 
@@ -208,6 +209,7 @@ func (a *publishStreamActor) pump(ctx actor.Context) {
 			f.rest[i].id = id
 		}
 		binary.BigEndian.PutUint64(frame[8:16], id)
+		stages.MarkRecords(stages.ClientWrite, frame)
 		_, err := a.stream.Write(frame)
 		if n > 1 {
 			frameBuffers.put(frame) // the stream holds no part of it once Write returns

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/quic-go/quic-go"
 
+	"github.com/heraldmq/herald/net/stages"
 	"github.com/heraldmq/herald/net/wire"
 )
 
@@ -340,6 +341,9 @@ func readShard(s *session, root *actor.RootContext, pid *actor.PID, at shardAtte
 					return
 				}
 			}
+			if n := len(sections); stages.Enabled && n > 0 {
+				stages.MarkRecords(stages.ClientRead, sections[n-1].Records)
+			}
 			root.Send(pid, &eventsReceived{idx: at.idx, gen: at.gen, sections: sections})
 		case wire.TypeError:
 			releaseSlots(at.slots, 1)
@@ -432,6 +436,9 @@ func (a *subscriptionActor) onSubscribeAwait(m *subscribeAwait) {
 }
 
 func (a *subscriptionActor) onEvents(m *eventsReceived) {
+	if n := len(m.sections); stages.Enabled && n > 0 {
+		stages.MarkRecords(stages.ClientActor, m.sections[n-1].Records)
+	}
 	sh := a.shards[m.idx]
 	if a.unsubscribed || sh.q == nil || m.gen != sh.gen {
 		releaseSlots(sh.slots, 1)

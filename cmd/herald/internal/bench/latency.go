@@ -10,11 +10,13 @@ import (
 	"os"
 	"runtime/trace"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/heraldmq/herald/client"
+	"github.com/heraldmq/herald/net/stages"
 )
 
 // Defaults of `herald bench latency`.
@@ -87,6 +89,10 @@ type latencyRun struct {
 	// PacerLag is how late the pacer sent each record after its scheduled
 	// time (the Go runtime's sleep wakes late).
 	PacerLag latencySummary `json:"pacer_lag"`
+	// Stages is the time between the stages of a record's path, in a build
+	// with the heraldstages tag and the node in this process (at fan-out
+	// above 1, to the last of a record's deliveries); nil otherwise.
+	Stages *stages.Report `json:"stages,omitempty"`
 	// CPU is the node's and the clients' CPU from the first paced send to
 	// the last delivery before a second without any, per million
 	// deliveries by then: at a paced rate it is mostly the cost of waking
@@ -164,6 +170,9 @@ func runLatency(env *Env, args []string) int {
 	return s.report(*f.asJSON, res, func(w io.Writer) {
 		fmt.Fprintf(w, "latency: single-record publishes of %s to an ephemeral stream, %s per fanout, rate %d/s capped at %d deliveries/s, %s\n",
 			fmtBytes(res.PayloadBytes), *duration, res.RequestedRate, res.MaxDeliveriesPerSec, s.nodeNote())
+		if stages.Enabled && res.NodeProcess {
+			fmt.Fprintln(w, "  (a heraldstages build: the stage times need the node in this process, --in-process)")
+		}
 		for _, r := range res.Runs {
 			fmt.Fprintf(w, "  fanout %d (%d connections, %d records/s, %d of %d delivered)\n", r.Fanout, r.Connections, r.Rate, r.Delivered, r.Expected)
 			fmt.Fprintf(w, "    from schedule: %s\n", r.Latency)
@@ -172,6 +181,9 @@ func runLatency(env *Env, args []string) int {
 			fmt.Fprintf(w, "    CPU per million deliveries: node %s ms, client %.0f ms\n", r.nodeMs(), r.ClientCPUMsPerMillion)
 			if r.LateRecords > 0 {
 				fmt.Fprintf(w, "    %d records came after a second without deliveries, the last %.2fs later (late, not lost)\n", r.LateRecords, r.LateAfterSeconds)
+			}
+			if r.Stages != nil {
+				fmt.Fprint(w, indent(r.Stages.String(), "    "))
 			}
 		}
 	})
@@ -200,6 +212,7 @@ func (r *latencyReader) read(ctx context.Context, base time.Time, sampleFrom *at
 		if err != nil {
 			return
 		}
+		stages.Mark(stages.Next, ev.Payload)
 		now := time.Since(base)
 		r.received.Add(1)
 		if len(ev.Payload) < latencyStampBytes {
@@ -287,6 +300,9 @@ func (s *session) latencyRun(cfg latencyConfig, fanout int) (latencyRun, error) 
 	}
 
 	// Acks are waited for off the pacer's goroutine.
+	if stages.Enabled {
+		stages.Default.Reset(cfg.size, fanout > 1)
+	}
 	p := startPipeline(ctx, pub, stream, defaultPublishInflight, nil)
 	defer p.finish()
 
@@ -376,5 +392,21 @@ func (s *session) latencyRun(cfg latencyConfig, fanout int) (latencyRun, error) 
 		}
 	}
 	run.Latency, run.LatencyFromSend, run.PacerLag = summarize(fromSched), summarize(fromSend), summarize(lag)
+	if stages.Enabled && !s.nodeProcess() {
+		rep := stages.Default.Report()
+		run.Stages = &rep
+	}
 	return run, nil
+}
+
+// indent prefixes every line of text with prefix.
+func indent(text, prefix string) string {
+	lines := strings.SplitAfter(text, "\n")
+	var b strings.Builder
+	for _, l := range lines {
+		if l != "" {
+			b.WriteString(prefix + l)
+		}
+	}
+	return b.String()
 }

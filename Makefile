@@ -4,7 +4,7 @@ BIN       := bin/herald
 FUZZTIME  ?= 5m
 BENCHTIME ?= 3s
 
-.PHONY: all build run test chromium verify bench bench-go bench-compare bench-report fuzz clean
+.PHONY: all build run test chromium verify bench bench-go bench-compare bench-stages bench-report fuzz clean
 
 all: build
 
@@ -44,6 +44,12 @@ bench: bench-report
 ## bench-go: the Go benchmarks (publish, groups, tracing through a real node; storage commits)
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./storage/ ./supervisors/
+
+## bench-stages: where a paced record's latency goes, stage by stage: a heraldstages build (net/stages) runs
+## herald bench latency with the node in its process and prints the time between the stages of each record's path
+bench-stages:
+	$(GO) build -tags heraldstages -o bin/herald-stages ./cmd/herald
+	./bin/herald-stages bench latency --in-process --fanouts 1,10
 
 ## bench-compare: the NATS side of the comparison (nats-server in a child process, plaintext and TLS 1.3; its own module in cmd/herald-compare)
 COMPARE_FLAGS ?=

@@ -192,7 +192,10 @@ func NewShardProps(cfg ShardConfig) *actor.Props {
 	if cfg.PendingWait <= 0 {
 		cfg.PendingWait = 2 * time.Second
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &shard{cfg: cfg} }, actor.WithDispatcher(cfg.Dispatcher))
+	// A shard started again takes its old name: its mailbox holds what is
+	// sent to that name until protoactor has set it up (guardedMailbox).
+	return actor.PropsFromProducer(func() actor.Actor { return &shard{cfg: cfg} }, actor.WithDispatcher(cfg.Dispatcher),
+		actor.WithMailbox(guardedMailboxes(actor.Unbounded())))
 }
 
 // Receive dispatches.

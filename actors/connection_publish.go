@@ -46,11 +46,11 @@ func (cs *connSession) publishLoop(s *quic.Stream, first wire.Frame) error {
 			return wire.Errorf(wire.CodeProtocolViolation, "%s frame on a publish stream", f.Header.Type)
 		}
 		p, err := wire.DecodePublish(f.Body)
-		stages.MarkRecords(stages.NodeRead, p.Records)
 		var werr *wire.Error
 		if err != nil && (!errors.As(err, &werr) || werr.Code.Framing()) {
 			return err
 		}
+		stages.MarkRecords(stages.NodeRead, p.Records)
 		// Every publish holds a window slot until its shard answers (AckNone
 		// ones too, though nothing is written for them), so what one stream
 		// has in flight inside the node is bounded.

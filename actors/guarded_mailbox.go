@@ -14,14 +14,18 @@ import (
 // mailbox's handlers (Props.spawn: ProcessRegistry.Add, then
 // RegisterHandlers, then Started, then Start). A shard that the catalog
 // starts again takes its old name, so the PIDs others hold stay valid (the
-// storage writer's answers, subscriptions, connections): a message sent to
-// one of them in that window found the new mailbox without a dispatcher.
+// storage writer's answers, subscriptions, connections), and a peer link
+// started again for a peer's new address takes its old name too (the
+// router may still hold it): a message sent to one of them in that window
+// found the new mailbox without a dispatcher.
 // The race detector caught it in TestReplicatedStreamReplicasGrowAndShrink
 // (the storage writer answering as the catalog respawned a shard); had the
 // read seen no dispatcher, the sender's goroutine would have panicked.
 //
 // Until Start, what is posted waits here in order; Start hands it on,
-// system messages first, and from then on posts go straight through.
+// system messages first, and from then on posts go straight through. Shards
+// and peer links use it: the two actors the node spawns again under a name
+// others hold.
 type guardedMailbox struct {
 	inner actor.Mailbox
 	// ready is set by Start once everything held has been handed on.

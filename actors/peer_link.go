@@ -221,7 +221,11 @@ func NewPeerLinkProps(cfg PeerLinkConfig) *actor.Props {
 	if cfg.AfterFunc == nil {
 		cfg.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &peerLink{cfg: cfg} })
+	// A link to a peer whose address changed is started again under its
+	// old name, which the router may still send to: its mailbox holds what
+	// comes until protoactor has set it up (guardedMailbox).
+	return actor.PropsFromProducer(func() actor.Actor { return &peerLink{cfg: cfg} },
+		actor.WithMailbox(guardedMailboxes(actor.Unbounded())))
 }
 
 // Receive dispatches.

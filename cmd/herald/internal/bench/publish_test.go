@@ -15,15 +15,15 @@ import (
 // node's CPU apart from the client's; the rates are a benchmark's.
 func TestBenchPublishRuns(t *testing.T) {
 	var res publishResult
-	runJSONNode(t, true, &res, "publish", "--durable", "both", "--batch", "1,64", "--payload", "128", "--single-inflight", "16,300", "--duration", "200ms")
-	if res.Scenario != "publish" || len(res.Cells) != 6 || res.Inflight != defaultPublishInflight || !slices.Equal(res.SingleInflight, []int{16, 300}) ||
+	runJSONNode(t, true, &res, "publish", "--durable", "both", "--batch", "1,64", "--payload", "128", "--single-inflight", "64,300", "--duration", "300ms")
+	if res.Scenario != "publish" || len(res.Cells) != 6 || res.Inflight != defaultPublishInflight || !slices.Equal(res.SingleInflight, []int{64, 300}) ||
 		res.ClientInflightBytes <= 0 || !res.NodeProcess {
 		t.Fatalf("unexpected result: %+v", res)
 	}
 	for i, c := range res.Cells {
-		// Per durability: single-record at 16 and 300 in flight, then a
+		// Per durability: single-record at 64 and 300 in flight, then a
 		// batch of 64.
-		batch, mode, inflight := 1, modeSingleAsync, []int{16, 300, 0}[i%3]
+		batch, mode, inflight := 1, modeSingleAsync, []int{64, 300, 0}[i%3]
 		if i%3 == 2 {
 			batch, mode, inflight = 64, modeBatch, defaultPublishInflight
 		}

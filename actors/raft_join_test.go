@@ -135,11 +135,16 @@ func TestRaftCoreJoinerTakesTheSnapshot(t *testing.T) {
 	// It votes now: with 1 gone, three of the four are a quorum only with
 	// the joiner's vote.
 	delete(cores, 1)
-	for range 30 {
+	// etcd raft randomizes election timeouts, so a
+	// vote may split and the next election settle it: up to 300 ticks.
+	for range 300 {
 		for _, id := range []uint64{2, 3, 4} {
 			handle(id, cores[id].tick())
 		}
 		run()
+		if l := cores[2].status().Lead; l != 0 && l != 1 && cores[l].status().RaftState == raft.StateLeader {
+			break
+		}
 	}
 	lead := cores[2].status().Lead
 	if lead == 0 || lead == 1 || cores[lead].status().RaftState != raft.StateLeader {

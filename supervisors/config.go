@@ -50,7 +50,9 @@ type Config struct {
 	// refused at its handshake (0: no bound).
 	MaxConnections int `yaml:"max_connections"`
 	// MaxStreamsPerConnection bounds the QUIC streams a client may have
-	// open at once (publish streams, subscriptions, group members).
+	// open at once (its control stream, publish streams, subscriptions,
+	// group members). With MaxSubscriptionsPerConnection set it must be at
+	// least StreamsBeyondSubscriptions more.
 	MaxStreamsPerConnection int `yaml:"max_streams_per_connection"`
 	// MaxSubscriptionsPerConnection bounds one connection's live
 	// subscriptions and group push members (0: only the streams bound).
@@ -303,6 +305,14 @@ type BadgerConfig struct {
 // that are alive.
 const MinIdleTimeout = 5 * time.Second
 
+// StreamsBeyondSubscriptions is how many more QUIC streams than
+// max_subscriptions_per_connection a connection must be allowed: its control
+// stream, its publish streams (the Go client keeps up to four), and the
+// stream on which a subscription beyond the bound is refused with
+// overloaded. With fewer, that subscription's stream could not be opened:
+// the client would wait for a stream until it gave up, and never learn why.
+const StreamsBeyondSubscriptions = 24
+
 // DefaultConfig returns the embedded defaults: data in ./data, QUIC on
 // 127.0.0.1:7400, HTTP on 127.0.0.1:7401.
 func DefaultConfig() Config {
@@ -341,7 +351,7 @@ func DefaultConfig() Config {
 		HandshakeTimeout:              5 * time.Second,
 		TLSClientPermissions:          "publish,subscribe,consume,manage",
 		MaxConnections:                10000,
-		MaxStreamsPerConnection:       1000,
+		MaxStreamsPerConnection:       1000 + StreamsBeyondSubscriptions,
 		MaxSubscriptionsPerConnection: 1000,
 		MaxStreamsPerTenant:           10000,
 		IdleTimeout:                   30 * time.Second,
@@ -431,6 +441,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxStreamsPerConnection < 1 || c.MaxStreamsPerConnection > 1<<20 {
 		bad("max_streams_per_connection", "%d is outside [1, 1048576]", c.MaxStreamsPerConnection)
+	} else if subs := c.MaxSubscriptionsPerConnection; subs > 0 && c.MaxStreamsPerConnection < subs+StreamsBeyondSubscriptions {
+		bad("max_streams_per_connection", "%d leaves too few streams beyond max_subscriptions_per_connection (%d): it must be at least %d, "+
+			"for the control stream, the publish streams and the stream a subscription too many is refused on "+
+			"(or set max_subscriptions_per_connection to 0 to bound subscriptions by streams alone)",
+			c.MaxStreamsPerConnection, subs, subs+StreamsBeyondSubscriptions)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

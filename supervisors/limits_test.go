@@ -221,7 +221,10 @@ func TestSilentClientsTimedOut(t *testing.T) {
 // it may open more.
 func TestStreamFloodBounded(t *testing.T) {
 	const max = 20
-	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) { c.MaxStreamsPerConnection = max })
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) {
+		c.MaxStreamsPerConnection = max
+		c.MaxSubscriptionsPerConnection = 0 // the streams alone bound them
+	})
 	r := dialRaw(t, n) // its control stream is one of the max
 	before := runtime.NumGoroutine()
 	var open []*quic.Stream
@@ -407,5 +410,64 @@ func TestSlowFirstFrameNotTimedOut(t *testing.T) {
 	}
 	if r.conn.Context().Err() != nil {
 		t.Fatal("the connection was closed with its stalled stream")
+	}
+}
+
+// With the default limits a client that subscribes past
+// max_subscriptions_per_connection on one connection is refused with
+// overloaded: the refusal comes on the subscription's own stream, so the
+// QUIC streams the node grants must outnumber the subscriptions it allows
+// by the control stream, the publish streams and that one more. (They were
+// both 1000: the 999th subscription waited for a stream until its context
+// ended, and the documented refusal could never come.)
+func TestDefaultLimitsRefuseASubscriptionTooMany(t *testing.T) {
+	n := testNode(t, t.TempDir())
+	maxSubs := DefaultConfig().MaxSubscriptionsPerConnection
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := dialClient(t, n)
+	s := client.StreamName{Tenant: "t", Namespace: "n", Stream: "s"}
+	if _, err := c.CreateStream(ctx, s, client.StreamConfig{Shards: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Publish streams are open too (the Go client keeps up to four).
+	if _, err := c.PublishBatch(ctx, s, [][]byte{[]byte("r")}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxSubs {
+		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.Subscribe(sctx, s, client.WithShard(0))
+		scancel()
+		if err != nil {
+			t.Fatalf("subscription %d of %d: %v", i+1, maxSubs, err)
+		}
+	}
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	if _, err := c.Subscribe(sctx, s, client.WithShard(0)); !errors.Is(err, client.ErrOverloaded) {
+		t.Fatalf("subscription %d: %v, want overloaded", maxSubs+1, err)
+	}
+}
+
+// max_streams_per_connection must leave StreamsBeyondSubscriptions streams
+// beyond max_subscriptions_per_connection, or the refusal of a subscription
+// too many could not be answered; 0 subscriptions means no such bound.
+func TestStreamsBeyondSubscriptions(t *testing.T) {
+	cfg := DefaultConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	cfg.MaxSubscriptionsPerConnection = 100
+	cfg.MaxStreamsPerConnection = 100 + StreamsBeyondSubscriptions - 1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "max_streams_per_connection") {
+		t.Fatalf("%d streams for %d subscriptions: %v", cfg.MaxStreamsPerConnection, cfg.MaxSubscriptionsPerConnection, err)
+	}
+	cfg.MaxStreamsPerConnection++
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("%d streams for %d subscriptions: %v", cfg.MaxStreamsPerConnection, cfg.MaxSubscriptionsPerConnection, err)
+	}
+	cfg.MaxSubscriptionsPerConnection, cfg.MaxStreamsPerConnection = 0, 1
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("no subscription bound, one stream: %v", err)
 	}
 }

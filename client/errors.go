@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/heraldmq/herald/net/wire"
 )
@@ -212,6 +213,24 @@ var ErrClosed = errors.New("herald: client closed")
 // ErrSubscriptionClosed is returned by Next after the Subscription's Close,
 // and by GroupMember's Next and Ack after its Close.
 var ErrSubscriptionClosed = errors.New("herald: subscription closed")
+
+// ErrNoStreamCredit is matched (errors.Is) by the error of a Subscribe or a
+// group member's Subscribe whose context ended while it waited for a QUIC
+// stream: the connection had as many streams open as the node allows
+// (max_streams_per_connection: the control stream, publish streams,
+// subscriptions and group members all count). The error matches the
+// context's error too. Close a subscription, or subscribe on another
+// Client (another connection).
+var ErrNoStreamCredit = errors.New("herald: waited for a QUIC stream: the connection has as many open as the node allows (max_streams_per_connection)")
+
+// streamWait wraps err, the context's error of a Subscribe, in
+// ErrNoStreamCredit when a reader of it was waiting for stream credit.
+func streamWait(waiting *atomic.Int32, err error) error {
+	if waiting.Load() > 0 {
+		return fmt.Errorf("%w: %w", ErrNoStreamCredit, err)
+	}
+	return err
+}
 
 // LaggedError is returned by Subscription.Next when the node ended a shard's
 // subscription because it fell behind its queue (the stream's overflow

@@ -157,12 +157,12 @@ func (g *Group) Subscribe(ctx context.Context, opts ...GroupSubscribeOption) (*G
 	}
 
 	stopped := make(chan struct{})
-	assignment := new(atomic.Pointer[GroupAssignment])
+	assignment, waiting := new(atomic.Pointer[GroupAssignment]), new(atomic.Int32)
 	spawn := &groupSubscriptionSpawnRequest{
 		init: &groupSubscriptionInit{
 			join: wire.GroupSubscribe{Name: name, Group: group, Member: o.member,
 				Window: uint32(o.window), MaxPerPush: uint32(o.maxPerPush)},
-			heartbeat: o.heartbeat, clock: o.clock, assignment: assignment, stopped: stopped,
+			heartbeat: o.heartbeat, clock: o.clock, assignment: assignment, waitingStream: waiting, stopped: stopped,
 		},
 		reply: make(chan subscriptionSpawned, 1),
 	}
@@ -198,7 +198,7 @@ func (g *Group) Subscribe(ctx context.Context, opts ...GroupSubscribeOption) (*G
 	select {
 	case err = <-await.reply:
 	case <-ctx.Done():
-		err = ctx.Err()
+		err = streamWait(waiting, ctx.Err())
 	case <-stopped:
 		select {
 		case err = <-await.reply:

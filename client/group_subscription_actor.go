@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -191,8 +192,8 @@ func (a *groupSubscriptionActor) startStream(ctx actor.Context) bool {
 	a.gen++
 	a.joined, a.joinID = false, 0
 	a.openCtx, a.openCancel = context.WithCancel(a.s.ctx)
-	s, root, self, rctx, gen := a.s, ctx.ActorSystem().Root, ctx.Self(), a.openCtx, a.gen
-	if !s.goroutines.Go(func() { readGroupStream(s, root, self, rctx, gen) }) {
+	s, root, self, rctx, gen, waiting := a.s, ctx.ActorSystem().Root, ctx.Self(), a.openCtx, a.gen, a.in.waitingStream
+	if !s.goroutines.Go(func() { readGroupStream(s, root, self, rctx, gen, waiting) }) {
 		return false
 	}
 	a.goroutines++
@@ -203,8 +204,8 @@ func (a *groupSubscriptionActor) startStream(ctx actor.Context) bool {
 // it to the actor (which writes GroupSubscribe), and decodes the node's
 // frames until the stream ends or the node ends it with an Error of request
 // id 0. Its messages carry gen.
-func readGroupStream(s *session, root *actor.RootContext, pid *actor.PID, ctx context.Context, gen int) {
-	st, err := s.conn.OpenStreamSync(ctx)
+func readGroupStream(s *session, root *actor.RootContext, pid *actor.PID, ctx context.Context, gen int, waiting *atomic.Int32) {
+	st, err := openStream(ctx, s.conn, waiting)
 	if err != nil {
 		root.Send(pid, &groupStreamEnded{gen: gen, err: err})
 		return

@@ -35,6 +35,10 @@ type groupSubscriptionInit struct {
 	// assignment holds the latest assignment; the actor stores, the
 	// GroupMember loads.
 	assignment *atomic.Pointer[GroupAssignment]
+	// waitingStream counts the readers waiting for QUIC stream credit to
+	// open the group stream (openStream); Subscribe reads it when its
+	// context ends.
+	waitingStream *atomic.Int32
 	// stopped is closed by the connection actor once the group subscription
 	// actor has stopped; the GroupMember waits on it besides replies.
 	stopped chan struct{}

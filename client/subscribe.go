@@ -231,10 +231,10 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 	}
 
 	stopped := make(chan struct{})
-	resumes := new(atomic.Int64)
+	resumes, waiting := new(atomic.Int64), new(atomic.Int32)
 	spawn := &subscriptionSpawnRequest{
 		init: &subscriptionInit{name: name, shards: starts, queue: o.queue, autoResume: o.autoResume,
-			replica: replica, resumes: resumes, stopped: stopped},
+			replica: replica, resumes: resumes, waitingStream: waiting, stopped: stopped},
 		reply: make(chan subscriptionSpawned, 1),
 	}
 	c.send(c.conn, spawn)
@@ -269,7 +269,7 @@ func (c *Client) Subscribe(ctx context.Context, name StreamName, opts ...Subscri
 	select {
 	case ans = <-await.reply:
 	case <-ctx.Done():
-		ans.err = ctx.Err()
+		ans.err = streamWait(waiting, ctx.Err())
 	case <-stopped:
 		select {
 		case ans = <-await.reply:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -220,6 +221,8 @@ type shardAttempt struct {
 	ctx context.Context
 	// delay is how long the reader waits before it subscribes.
 	delay time.Duration
+	// waiting counts the subscription's readers waiting for stream credit.
+	waiting *atomic.Int32
 }
 
 // startAttempt starts a reader that subscribes shard idx from start/offset.
@@ -231,7 +234,7 @@ func (a *subscriptionActor) startAttempt(ctx actor.Context, idx int, start wire.
 	sh.asked = offset
 	sh.s, sh.waiting = a.s, false
 	at := shardAttempt{
-		idx: idx, gen: sh.gen, slots: sh.slots, ctx: a.ctx, delay: behindDelay(sh.behind),
+		idx: idx, gen: sh.gen, slots: sh.slots, ctx: a.ctx, delay: behindDelay(sh.behind), waiting: a.in.waitingStream,
 		sub: wire.Subscribe{Name: a.in.name, Shard: sh.start.shard, Start: start, Offset: offset, QueueCapacity: a.in.queue},
 	}
 	if a.s.welcome.Features&wire.FeatureFollowerReads != 0 {
@@ -265,7 +268,7 @@ func readShard(s *session, root *actor.RootContext, pid *actor.PID, at shardAtte
 			return
 		}
 	}
-	st, err := s.conn.OpenStreamSync(at.ctx)
+	st, err := openStream(at.ctx, s.conn, at.waiting)
 	if err != nil {
 		end(err, false)
 		return
@@ -794,4 +797,21 @@ func (a *subscriptionActor) onStopping() {
 		err = ErrSubscriptionClosed
 	}
 	a.unsubscribe(err)
+}
+
+// openStream opens a bidirectional stream on conn. When the node allows no
+// more streams on the connection (max_streams_per_connection) it waits for
+// one to close, until ctx ends, counted in waiting meanwhile (nil: not
+// counted), so that a Subscribe that gives up can say why.
+func openStream(ctx context.Context, conn *quic.Conn, waiting *atomic.Int32) (*quic.Stream, error) {
+	st, err := conn.OpenStream()
+	var limit *quic.StreamLimitReachedError // quic-go returns a pointer
+	if err == nil || !errors.As(err, &limit) {
+		return st, err
+	}
+	if waiting != nil {
+		waiting.Add(1)
+		defer waiting.Add(-1)
+	}
+	return conn.OpenStreamSync(ctx)
 }

@@ -35,6 +35,10 @@ type subscriptionInit struct {
 	// resumes counts automatic resubscriptions; the actor adds, the
 	// Subscription reads.
 	resumes *atomic.Int64
+	// waitingStream counts the shard readers waiting for QUIC stream
+	// credit to open their streams (openStream); Subscribe reads it when
+	// its context ends.
+	waitingStream *atomic.Int32
 	// stopped is closed by the connection actor once the subscription actor
 	// has stopped; the Subscription waits on it besides replies.
 	stopped chan struct{}

@@ -471,3 +471,65 @@ func TestStreamsBeyondSubscriptions(t *testing.T) {
 		t.Fatalf("no subscription bound, one stream: %v", err)
 	}
 }
+
+// A Subscribe (or a group member's) that waits for a QUIC stream, the
+// connection having every stream the node allows open, and gives up when
+// its context ends says why: its error matches client.ErrNoStreamCredit
+// and the context's error. Once a subscription closes, its stream is free
+// again. (Reachable with max_subscriptions_per_connection 0, or with many
+// publish streams.)
+func TestSubscribeWaitingForAStreamSaysSo(t *testing.T) {
+	const streams = 4 // the control stream and three subscriptions
+	n := testNode(t, t.TempDir(), func(c *Config, _ *Options) {
+		c.MaxStreamsPerConnection = streams
+		c.MaxSubscriptionsPerConnection = 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := dialClient(t, n)
+	s := client.StreamName{Tenant: "t", Namespace: "n", Stream: "s"}
+	if _, err := c.CreateStream(ctx, s, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	var subs []*client.Subscription
+	for range streams - 1 {
+		sub, err := c.Subscribe(ctx, s, client.WithShard(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, sub)
+	}
+	short, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := c.Subscribe(short, s, client.WithShard(0))
+	scancel()
+	if !errors.Is(err, client.ErrNoStreamCredit) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a subscription beyond the streams: %v, want ErrNoStreamCredit and the deadline", err)
+	}
+	short, scancel = context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = c.Group(s, "g").Subscribe(short)
+	scancel()
+	if !errors.Is(err, client.ErrNoStreamCredit) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a group member beyond the streams: %v, want ErrNoStreamCredit and the deadline", err)
+	}
+	if err := subs[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	// With a stream free, a refusal is the node's, and nothing else.
+	if _, err := c.Subscribe(ctx, s, client.WithShard(5)); !errors.Is(err, client.ErrInvalidShard) || errors.Is(err, client.ErrNoStreamCredit) {
+		t.Fatalf("a subscription to a shard the stream lacks: %v, want invalid_shard", err)
+	}
+	sub, err := c.Subscribe(ctx, s, client.WithShard(0))
+	if err != nil {
+		t.Fatalf("after closing one: %v", err)
+	}
+	// The subscriptions still deliver (published on another connection:
+	// this one has no stream left for publishing).
+	if _, err := dialClient(t, n).PublishBatch(ctx, s, [][]byte{[]byte("r")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range append(subs[1:], sub) {
+		if ev, err := sub.Next(ctx); err != nil || string(ev.Payload) != "r" {
+			t.Fatalf("next: %+v, %v", ev, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,7 +33,9 @@ import (
 //
 // The stream is opened on first use. If the node ends it while the
 // connection lives, the frames in flight on it fail and the next frame opens
-// a new one.
+// a new one. When the node allows no more streams on the connection, a
+// goroutine waits for one to close and hands the stream over
+// (publishStreamOpened); the actor never waits for it in Receive.
 //
 // When the connection is lost and the client reconnects, the actor keeps
 // what it holds and writes it on the new connection's stream once the
@@ -90,6 +93,13 @@ type publishStreamActor struct {
 	// pumpSent is set while a publishPump the actor sent itself is in its
 	// mailbox.
 	pumpSent bool
+	// opening is set while a goroutine waits for the node to allow one
+	// more stream on the connection (max_streams_per_connection), to open
+	// the next publish stream; openSeq names that wait (its answer carries
+	// it) and openCancel ends it.
+	opening    bool
+	openSeq    uint64
+	openCancel context.CancelFunc
 }
 
 // pendingFrame is frame idx of req; id is the request id it was last
@@ -140,6 +150,8 @@ func (a *publishStreamActor) Receive(ctx actor.Context) {
 		a.onPublishRefused(ctx, m)
 	case *publishStreamEnded:
 		a.onPublishStreamEnded(ctx, m)
+	case *publishStreamOpened:
+		a.onPublishStreamOpened(ctx, m)
 	case *publishStatsRequest:
 		a.onPublishStats(m)
 	case *goAwayNotice:
@@ -245,14 +257,91 @@ func (a *publishStreamActor) pump(ctx actor.Context) {
 	}
 }
 
-// open opens a new publish stream and starts its reader. It blocks while
-// the node allows no more streams (until the connection ends).
+// open opens a new publish stream and starts its reader, and reports
+// whether the stream is there to write on. When the node allows no more
+// streams on the connection, a goroutine waits for one to close
+// (waitForStream) and the actor goes on answering meanwhile: it reports
+// false, and publishStreamOpened brings the stream.
 func (a *publishStreamActor) open(ctx actor.Context) bool {
-	st, err := a.s.conn.OpenStreamSync(a.s.ctx)
-	if err != nil {
-		a.connectionLost(err)
+	if a.opening {
 		return false
 	}
+	st, err := a.s.conn.OpenStream()
+	var limit *quic.StreamLimitReachedError // quic-go returns a pointer
+	switch {
+	case err == nil:
+		return a.started(ctx, st)
+	case errors.As(err, &limit):
+		a.waitForStream(ctx)
+	default:
+		a.connectionLost(err)
+	}
+	return false
+}
+
+// waitForStream starts a goroutine that opens a stream once the node
+// allows one more, and tells the actor (publishStreamOpened).
+func (a *publishStreamActor) waitForStream(ctx actor.Context) {
+	octx, cancel := context.WithCancel(a.s.ctx)
+	a.openSeq++
+	s, root, self, seq := a.s, ctx.ActorSystem().Root, ctx.Self(), a.openSeq
+	if !s.goroutines.Go(func() {
+		st, err := s.conn.OpenStreamSync(octx)
+		root.Send(self, &publishStreamOpened{seq: seq, stream: st, err: err})
+	}) {
+		cancel()
+		a.breakAll(a.s.lost(ErrClosed))
+		return
+	}
+	a.opening, a.openCancel = true, cancel
+}
+
+// stopOpening ends a wait for a stream: the session it was for is lost or
+// left, or the actor stops. Its answer is then ignored (and its stream, if
+// it got one, closed).
+func (a *publishStreamActor) stopOpening() {
+	if !a.opening {
+		return
+	}
+	a.openCancel()
+	a.opening, a.openCancel = false, nil
+	a.openSeq++
+}
+
+// onPublishStreamOpened takes the stream a wait opened, writes what is
+// queued on it, and drains it if the client asked meanwhile.
+func (a *publishStreamActor) onPublishStreamOpened(ctx actor.Context, m *publishStreamOpened) {
+	if !a.opening || m.seq != a.openSeq {
+		if m.stream != nil {
+			m.stream.CancelRead(0)
+			m.stream.CancelWrite(0)
+		}
+		return
+	}
+	a.openCancel()
+	a.opening, a.openCancel = false, nil
+	if m.err != nil {
+		a.connectionLost(m.err)
+		return
+	}
+	if a.broken != nil || a.lost || a.goAway != nil {
+		// Nothing more is written on this session.
+		m.stream.CancelRead(0)
+		m.stream.CancelWrite(0)
+		a.finishGoAway()
+		return
+	}
+	if !a.started(ctx, m.stream) {
+		return
+	}
+	a.pump(ctx)
+	if len(a.drainWaiters) > 0 {
+		a.drain()
+	}
+}
+
+// started makes st the current publish stream and starts its reader.
+func (a *publishStreamActor) started(ctx actor.Context, st *quic.Stream) bool {
 	a.gen++
 	s, root, self, gen := a.s, ctx.ActorSystem().Root, ctx.Self(), a.gen
 	if !s.goroutines.Go(func() { readPublishStream(s, root, self, gen, st) }) {
@@ -441,6 +530,7 @@ func (a *publishStreamActor) protocolFailure(err error) {
 // what is in flight is settled as planLoss decides, and nothing is written
 // until sessionStarted.
 func (a *publishStreamActor) connectionLost(err error) {
+	a.stopOpening()
 	cause := a.s.lost(err)
 	if !a.sh.reconnect || errors.Is(cause, ErrClosed) {
 		a.breakAll(cause)
@@ -481,6 +571,7 @@ func (a *publishStreamActor) connectionLost(err error) {
 // admitted and ends the stream. With reconnecting, what is queued waits for
 // the next session.
 func (a *publishStreamActor) stopWriting(err error) {
+	a.stopOpening()
 	if a.goAway == nil {
 		a.goAway = err
 	}
@@ -496,6 +587,7 @@ func (a *publishStreamActor) onSessionStarted(ctx actor.Context, m *sessionStart
 	if a.broken != nil || m.s == a.s {
 		return
 	}
+	a.stopOpening()
 	if !a.lost {
 		// The old session is gone even if this actor did not notice: what
 		// it had in flight there is settled as for a loss.
@@ -546,6 +638,7 @@ func (a *publishStreamActor) failInflight(err error) {
 
 // breakAll fails everything, now and later, with err.
 func (a *publishStreamActor) breakAll(err error) {
+	a.stopOpening()
 	if a.broken == nil {
 		a.broken = err
 	}
@@ -584,11 +677,26 @@ func (a *publishStreamActor) onPublishStats(m *publishStatsRequest) {
 // the pump come before the drain request.
 func (a *publishStreamActor) onPublishDrain(ctx actor.Context, m *publishDrainRequest) {
 	a.pump(ctx)
-	if a.stream == nil || a.broken != nil || a.unconfirmedNone == 0 {
-		m.reply <- struct{}{}
+	a.drainWaiters = append(a.drainWaiters, m.reply)
+	a.drain()
+}
+
+// drain answers the drain waiters once the node has confirmed every
+// AckNone frame written: at once when none is unconfirmed; else the send
+// side is closed and they are answered when the node ends the stream. While
+// a stream is being opened for queued frames, they wait for it
+// (onPublishStreamOpened drains).
+func (a *publishStreamActor) drain() {
+	if a.opening && a.broken == nil && len(a.queue) > 0 {
 		return
 	}
-	a.drainWaiters = append(a.drainWaiters, m.reply)
+	if a.stream == nil || a.broken != nil || a.unconfirmedNone == 0 {
+		for _, w := range a.drainWaiters {
+			w <- struct{}{}
+		}
+		a.drainWaiters = nil
+		return
+	}
 	if !a.draining {
 		a.draining = true
 		_ = a.stream.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quic-go/quic-go"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldmq/herald/net/wire"
@@ -291,4 +292,13 @@ type connectionEnded struct {
 type goAwayNotice struct {
 	err   error
 	reply chan struct{} // capacity 1
+}
+
+// publishStreamOpened answers a publish-stream actor's wait for the node to
+// allow one more stream (waitForStream): the stream, or why there is none.
+// seq names the wait.
+type publishStreamOpened struct {
+	seq    uint64
+	stream *quic.Stream
+	err    error
 }

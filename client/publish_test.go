@@ -562,3 +562,71 @@ func TestCloseDeliversUnackedPublishes(t *testing.T) {
 		t.Fatalf("node read %d publishes, want %d", got, n)
 	}
 }
+
+// When the node allows no more streams on the connection, the
+// publish-stream actor waits for one off its mailbox: it keeps answering
+// (what it holds, a withdrawn publish), the queued publish goes out once a
+// stream closes, and Close fails a publish whose stream never came.
+func TestPublishWaitsForAStreamWithoutBlocking(t *testing.T) {
+	srv := newTestServerStreams(t, 2) // the control stream and one more
+	frames := publishNode(t, srv)
+	srv.start()
+	c := srv.dial(t)
+	ctx := testCtx(t)
+
+	// Another stream takes the one left.
+	held, err := c.session().conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.Write([]byte{0}); err != nil { // the node learns of it
+		t.Fatal(err)
+	}
+	fut, err := c.PublishAsync(ctx, orders, [][]byte{[]byte("waits")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withdrawn, cancel := context.WithCancel(ctx)
+	res := make(chan error, 1)
+	go func() { _, err := c.Publish(withdrawn, orders, []byte("withdrawn")); res <- err }()
+	waitFor(t, "both publishes to queue", func() bool { return c.publishStats(t, orders).queued == 2 })
+	cancel()
+	if err := <-res; !errors.Is(err, context.Canceled) {
+		t.Fatalf("withdrawn publish: %v", err)
+	}
+	waitFor(t, "the withdrawn publish to leave the queue", func() bool { return c.publishStats(t, orders).queued == 1 })
+
+	// The held stream goes: its credit comes back and the publish is written.
+	held.CancelWrite(0)
+	held.CancelRead(0)
+	f := recv(t, frames)
+	if recs := f.records(t); len(recs) != 1 || string(recs[0].Payload) != "waits" {
+		t.Fatalf("written: %+v", recs)
+	}
+	f.ack(t, 0, 7)
+	if ack, err := fut.Wait(ctx); err != nil || ack.Offset != 7 {
+		t.Fatalf("ack %+v, %v", ack, err)
+	}
+
+	// A second client whose publish never gets a stream: Close waits for it
+	// at most its linger (closeLinger), then fails it.
+	c2 := srv.dial(t)
+	held2, err := c2.session().conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held2.Write([]byte{0}); err != nil {
+		t.Fatal(err)
+	}
+	fut2, err := c2.PublishAsync(ctx, orders, [][]byte{[]byte("never")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the publish to queue", func() bool { return c2.publishStats(t, orders).queued == 1 })
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fut2.Wait(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("the publish that never got a stream: %v, want ErrClosed", err)
+	}
+}

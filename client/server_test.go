@@ -113,6 +113,13 @@ type serverConn struct {
 
 func newTestServer(t *testing.T) *testServer {
 	t.Helper()
+	return newTestServerStreams(t, 1000)
+}
+
+// newTestServerStreams is newTestServer allowing each connection
+// maxStreams streams at once (the control stream among them).
+func newTestServerStreams(t *testing.T, maxStreams int64) *testServer {
+	t.Helper()
 	cert, pool := testCert(t)
 	// The node's own transport, closed by stop: a listener made by
 	// quic.ListenAddr keeps its socket until the last connection's ids are
@@ -125,7 +132,7 @@ func newTestServer(t *testing.T) *testServer {
 	tr := &quic.Transport{Conn: udp}
 	ln, err := tr.Listen(&tls.Config{
 		Certificates: []tls.Certificate{cert}, NextProtos: []string{wire.ALPN}, MinVersion: tls.VersionTLS13,
-	}, &quic.Config{MaxIncomingStreams: 1000, MaxIdleTimeout: 30 * time.Second})
+	}, &quic.Config{MaxIncomingStreams: maxStreams, MaxIdleTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
@@ -318,6 +325,7 @@ func (s *testServer) serveConn(conn *quic.Conn) {
 				defer s.wg.Done()
 				first, err := wire.ReadFrame(st, wire.DefaultMaxFrameBytes)
 				if err != nil {
+					st.CancelWrite(0) // done with it both ways: its credit goes back
 					return
 				}
 				if s.onStream == nil {

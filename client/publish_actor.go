@@ -297,8 +297,9 @@ func (a *publishStreamActor) waitForStream(ctx actor.Context) {
 }
 
 // stopOpening ends a wait for a stream: the session it was for is lost or
-// left, or the actor stops. Its answer is then ignored (and its stream, if
-// it got one, closed).
+// left, the node is draining, or the actor stops. Its answer is then
+// ignored (and its stream, if it got one, closed), and a drain that waited
+// for the stream is answered: nothing was written.
 func (a *publishStreamActor) stopOpening() {
 	if !a.opening {
 		return
@@ -306,6 +307,9 @@ func (a *publishStreamActor) stopOpening() {
 	a.openCancel()
 	a.opening, a.openCancel = false, nil
 	a.openSeq++
+	if len(a.drainWaiters) > 0 {
+		a.drain()
+	}
 }
 
 // onPublishStreamOpened takes the stream a wait opened, writes what is
@@ -329,6 +333,9 @@ func (a *publishStreamActor) onPublishStreamOpened(ctx actor.Context, m *publish
 		m.stream.CancelRead(0)
 		m.stream.CancelWrite(0)
 		a.finishGoAway()
+		if len(a.drainWaiters) > 0 {
+			a.drain()
+		}
 		return
 	}
 	if !a.started(ctx, m.stream) {

@@ -165,7 +165,7 @@ func (cs *connSession) read(id uint64, req wire.Read) []byte {
 		return wire.AppendError(nil, id, werr)
 	}
 	if req.Shard >= uint32(len(h.Shards)) {
-		return wire.AppendError(nil, id, wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards)))
+		return wire.AppendError(nil, id, wire.ShardOutOfRange(h.Name, uint64(req.Shard), len(h.Shards)))
 	}
 	// The tail a read reports is linearizable on a replicated shard: no
 	// older than the read (shard_reads.go).

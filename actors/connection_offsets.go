@@ -42,7 +42,7 @@ func shardsOf(h *StreamHandle, shard uint32) ([]uint32, *wire.Error) {
 		return out, nil
 	}
 	if shard >= uint32(len(h.Shards)) {
-		return nil, wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards))
+		return nil, wire.ShardOutOfRange(h.Name, uint64(shard), len(h.Shards))
 	}
 	return []uint32{shard}, nil
 }

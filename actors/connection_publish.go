@@ -148,7 +148,7 @@ func (cs *connSession) routePublish(lane *actor.PID, streams map[wire.StreamName
 		return wire.Errorf(wire.CodeInvalidShard, "key routes to shard %d of %s, not %d", keyed, h.Name, shard)
 	}
 	if shard >= uint32(len(h.Shards)) {
-		return wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards))
+		return wire.ShardOutOfRange(h.Name, uint64(shard), len(h.Shards))
 	}
 	req := &PublishRequest{Received: time.Now(), ReqID: reqID, Ack: p.Ack, Count: p.Count, Records: p.Records, ReplyTo: lane,
 		Conditional: p.Conditional, ExpectedOffset: p.ExpectedOffset,

@@ -34,7 +34,7 @@ func newIncarnation() uint64 {
 
 func (g *groupCoordinator) checkShard(shard uint32) *wire.Error {
 	if int(shard) >= len(g.core.shards) {
-		return wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", g.cfg.Stream.Name, len(g.core.shards))
+		return wire.ShardOutOfRange(g.cfg.Stream.Name, uint64(shard), len(g.core.shards))
 	}
 	return nil
 }

@@ -224,7 +224,7 @@ func (s *subscription) onLookup(ctx actor.Context, m *LookupStreamResponse) {
 	}
 	h := m.Stream
 	if s.cfg.Request.Shard >= uint32(len(h.Shards)) {
-		s.end(ctx, wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards)))
+		s.end(ctx, wire.ShardOutOfRange(h.Name, uint64(s.cfg.Request.Shard), len(h.Shards)))
 		return
 	}
 	s.shard = h.Shards[s.cfg.Request.Shard]

@@ -307,7 +307,7 @@ func (d *dashboard) serveSubscriptions(w http.ResponseWriter, r *http.Request, p
 		return
 	}
 	if shard >= uint64(len(h.Shards)) {
-		writeError(w, fromWire(wire.Errorf(wire.CodeInvalidShard, "stream %s has %d shards", h.Name, len(h.Shards))))
+		writeError(w, fromWire(wire.ShardOutOfRange(h.Name, shard, len(h.Shards))))
 		return
 	}
 	res, err := d.n.sys.Root.RequestFuture(h.Shards[shard], &actors.ShardStatsRequest{Offset: q.Offset, Limit: q.Limit, Order: order}, apiAskTimeout).Result()

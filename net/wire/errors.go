@@ -192,6 +192,15 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// ShardOutOfRange is the invalid_shard error for a request naming shard of
+// stream name, which has shards shards: it says which shards there are.
+func ShardOutOfRange(name fmt.Stringer, shard uint64, shards int) *Error {
+	if shards == 1 {
+		return Errorf(CodeInvalidShard, "shard %d of stream %s: it has one shard, 0", shard, name)
+	}
+	return Errorf(CodeInvalidShard, "shard %d of stream %s: it has %d shards, 0 to %d", shard, name, shards, shards-1)
+}
+
 func malformed(format string, args ...any) *Error {
 	return Errorf(CodeMalformedFrame, format, args...)
 }

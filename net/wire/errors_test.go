@@ -181,3 +181,21 @@ func TestFramingAndRequestErrors(t *testing.T) {
 		t.Errorf("unknown start kind: %v, want a request error", err)
 	}
 }
+
+// ShardOutOfRange names the shard asked for and the shards there are.
+func TestShardOutOfRange(t *testing.T) {
+	name := wire.StreamName{Tenant: "t", Namespace: "n", Stream: "s"}
+	for _, c := range []struct {
+		shard  uint64
+		shards int
+		want   string
+	}{
+		{3, 1, "shard 3 of stream t/n/s: it has one shard, 0"},
+		{4, 4, "shard 4 of stream t/n/s: it has 4 shards, 0 to 3"},
+	} {
+		e := wire.ShardOutOfRange(name, c.shard, c.shards)
+		if e.Code != wire.CodeInvalidShard || e.Message != c.want {
+			t.Errorf("ShardOutOfRange(%d, %d) = %s %q, want invalid_shard %q", c.shard, c.shards, e.Code, e.Message, c.want)
+		}
+	}
+}

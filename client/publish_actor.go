@@ -93,11 +93,10 @@ type publishStreamActor struct {
 	// pumpSent is set while a publishPump the actor sent itself is in its
 	// mailbox.
 	pumpSent bool
-	// opening is set while a goroutine waits for the node to allow one
+	// openCancel is set while a goroutine waits for the node to allow one
 	// more stream on the connection (max_streams_per_connection), to open
-	// the next publish stream; openSeq names that wait (its answer carries
-	// it) and openCancel ends it.
-	opening    bool
+	// the next publish stream, and ends that wait; openSeq names the wait
+	// (its answer carries it).
 	openSeq    uint64
 	openCancel context.CancelFunc
 }
@@ -263,15 +262,14 @@ func (a *publishStreamActor) pump(ctx actor.Context) {
 // (waitForStream) and the actor goes on answering meanwhile: it reports
 // false, and publishStreamOpened brings the stream.
 func (a *publishStreamActor) open(ctx actor.Context) bool {
-	if a.opening {
+	if a.opening() {
 		return false
 	}
 	st, err := a.s.conn.OpenStream()
-	var limit *quic.StreamLimitReachedError // quic-go returns a pointer
 	switch {
 	case err == nil:
 		return a.started(ctx, st)
-	case errors.As(err, &limit):
+	case streamLimitReached(err):
 		a.waitForStream(ctx)
 	default:
 		a.connectionLost(err)
@@ -293,19 +291,22 @@ func (a *publishStreamActor) waitForStream(ctx actor.Context) {
 		a.breakAll(a.s.lost(ErrClosed))
 		return
 	}
-	a.opening, a.openCancel = true, cancel
+	a.openCancel = cancel
 }
+
+// opening reports whether a goroutine waits to open the next stream.
+func (a *publishStreamActor) opening() bool { return a.openCancel != nil }
 
 // stopOpening ends a wait for a stream: the session it was for is lost or
 // left, the node is draining, or the actor stops. Its answer is then
 // ignored (and its stream, if it got one, closed), and a drain that waited
 // for the stream is answered: nothing was written.
 func (a *publishStreamActor) stopOpening() {
-	if !a.opening {
+	if !a.opening() {
 		return
 	}
 	a.openCancel()
-	a.opening, a.openCancel = false, nil
+	a.openCancel = nil
 	a.openSeq++
 	if len(a.drainWaiters) > 0 {
 		a.drain()
@@ -315,7 +316,7 @@ func (a *publishStreamActor) stopOpening() {
 // onPublishStreamOpened takes the stream a wait opened, writes what is
 // queued on it, and drains it if the client asked meanwhile.
 func (a *publishStreamActor) onPublishStreamOpened(ctx actor.Context, m *publishStreamOpened) {
-	if !a.opening || m.seq != a.openSeq {
+	if !a.opening() || m.seq != a.openSeq {
 		if m.stream != nil {
 			m.stream.CancelRead(0)
 			m.stream.CancelWrite(0)
@@ -323,7 +324,7 @@ func (a *publishStreamActor) onPublishStreamOpened(ctx actor.Context, m *publish
 		return
 	}
 	a.openCancel()
-	a.opening, a.openCancel = false, nil
+	a.openCancel = nil
 	if m.err != nil {
 		a.connectionLost(m.err)
 		return
@@ -694,7 +695,7 @@ func (a *publishStreamActor) onPublishDrain(ctx actor.Context, m *publishDrainRe
 // a stream is being opened for queued frames, they wait for it
 // (onPublishStreamOpened drains).
 func (a *publishStreamActor) drain() {
-	if a.opening && a.broken == nil && len(a.queue) > 0 {
+	if a.opening() && a.broken == nil && len(a.queue) > 0 {
 		return
 	}
 	if a.stream == nil || a.broken != nil || a.unconfirmedNone == 0 {

@@ -237,3 +237,26 @@ func isShuttingDown(err error) bool {
 	var we *wire.Error
 	return errors.As(err, &we) && we.Code == wire.CodeShuttingDown
 }
+
+// openStream opens a bidirectional stream on conn. When the node allows no
+// more streams on the connection (max_streams_per_connection) it waits for
+// one to close, until ctx ends, counted in waiting meanwhile (nil: not
+// counted), so that a Subscribe that gives up can say why.
+func openStream(ctx context.Context, conn *quic.Conn, waiting *atomic.Int32) (*quic.Stream, error) {
+	st, err := conn.OpenStream()
+	if err == nil || !streamLimitReached(err) {
+		return st, err
+	}
+	if waiting != nil {
+		waiting.Add(1)
+		defer waiting.Add(-1)
+	}
+	return conn.OpenStreamSync(ctx)
+}
+
+// streamLimitReached reports whether err is quic-go's refusal to open a
+// stream beyond the peer's limit (a *StreamLimitReachedError).
+func streamLimitReached(err error) bool {
+	var limit *quic.StreamLimitReachedError
+	return errors.As(err, &limit)
+}

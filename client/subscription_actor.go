@@ -798,20 +798,3 @@ func (a *subscriptionActor) onStopping() {
 	}
 	a.unsubscribe(err)
 }
-
-// openStream opens a bidirectional stream on conn. When the node allows no
-// more streams on the connection (max_streams_per_connection) it waits for
-// one to close, until ctx ends, counted in waiting meanwhile (nil: not
-// counted), so that a Subscribe that gives up can say why.
-func openStream(ctx context.Context, conn *quic.Conn, waiting *atomic.Int32) (*quic.Stream, error) {
-	st, err := conn.OpenStream()
-	var limit *quic.StreamLimitReachedError // quic-go returns a pointer
-	if err == nil || !errors.As(err, &limit) {
-		return st, err
-	}
-	if waiting != nil {
-		waiting.Add(1)
-		defer waiting.Add(-1)
-	}
-	return conn.OpenStreamSync(ctx)
-}
